@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Installs everything edgechat needs to run and test offline, from the package
+# registries only: Node packages (wrangler, pyodide, a Node 22 binary), a Python
+# virtualenv with the dev tools, and the vendored `workers` SDK in
+# python_modules/ (what `pywrangler sync` would produce; it needs a download
+# of CPython that does not work offline). Re-running is cheap: each step is
+# skipped while its inputs are unchanged.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quiet=0
+[[ "${1:-}" == "--quiet" ]] && quiet=1
+say() { [[ $quiet == 1 ]] || echo "setup: $*"; }
+
+stamp_ok() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
+digest() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
+
+# --- Node packages -----------------------------------------------------------
+node_inputs=$(digest package.json package-lock.json)
+if ! stamp_ok node_modules/.edgechat-stamp "$node_inputs"; then
+  say "installing Node packages"
+  if [[ -f package-lock.json ]]; then
+    npm ci --no-audit --no-fund --loglevel=error
+  else
+    npm install --no-audit --no-fund --loglevel=error
+  fi
+  echo "$node_inputs" > node_modules/.edgechat-stamp
+fi
+
+# --- Python virtualenv ---------------------------------------------------------
+# Host tests run on CPython 3.12 (3.13 also works); never a downloaded Python.
+find_python() {
+  local candidate
+  for candidate in "${EDGECHAT_PYTHON:-}" python3.12 python3.13 \
+      "$(pyenv root 2>/dev/null)/versions/"3.12*/bin/python \
+      "$(pyenv root 2>/dev/null)/versions/"3.13*/bin/python; do
+    [[ -n "$candidate" ]] || continue
+    if command -v "$candidate" >/dev/null 2>&1 &&
+       "$candidate" -c 'import sys; sys.exit(not (3, 12) <= sys.version_info[:2] < (3, 14))' 2>/dev/null; then
+      command -v "$candidate"; return 0
+    fi
+  done
+  echo "setup: no CPython 3.12 or 3.13 found (set EDGECHAT_PYTHON)" >&2
+  return 1
+}
+
+py_inputs=$(digest pyproject.toml)
+if ! stamp_ok .venv/.edgechat-stamp "$py_inputs"; then
+  python=$(find_python)
+  say "creating .venv with $("$python" --version)"
+  rm -rf .venv
+  "$python" -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25.1'
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --group dev
+  echo "$py_inputs" > .venv/.edgechat-stamp
+fi
+
+# --- Vendored Worker packages ----------------------------------------------------
+# The runtime stopped shipping the `workers` SDK on 2026-04-21; wrangler uploads
+# python_modules/ next to src/ and workerd puts it on sys.path.
+if ! stamp_ok python_modules/.edgechat-stamp "$py_inputs"; then
+  say "vendoring Worker packages into python_modules/"
+  rm -rf python_modules
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+    --no-deps --no-compile --target python_modules --group worker
+  # Install metadata and the CPython-only .pth loader are not part of a Worker bundle.
+  rm -rf python_modules/*.dist-info python_modules/bin python_modules/*.pth
+  echo "$py_inputs" > python_modules/.edgechat-stamp
+fi
+
+say "ready"
