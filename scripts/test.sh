@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Everything `npm test` checks: lint and types, the JavaScript tools' tests,
+# then the Python suite (unit tests on CPython, black-box tests over HTTP
+# against the offline runner). Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/node_modules/.bin:$PATH"
+
+echo "== lint and types"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
+.venv/bin/mypy
+
+echo "== JavaScript tools (node --test)"
+node --test tests/js/
+
+echo "== Python suite (pytest)"
+# pytest exits 5 when it collected nothing: that fails here like any error.
+.venv/bin/pytest "$@"

@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness import ROOT, EmulatorControl, Runner, start_runner
+
+PROBE_CONFIG = ROOT / "tests" / "fixtures" / "probe" / "wrangler.toml"
+
+
+@pytest.fixture(scope="session")
+def probe_ai(tmp_path_factory: pytest.TempPathFactory) -> EmulatorControl:
+    folder = tmp_path_factory.mktemp("probe-ai")
+    return EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+
+
+@pytest.fixture(scope="session")
+def probe_runner(
+    tmp_path_factory: pytest.TempPathFactory, probe_ai: EmulatorControl
+) -> Iterator[Runner]:
+    """The runner serving the test-only probe Worker (tests of the runner itself)."""
+    vars_file = tmp_path_factory.mktemp("probe-vars") / "test.vars"
+    vars_file.write_text('OVERRIDDEN="from --vars"\nSECRET_TOKEN=s3cret\n')
+    env = {
+        "EDGECHAT_AI_SCRIPT": str(probe_ai.script_path),
+        "EDGECHAT_AI_LOG": str(probe_ai.log_path),
+        "EDGECHAT_AI_DELAY_MS": "0",
+    }
+    with start_runner(PROBE_CONFIG, vars_file=vars_file, env=env) as runner:
+        yield runner
+
+
+@pytest.fixture
+def probe(probe_runner: Runner, probe_ai: EmulatorControl) -> Runner:
+    probe_ai.reset()
+    return probe_runner
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    del config
+    for item in items:
+        if Path(str(item.fspath)).is_relative_to(ROOT / "tests" / "unit"):
+            continue
+        item.add_marker(pytest.mark.runner)

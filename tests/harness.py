@@ -1,0 +1,135 @@
+"""Starts the offline runner for black-box tests and talks to the emulator.
+
+The runner is a separate process group (Node + Pyodide); tests only speak HTTP
+to it and read the Workers AI emulator's call log, so the same tests can
+target any server that serves edgechat (``EDGECHAT_BASE_URL``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+NODE = ROOT / "node_modules" / ".bin" / "node"
+RUNNER = ROOT / "tools" / "runner" / "main.mjs"
+READY = re.compile(rb"^Ready on (http://\S+)$", re.MULTILINE)
+
+
+@dataclass
+class Runner:
+    base_url: str
+    process: subprocess.Popen[bytes]
+    output: list[bytes]
+
+    def log_text(self) -> str:
+        return b"".join(self.output).decode(errors="replace")
+
+
+def runner_command(config: Path, vars_file: Path | None = None) -> list[str]:
+    cmd = [str(NODE), "--experimental-wasm-stack-switching", str(RUNNER)]
+    cmd += ["--port", "0", "--config", str(config)]
+    if vars_file is not None:
+        cmd += ["--vars", str(vars_file)]
+    return cmd
+
+
+@contextmanager
+def start_runner(
+    config: Path,
+    *,
+    vars_file: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 90.0,
+) -> Iterator[Runner]:
+    """Runs the runner on a free port until the block ends, then ends its group."""
+    proc_env = {k: v for k, v in os.environ.items() if not k.startswith("EDGECHAT_")}
+    # Tests never talk to the real Workers AI.
+    proc_env.pop("CLOUDFLARE_API_TOKEN", None)
+    proc_env.pop("CLOUDFLARE_ACCOUNT_ID", None)
+    proc_env.update(env or {})
+    process = subprocess.Popen(
+        runner_command(config, vars_file),
+        cwd=ROOT,
+        env=proc_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    output: list[bytes] = []
+    ready = threading.Event()
+    found: list[str] = []
+
+    def pump() -> None:
+        # Keeps reading so the runner never blocks on a full pipe.
+        assert process.stdout is not None
+        for line in iter(process.stdout.readline, b""):
+            output.append(line)
+            match = READY.search(line)
+            if match and not found:
+                found.append(match.group(1).decode())
+                ready.set()
+        ready.set()
+
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    try:
+        if not ready.wait(timeout) or not found:
+            text = b"".join(output).decode(errors="replace")
+            raise RuntimeError(f"runner did not become ready:\n{text}")
+        yield Runner(found[0], process, output)
+    finally:
+        _stop(process)
+        reader.join(timeout=5)
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        try:
+            os.killpg(process.pid, signal.SIGTERM)
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+
+
+class EmulatorControl:
+    """Scripts the Workers AI emulator and reads its call log (file seams)."""
+
+    def __init__(self, script_path: Path, log_path: Path) -> None:
+        self.script_path = script_path
+        self.log_path = log_path
+
+    def reset(self) -> None:
+        self.script_path.unlink(missing_ok=True)
+        self.log_path.write_text("")
+
+    def script(self, *rules: Mapping[str, Any]) -> None:
+        self.script_path.write_text(json.dumps({"rules": list(rules)}))
+
+    def calls(self) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+    def wait_for_calls(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while True:
+            calls = self.calls()
+            if len(calls) >= count or time.monotonic() > deadline:
+                return calls
+            time.sleep(0.02)

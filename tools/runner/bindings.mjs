@@ -1,0 +1,86 @@
+// The Worker's `env`, offline: the project's real local bindings from
+// wrangler's getPlatformProxy (KV, rate limiter, static assets, [vars],
+// .dev.vars secrets), with `AI` served by the Workers AI emulator — or by the
+// real Workers AI REST API when Cloudflare credentials are in the environment.
+import { readFileSync } from "node:fs";
+import { getPlatformProxy } from "wrangler";
+
+// The Python `workers` SDK decides how to convert arguments and results by a
+// binding's JS class name (KvNamespace, Ratelimit, Fetcher, Ai, …). The
+// platform proxy's stand-ins have anonymous classes, so each is fronted by a
+// forwarding object of the class the edge would hand to Python.
+function asBindingClass(className, target, methods) {
+  const cls = { [className]: class {} }[className];
+  const binding = new cls();
+  for (const method of methods) {
+    binding[method] = (...args) => target[method](...args);
+  }
+  return binding;
+}
+
+const BINDING_SHAPES = {
+  kv_namespaces: ["KvNamespace", ["get", "getWithMetadata", "put", "delete", "list"]],
+  ratelimits: ["Ratelimit", ["limit"]],
+};
+
+export function parseDotenv(text) {
+  const vars = {};
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (!line || line.startsWith("#")) continue;
+    const eq = line.indexOf("=");
+    if (eq < 1) throw new Error(`not a NAME=value line: ${JSON.stringify(raw)}`);
+    const name = line.slice(0, eq).trim().replace(/^export\s+/, "");
+    let value = line.slice(eq + 1).trim();
+    const quote = value[0];
+    if ((quote === '"' || quote === "'") && value.endsWith(quote) && value.length >= 2) {
+      value = value.slice(1, -1);
+      if (quote === '"') value = value.replace(/\\n/g, "\n").replace(/\\"/g, '"');
+    }
+    vars[name] = value;
+  }
+  return vars;
+}
+
+async function makeAi(log) {
+  const { CLOUDFLARE_ACCOUNT_ID: accountId, CLOUDFLARE_API_TOKEN: apiToken } = process.env;
+  if (accountId && apiToken) {
+    const baseUrl = process.env.EDGECHAT_AI_BASE_URL || undefined;
+    log(`AI: real Workers AI via the REST API${baseUrl ? ` at ${baseUrl}` : ""}`);
+    const { Ai } = await import("../emulator/rest.mjs");
+    return new Ai({ accountId, apiToken, baseUrl });
+  }
+  log("AI: local Workers AI emulator (set CLOUDFLARE_ACCOUNT_ID and CLOUDFLARE_API_TOKEN for real models)");
+  const { createEmulator } = await import("../emulator/node.mjs");
+  return createEmulator();
+}
+
+export async function createEnv({ config, configPath, varsFile, log }) {
+  const proxy = await getPlatformProxy({ configPath, remoteBindings: false, persist: false });
+  const env = {};
+  for (const [name, value] of Object.entries(proxy.env)) {
+    // Plain values ([vars], secrets) pass through as the edge passes them.
+    if (typeof value !== "object" || value === null) env[name] = value;
+  }
+  for (const [kind, [className, methods]] of Object.entries(BINDING_SHAPES)) {
+    for (const entry of config[kind] ?? []) {
+      const name = entry.binding ?? entry.name;
+      env[name] = asBindingClass(className, proxy.env[name], methods);
+    }
+  }
+  if (config.assets?.binding) {
+    const assets = proxy.env[config.assets.binding];
+    // The proxy answers with its own Response subclass; Python expects the
+    // platform's Response, as the edge returns.
+    const fetcher = {
+      fetch: async (...args) => {
+        const response = await assets.fetch(...args);
+        return new Response(response.body, response);
+      },
+    };
+    env[config.assets.binding] = asBindingClass("Fetcher", fetcher, ["fetch"]);
+  }
+  if (config.ai?.binding) env[config.ai.binding] = await makeAi(log);
+  if (varsFile) Object.assign(env, parseDotenv(readFileSync(varsFile, "utf8")));
+  return { env, assets: config.assets?.binding ? proxy.env[config.assets.binding] : null, dispose: () => proxy.dispose() };
+}

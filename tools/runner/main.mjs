@@ -1,0 +1,190 @@
+// edgechat's offline runner: serves the Python Worker on 127.0.0.1 with the
+// interpreter the edge uses (Pyodide), the project's real local bindings and
+// the Workers AI emulator. Usage (see tools/runner/README.md):
+//   npm start -- [--port N] [--host H] [--config FILE] [--vars FILE]
+import { writeSync } from "node:fs";
+import { createServer } from "node:http";
+import { Readable } from "node:stream";
+import { join, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { unstable_readConfig } from "wrangler";
+import { createEnv } from "./bindings.mjs";
+import { loadWorker } from "./python.mjs";
+
+// Synchronous, so the last lines before an exit are not lost.
+const log = (message) => writeSync(2, `[runner] ${message}\n`);
+
+function parseCommandLine(argv) {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: "string", default: process.env.PORT ?? "8787" },
+      host: { type: "string", default: "127.0.0.1" },
+      config: { type: "string", default: "wrangler.toml" },
+      vars: { type: "string" },
+      "no-snapshot": { type: "boolean", default: false },
+      quiet: { type: "boolean", default: false },
+    },
+    strict: true,
+  });
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`--port must be a port number, got ${JSON.stringify(values.port)}`);
+  }
+  return { ...values, port };
+}
+
+// `run_worker_first`: true, or route patterns where `*` matches anything and a
+// leading `!` excludes (exclusions win).
+function workerFirstMatcher(setting) {
+  if (setting === true) return () => true;
+  if (!Array.isArray(setting) || setting.length === 0) return () => false;
+  const compile = (pattern) =>
+    new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*")}$`);
+  const include = setting.filter((p) => !p.startsWith("!")).map(compile);
+  const exclude = setting.filter((p) => p.startsWith("!")).map((p) => compile(p.slice(1)));
+  return (path) => include.some((re) => re.test(path)) && !exclude.some((re) => re.test(path));
+}
+
+function toWebRequest(req, signal) {
+  const headers = new Headers();
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i];
+    // Set by the edge from the TCP peer; a client cannot choose it.
+    if (name.toLowerCase() === "cf-connecting-ip") continue;
+    headers.append(name, req.rawHeaders[i + 1]);
+  }
+  headers.set("cf-connecting-ip", req.socket.remoteAddress?.replace(/^::ffff:/, "") ?? "");
+  const url = `http://${req.headers.host ?? "127.0.0.1"}${req.url}`;
+  const hasBody = req.method !== "GET" && req.method !== "HEAD";
+  return new Request(url, {
+    method: req.method,
+    headers,
+    body: hasBody ? Readable.toWeb(req) : undefined,
+    duplex: hasBody ? "half" : undefined,
+    signal,
+  });
+}
+
+// Sends a web Response to the client chunk by chunk as it is produced: the
+// headers go out at once and nothing is buffered.
+async function sendResponse(req, res, response) {
+  const headers = [];
+  for (const [name, value] of response.headers) {
+    if (name === "set-cookie") continue;
+    headers.push([name, value]);
+  }
+  for (const cookie of response.headers.getSetCookie()) headers.push(["set-cookie", cookie]);
+  res.writeHead(response.status, response.statusText || undefined, headers.flat());
+  res.flushHeaders();
+  if (!response.body || req.method === "HEAD") {
+    await response.body?.cancel();
+    res.end();
+    return;
+  }
+  const reader = response.body.getReader();
+  const stop = () => reader.cancel(new Error("client disconnected")).catch(() => {});
+  res.on("close", stop);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      if (res.destroyed) return;
+      if (!res.write(value)) {
+        await new Promise((resolveDrain) => {
+          res.once("drain", resolveDrain);
+          res.once("close", resolveDrain);
+        });
+      }
+    }
+    res.end();
+  } finally {
+    res.off("close", stop);
+  }
+}
+
+function plainError(res, status, text) {
+  if (res.headersSent) {
+    res.destroy();
+    return;
+  }
+  res.writeHead(status, { "content-type": "text/plain; charset=utf-8" });
+  res.end(text);
+}
+
+async function main() {
+  const options = parseCommandLine(process.argv.slice(2));
+  const configPath = resolve(options.config);
+  const config = unstable_readConfig({ config: configPath });
+  if (!config.main?.endsWith(".py")) throw new Error(`${configPath}: main must be a .py module`);
+
+  const { env, assets, dispose } = await createEnv({ config, configPath, varsFile: options.vars, log });
+  const worker = await loadWorker({
+    projectDir: process.cwd(),
+    mainPath: config.main,
+    compatibilityFlags: config.compatibility_flags ?? [],
+    env,
+    cacheDir: options["no-snapshot"] ? null : join(process.cwd(), ".cache"),
+    log,
+  });
+  const workerFirst = workerFirstMatcher(config.assets?.run_worker_first);
+
+  const server = createServer(async (req, res) => {
+    const started = performance.now();
+    const abort = new AbortController();
+    res.on("close", () => {
+      if (!res.writableFinished) abort.abort(new Error("client disconnected"));
+    });
+    let via = "worker";
+    try {
+      const path = new URL(req.url, "http://x").pathname;
+      if (assets && (req.method === "GET" || req.method === "HEAD") && !workerFirst(path)) {
+        const asset = await assets.fetch(`http://${req.headers.host ?? "127.0.0.1"}${req.url}`, {
+          method: req.method,
+          headers: Object.fromEntries(Object.entries(req.headers).filter(([, v]) => typeof v === "string")),
+        });
+        if (asset.status !== 404) {
+          via = "assets";
+          await sendResponse(req, res, asset);
+          return;
+        }
+        await asset.body?.cancel();
+      }
+      const response = await worker.fetch(toWebRequest(req, abort.signal));
+      await sendResponse(req, res, response);
+    } catch (err) {
+      log(`${req.method} ${req.url} failed:\n${err?.stack ?? err}`);
+      plainError(res, 500, "Internal Server Error\n");
+    } finally {
+      if (!options.quiet) {
+        log(`${req.method} ${req.url} ${res.statusCode} ${via} ${(performance.now() - started).toFixed(1)} ms`);
+      }
+    }
+  });
+
+  await new Promise((resolveListen, rejectListen) => {
+    server.once("error", rejectListen);
+    server.listen(options.port, options.host, resolveListen);
+  });
+  const { port } = server.address();
+  console.log(`Ready on http://${options.host}:${port}`);
+
+  let stopping = false;
+  const stop = async (signal) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${signal}: shutting down`);
+    server.close();
+    server.closeAllConnections();
+    await Promise.race([worker.pending.drain(), new Promise((r) => setTimeout(r, 2000))]);
+    await dispose().catch(() => {});
+    process.exit(0);
+  };
+  process.on("SIGINT", () => stop("SIGINT"));
+  process.on("SIGTERM", () => stop("SIGTERM"));
+}
+
+main().catch((err) => {
+  log(err?.message ?? String(err));
+  process.exit(1);
+});

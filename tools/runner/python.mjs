@@ -1,0 +1,197 @@
+// Hosts the Python Worker in Pyodide the way workerd does: the Worker's files
+// at /session/metadata, vendored packages at /session/metadata/python_modules
+// (both ahead of site-packages), the two runtime-provided modules the
+// `workers` SDK imports, and one `Default(ctx, env)` per request.
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { dirname, join, relative } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+import { loadPyodide, version as pyodideVersion } from "pyodide";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const WORKER_ROOT = "/session/metadata";
+// Imported while building the snapshot so every boot starts with them warm.
+const WARM_MODULES = [
+  "asyncio", "json", "codecs", "http.client", "email.message", "inspect",
+  "functools", "dataclasses", "enum", "typing", "collections.abc", "hmac",
+  "secrets", "time", "uuid", "logging", "datetime", "contextlib", "urllib.parse",
+];
+
+function walk(dir) {
+  const out = [];
+  for (const name of readdirSync(dir)) {
+    if (name === "__pycache__" || name.startsWith(".")) continue;
+    const full = join(dir, name);
+    if (statSync(full).isDirectory()) out.push(...walk(full));
+    else out.push(full);
+  }
+  return out;
+}
+
+function copyTree(pyodide, hostDir, fsDir) {
+  for (const file of walk(hostDir)) {
+    const target = join(fsDir, relative(hostDir, file));
+    pyodide.FS.mkdirTree(dirname(target));
+    pyodide.FS.writeFile(target, readFileSync(file));
+  }
+}
+
+// A booted interpreter restored from a memory snapshot starts in a fraction of
+// a cold boot; the snapshot is keyed by the Pyodide version and this file.
+async function bootInterpreter({ cacheDir, log }) {
+  const io = { stdout: (line) => console.log(line), stderr: (line) => console.error(line) };
+  const key = createHash("sha256")
+    .update(pyodideVersion)
+    .update(readFileSync(fileURLToPath(import.meta.url)))
+    .digest("hex")
+    .slice(0, 16);
+  const snapshotPath = cacheDir && join(cacheDir, `pyodide-${pyodideVersion}-${key}.snapshot`);
+  if (snapshotPath && existsSync(snapshotPath)) {
+    try {
+      const bytes = new Uint8Array(readFileSync(snapshotPath));
+      return await loadPyodide({ ...io, _loadSnapshot: bytes });
+    } catch (err) {
+      log(`snapshot ${snapshotPath} unusable (${err.message}); booting cold`);
+    }
+  }
+  const pyodide = await loadPyodide({ ...io, _makeSnapshot: Boolean(snapshotPath) });
+  pyodide.runPython(WARM_MODULES.map((m) => `import ${m}`).join("\n"));
+  if (snapshotPath) {
+    try {
+      const snapshot = pyodide.makeMemorySnapshot();
+      mkdirSync(cacheDir, { recursive: true });
+      // Written aside and renamed: runners started together never read half a file.
+      const partial = `${snapshotPath}.${process.pid}.tmp`;
+      writeFileSync(partial, snapshot);
+      renameSync(partial, snapshotPath);
+    } catch (err) {
+      log(`could not write a memory snapshot (${err.message})`);
+    }
+  }
+  return pyodide;
+}
+
+class ExecutionContext {
+  #pending;
+  constructor(pending) {
+    this.#pending = pending;
+    this.props = {};
+  }
+  waitUntil(promise) {
+    this.#pending.add(promise);
+  }
+  passThroughOnException() {}
+}
+
+// Keeps waitUntil work alive past the response and reports its failures,
+// as the edge keeps it alive (for up to 30 s) after the response is sent.
+class PendingWork {
+  constructor(log) {
+    this.log = log;
+    this.live = new Set();
+  }
+  add(value) {
+    // A Python awaitable arrives as a borrowed proxy that dies when the call
+    // returns; keep our own reference until it settles.
+    const keep = typeof value?.copy === "function" && value.type !== undefined ? value.copy() : value;
+    const promise = Promise.resolve(keep)
+      .catch((err) => this.log(`waitUntil task failed:\n${err?.message ?? err}`))
+      .finally(() => {
+        this.live.delete(promise);
+        if (keep !== value) keep.destroy?.();
+      });
+    this.live.add(promise);
+  }
+  async drain() {
+    while (this.live.size) await Promise.allSettled([...this.live]);
+  }
+}
+
+function compatFlagsModule(flags) {
+  const module = {};
+  for (const flag of flags) module[flag] = true;
+  // Flags the SDK reads by attribute; absent means off.
+  for (const flag of ["python_workflows_implicit_dependencies", "python_request_headers_preserve_commas"]) {
+    module[flag] ??= false;
+  }
+  return module;
+}
+
+class WorkerEntrypoint {
+  constructor(ctx, env) {
+    this.ctx = ctx;
+    this.env = env;
+  }
+}
+class DurableObject extends WorkerEntrypoint {}
+class WorkflowEntrypoint extends WorkerEntrypoint {}
+
+export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env, cacheDir, log }) {
+  const started = performance.now();
+  const pyodide = await bootInterpreter({ cacheDir, log });
+  const booted = performance.now();
+
+  const pending = new PendingWork(log);
+  const sourceDir = dirname(mainPath);
+  copyTree(pyodide, sourceDir, WORKER_ROOT);
+  const vendored = join(projectDir, "python_modules");
+  if (existsSync(vendored)) copyTree(pyodide, vendored, join(WORKER_ROOT, "python_modules"));
+
+  pyodide.registerJsModule("_cloudflare_compat_flags", compatFlagsModule(compatibilityFlags));
+  pyodide.registerJsModule("_pyodide_entrypoint_helper", {
+    cloudflareWorkersModule: {
+      env,
+      waitUntil: (promise) => pending.add(promise),
+      WorkerEntrypoint,
+      DurableObject,
+      WorkflowEntrypoint,
+    },
+    cloudflareSocketsModule: {},
+    doAnImport: (name) =>
+      name.startsWith("python_modules/")
+        ? import(pathToFileURL(join(projectDir, name)).href)
+        : import(name),
+    patchWaitUntil: (ctx) => {
+      if (!(ctx instanceof ExecutionContext)) {
+        const original = ctx.waitUntil.bind(ctx);
+        ctx.waitUntil = (promise) => original(Promise.resolve(promise));
+      }
+    },
+    *patch_env_helper(overrides) {
+      const saved = {};
+      for (const [k, v] of Object.entries(overrides)) {
+        saved[k] = env[k];
+        env[k] = v;
+      }
+      try {
+        yield;
+      } finally {
+        Object.assign(env, saved);
+      }
+    },
+  });
+
+  pyodide.runPython(
+    `import sys\nsys.path[:0] = [${JSON.stringify(WORKER_ROOT)}, ${JSON.stringify(join(WORKER_ROOT, "python_modules"))}]`,
+  );
+  const moduleName = relative(sourceDir, mainPath).replace(/\.py$/, "").replaceAll("/", ".");
+  const makeHandler = pyodide.runPython(readFileSync(join(HERE, "host.py"), "utf8"), {
+    globals: pyodide.toPy({ __name__: "edgechat_runner_host" }),
+  });
+  const handler = makeHandler(moduleName);
+  const loaded = performance.now();
+  log(
+    `python worker ${moduleName} ready: interpreter ${(booted - started).toFixed(0)} ms, ` +
+      `worker import ${(loaded - booted).toFixed(0)} ms`,
+  );
+
+  return {
+    pyodide,
+    pending,
+    // Runs Default(ctx, env).fetch(request) and returns the JS Response.
+    async fetch(request) {
+      const ctx = new ExecutionContext(pending);
+      return await handler(request, env, ctx);
+    },
+  };
+}
