@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,3 +45,32 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if Path(str(item.fspath)).is_relative_to(ROOT / "tests" / "unit"):
             continue
         item.add_marker(pytest.mark.runner)
+
+
+@pytest.fixture(scope="session")
+def ai_control(tmp_path_factory: pytest.TempPathFactory) -> EmulatorControl:
+    folder = tmp_path_factory.mktemp("edgechat-ai")
+    return EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+
+
+@pytest.fixture(scope="session")
+def edgechat_url(ai_control: EmulatorControl) -> Iterator[str]:
+    """Base URL of edgechat under test: ``EDGECHAT_BASE_URL``, or the offline runner."""
+    external = os.environ.get("EDGECHAT_BASE_URL")
+    if external:
+        yield external.rstrip("/")
+        return
+    env = {
+        "EDGECHAT_AI_SCRIPT": str(ai_control.script_path),
+        "EDGECHAT_AI_LOG": str(ai_control.log_path),
+        "EDGECHAT_AI_DELAY_MS": "0",
+    }
+    with start_runner(ROOT / "wrangler.toml", env=env) as runner:
+        yield runner.base_url
+
+
+@pytest.fixture
+def ai(ai_control: EmulatorControl) -> EmulatorControl:
+    """The Workers AI emulator behind edgechat, reset for each test."""
+    ai_control.reset()
+    return ai_control

@@ -6,9 +6,11 @@ import { writeSync } from "node:fs";
 import { createServer } from "node:http";
 import { Readable } from "node:stream";
 import { join, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { unstable_readConfig } from "wrangler";
 import { createEnv } from "./bindings.mjs";
+import { ExecutionContext, PendingWork } from "./context.mjs";
 import { loadWorker } from "./python.mjs";
 
 // Synchronous, so the last lines before an exit are not lost.
@@ -112,21 +114,36 @@ function plainError(res, status, text) {
   res.end(text);
 }
 
+// A JavaScript module Worker (`export default { fetch }`): used to compare the
+// Python Worker with the same route in JavaScript, in the same runner.
+async function loadJavaScriptWorker(mainPath, env) {
+  const module = await import(pathToFileURL(mainPath).href);
+  const pending = new PendingWork(log);
+  return {
+    pending,
+    fetch: async (request) => module.default.fetch(request, env, new ExecutionContext(pending)),
+  };
+}
+
 async function main() {
   const options = parseCommandLine(process.argv.slice(2));
   const configPath = resolve(options.config);
   const config = unstable_readConfig({ config: configPath });
-  if (!config.main?.endsWith(".py")) throw new Error(`${configPath}: main must be a .py module`);
+  if (!config.main) throw new Error(`${configPath}: no main module`);
 
-  const { env, assets, dispose } = await createEnv({ config, configPath, varsFile: options.vars, log });
-  const worker = await loadWorker({
-    projectDir: process.cwd(),
-    mainPath: config.main,
-    compatibilityFlags: config.compatibility_flags ?? [],
-    env,
-    cacheDir: options["no-snapshot"] ? null : join(process.cwd(), ".cache"),
-    log,
-  });
+  const bindings = createEnv({ config, configPath, varsFile: options.vars, log });
+  const env = bindings.then((b) => b.env);
+  const worker = config.main.endsWith(".py")
+    ? await loadWorker({
+        projectDir: process.cwd(),
+        mainPath: config.main,
+        compatibilityFlags: config.compatibility_flags ?? [],
+        env,
+        cacheDir: options["no-snapshot"] ? null : join(process.cwd(), ".cache"),
+        log,
+      })
+    : await loadJavaScriptWorker(config.main, await env);
+  const { assets, dispose } = await bindings;
   const workerFirst = workerFirstMatcher(config.assets?.run_worker_first);
 
   const server = createServer(async (req, res) => {

@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync, statSync,
 import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { loadPyodide, version as pyodideVersion } from "pyodide";
+import { ExecutionContext, PendingWork } from "./context.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const WORKER_ROOT = "/session/metadata";
@@ -71,42 +72,6 @@ async function bootInterpreter({ cacheDir, log }) {
   return pyodide;
 }
 
-class ExecutionContext {
-  #pending;
-  constructor(pending) {
-    this.#pending = pending;
-    this.props = {};
-  }
-  waitUntil(promise) {
-    this.#pending.add(promise);
-  }
-  passThroughOnException() {}
-}
-
-// Keeps waitUntil work alive past the response and reports its failures,
-// as the edge keeps it alive (for up to 30 s) after the response is sent.
-class PendingWork {
-  constructor(log) {
-    this.log = log;
-    this.live = new Set();
-  }
-  add(value) {
-    // A Python awaitable arrives as a borrowed proxy that dies when the call
-    // returns; keep our own reference until it settles.
-    const keep = typeof value?.copy === "function" && value.type !== undefined ? value.copy() : value;
-    const promise = Promise.resolve(keep)
-      .catch((err) => this.log(`waitUntil task failed:\n${err?.message ?? err}`))
-      .finally(() => {
-        this.live.delete(promise);
-        if (keep !== value) keep.destroy?.();
-      });
-    this.live.add(promise);
-  }
-  async drain() {
-    while (this.live.size) await Promise.allSettled([...this.live]);
-  }
-}
-
 function compatFlagsModule(flags) {
   const module = {};
   for (const flag of flags) module[flag] = true;
@@ -126,10 +91,12 @@ class WorkerEntrypoint {
 class DurableObject extends WorkerEntrypoint {}
 class WorkflowEntrypoint extends WorkerEntrypoint {}
 
-export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env, cacheDir, log }) {
+// `env` may be a promise: the interpreter boots while the bindings start.
+export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env: envReady, cacheDir, log }) {
   const started = performance.now();
   const pyodide = await bootInterpreter({ cacheDir, log });
   const booted = performance.now();
+  const env = await envReady;
 
   const pending = new PendingWork(log);
   const sourceDir = dirname(mainPath);
@@ -182,7 +149,7 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
   const loaded = performance.now();
   log(
     `python worker ${moduleName} ready: interpreter ${(booted - started).toFixed(0)} ms, ` +
-      `worker import ${(loaded - booted).toFixed(0)} ms`,
+      `worker import ${(loaded - booted).toFixed(0)} ms (after bindings)`,
   );
 
   return {
