@@ -1,0 +1,205 @@
+// The emulator hosted in a JS Worker under a real, offline `wrangler dev`:
+// control routes, a direct call, and calls through the RPC entrypoint.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { GLM, LLAMA, decodeAll, readChunks, sseParsed, user, waitFor, within } from "./helpers.mjs";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const BIN = join(ROOT, "node_modules/.bin");
+
+function freePort() {
+  return new Promise((resolvePort, reject) => {
+    const srv = createServer();
+    srv.on("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolvePort(port));
+    });
+  });
+}
+
+let child;
+let output = "";
+let base;
+
+before(async () => {
+  const port = await freePort();
+  const inspector = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  child = spawn(
+    join(BIN, "wrangler"),
+    [
+      "dev",
+      "-c", "tools/emulator/wrangler.toml",
+      "--ip", "127.0.0.1",
+      "--port", String(port),
+      "--inspector-port", String(inspector),
+      "--var", "EDGECHAT_AI_DELAY_MS:0",
+      "--show-interactive-dev-session=false",
+    ],
+    {
+      cwd: ROOT,
+      // wrangler 4 needs Node >= 22.12: the Node 22 from node_modules goes first.
+      env: { ...process.env, PATH: `${BIN}:${process.env.PATH}`, WRANGLER_SEND_METRICS: "false", CI: "1" },
+      detached: true, // its own process group, so cleanup reaches workerd too
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
+  child.stdout.on("data", (d) => (output += d));
+  child.stderr.on("data", (d) => (output += d));
+  const exited = new Promise((_, reject) => child.once("exit", (code) => reject(new Error(`wrangler dev exited (${code}):\n${output}`))));
+  exited.catch(() => {});
+  const ready = waitFor(
+    async () => {
+      try {
+        return (await fetch(`${base}/`, { signal: AbortSignal.timeout(1000) })).status === 200;
+      } catch {
+        return false;
+      }
+    },
+    60_000,
+    "wrangler dev to serve the emulator",
+  );
+  await Promise.race([ready, exited]).catch((err) => {
+    throw new Error(`${err.message}\n--- wrangler output ---\n${output}`);
+  });
+});
+
+after(async () => {
+  if (!child || child.exitCode !== null) return;
+  const gone = new Promise((r) => child.once("exit", r));
+  try {
+    process.kill(-child.pid, "SIGTERM");
+  } catch {
+    return;
+  }
+  const t = setTimeout(() => {
+    try {
+      process.kill(-child.pid, "SIGKILL");
+    } catch {
+      // already gone
+    }
+  }, 5000);
+  await gone;
+  clearTimeout(t);
+  // workerd lives in the same group; make sure nothing is left.
+  try {
+    process.kill(-child.pid, "SIGKILL");
+  } catch {
+    // the group is empty
+  }
+});
+
+const putScript = (script) =>
+  fetch(`${base}/__emulator/script`, { method: "PUT", body: script === null ? "" : JSON.stringify(script) });
+const getLog = async () =>
+  (await (await fetch(`${base}/__emulator/log`)).text())
+    .split("\n")
+    .filter(Boolean)
+    .map((l) => JSON.parse(l));
+const call = (route, body) =>
+  fetch(`${base}/__emulator/${route}`, { method: "POST", body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
+
+test("control routes: script set/get/clear, log clear", { timeout: 30_000 }, async () => {
+  assert.equal((await putScript({ rules: [{ json: { response: "x" } }] })).status, 200);
+  assert.deepEqual(await (await fetch(`${base}/__emulator/script`)).json(), { rules: [{ json: { response: "x" } }] });
+  assert.equal((await fetch(`${base}/__emulator/script`, { method: "PUT", body: "{nope" })).status, 400);
+  assert.equal((await putScript(null)).status, 200);
+  assert.equal(await (await fetch(`${base}/__emulator/script`)).json(), null);
+  assert.equal((await fetch(`${base}/__emulator/log`, { method: "DELETE" })).status, 200);
+  assert.deepEqual(await getLog(), []);
+  assert.equal((await fetch(`${base}/nothing-here`)).status, 404);
+});
+
+test("POST /__emulator/run streams the default answer and logs it", { timeout: 30_000 }, async () => {
+  await putScript(null);
+  await fetch(`${base}/__emulator/log`, { method: "DELETE" });
+  const res = await call("run", { model: GLM, inputs: { ...user("你好"), stream: true } });
+  assert.equal(res.status, 200);
+  assert.match(res.headers.get("content-type"), /text\/event-stream/);
+  const events = sseParsed(decodeAll((await readChunks(res.body, 10_000)).map((c) => c.bytes)));
+  assert.equal(events.at(-1), "[DONE]");
+  assert.deepEqual(Object.keys(events.at(-2)), ["response", "usage"]);
+  const content = events
+    .filter((e) => e.choices?.[0]?.delta?.content !== undefined)
+    .map((e) => e.choices[0].delta.content)
+    .join("");
+  assert.equal(content, `This is the edgechat local Workers AI emulator, not a real model (${GLM}). You asked: «你好»`);
+  assert.ok(events.some((e) => e.choices?.[0]?.delta?.reasoning_content !== undefined));
+  const log = await waitFor(async () => {
+    const l = await getLog();
+    return l.length === 1 && l;
+  }, 5000, "the call to be logged");
+  assert.equal(log[0].model, GLM);
+  assert.equal(log[0].stream, true);
+  assert.equal(log[0].aborted, false);
+});
+
+test("a scripted error comes back as 502 with its code; json is returned as-is", { timeout: 30_000 }, async () => {
+  await putScript({
+    rules: [
+      { match: { contains: "busy" }, times: 1, error: "3040: Capacity temporarily exceeded" },
+      { match: { model: LLAMA }, json: { response: "scripted" } },
+    ],
+  });
+  const res = await call("run", { model: GLM, inputs: { ...user("busy"), stream: true } });
+  assert.equal(res.status, 502);
+  assert.deepEqual(await res.json(), { error: "3040: Capacity temporarily exceeded" });
+  const again = await call("run", { model: GLM, inputs: user("busy") });
+  assert.equal(again.status, 200, "times: 1 served once");
+  assert.deepEqual(await (await call("run", { model: LLAMA, inputs: { prompt: "x", stream: true } })).json(), { response: "scripted" });
+  assert.equal((await call("run", { model: "@cf/nope", inputs: { prompt: "x" } })).status, 502);
+});
+
+test("through the EmulatedAi RPC entrypoint: bytes survive (split inside a CJK character), errors keep their code", { timeout: 30_000 }, async () => {
+  await putScript({
+    rules: [
+      { match: { contains: "split" }, reply: { content: "你好世界", split_bytes: 5 } },
+      { match: { contains: "fail" }, error: "3036: Daily free allocation used up" },
+    ],
+  });
+  const direct = await call("run", { model: LLAMA, inputs: { prompt: "split", stream: true } });
+  const viaRpc = await call("rpc-run", { model: LLAMA, inputs: { prompt: "split", stream: true } });
+  assert.equal(viaRpc.status, 200);
+  const a = decodeAll((await readChunks(direct.body, 10_000)).map((c) => c.bytes));
+  const b = decodeAll((await readChunks(viaRpc.body, 10_000)).map((c) => c.bytes));
+  assert.equal(b, a);
+  assert.deepEqual(
+    sseParsed(b).slice(0, 4).map((e) => e.response),
+    ["你", "好", "世", "界"],
+  );
+  const failed = await call("rpc-run", { model: GLM, inputs: user("fail") });
+  assert.equal(failed.status, 502);
+  assert.deepEqual(await failed.json(), { error: "3036: Daily free allocation used up" });
+  const nonStream = await (await call("rpc-run", { model: LLAMA, inputs: { prompt: "hey" } })).json();
+  assert.match(nonStream.response, /You asked: «hey»$/);
+});
+
+test("an AbortSignal crosses RPC and ends a stalled stream (log: aborted)", { timeout: 30_000 }, async () => {
+  await putScript({ rules: [{ chunks: ['data: {"response":"a"}\n\n', { stall: true }] }] });
+  await fetch(`${base}/__emulator/log`, { method: "DELETE" });
+  const res = await call("rpc-run", { model: LLAMA, inputs: { prompt: "x", stream: true }, abort_after_ms: 300 });
+  assert.equal(res.status, 200);
+  const reader = res.body.getReader();
+  const first = await within(5000, reader.read());
+  assert.equal(new TextDecoder().decode(first.value), 'data: {"response":"a"}\n\n');
+  // The body ends (or errors) once the signal fires, not never.
+  await within(5000, (async () => {
+    try {
+      while (!(await reader.read()).done);
+    } catch {
+      // an errored body is an acceptable end
+    }
+  })());
+  const log = await waitFor(async () => {
+    const l = await getLog();
+    return l.length === 1 && l;
+  }, 5000, "the aborted call to be logged");
+  assert.equal(log[0].aborted, true);
+  assert.equal(log[0].stream, true);
+  assert.match(log[0].error, /abort|timed? ?out/i);
+});

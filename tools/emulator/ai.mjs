@@ -1,0 +1,549 @@
+// edgechat's local stand-in for the Workers AI binding (`env.AI`).
+//
+// `new Ai(io).run(model, inputs, options)` answers like the real binding does
+// (see /work/shared/PLATFORM.md, "wire formats" and "errors"): a ReadableStream
+// of SSE bytes when `inputs.stream` is true, a plain object otherwise, and
+// errors thrown as `Error("<code>: message")`. It never pretends to be a model:
+// the default reply says it is the emulator and echoes the question.
+//
+// Only web-platform APIs are used (ReadableStream, TextEncoder, setTimeout,
+// AbortSignal, atob), so the same file runs in Node and inside workerd.
+//
+// The host supplies `io`:
+//   io.readScript()   -> parsed script object or null (may return a promise);
+//                        read on every call
+//   io.appendLog(obj) -> record one finished call
+//   io.delayMs()      -> milliseconds between generated tokens (0 = none)
+//   io.now()          -> epoch ms (optional, defaults to Date.now)
+
+/** The models edgechat knows, with the wire format each one answers in. */
+export const MODELS = Object.freeze({
+  "@cf/zai-org/glm-4.7-flash": { format: "openai", thinks: true },
+  "@cf/zai-org/glm-5.3-flash": { format: "openai", thinks: true },
+  "@cf/zai-org/glm-5.3": { format: "openai", thinks: true },
+  "@cf/moonshotai/kimi-k2.6": { format: "openai", thinks: true },
+  "@cf/moonshotai/kimi-k2.7-code": { format: "openai", thinks: true },
+  "@cf/meta/llama-3.1-8b-instruct-fp8": { format: "native", thinks: false, defaultMaxTokens: 256 },
+});
+
+const encoder = new TextEncoder();
+
+// ---------------------------------------------------------------------------
+// Tokens: every CJK character is a token; every other run of non-space
+// characters is a token that carries the whitespace in front of it; trailing
+// whitespace is a token of its own. Joining the tokens gives the text back.
+const CJK = "\\p{Script=Han}\\p{Script=Hiragana}\\p{Script=Katakana}\\p{Script=Hangul}\\u3000-\\u303f\\uff00-\\uffef";
+const TOKEN_RE = new RegExp(`\\s*(?:[${CJK}]|[^\\s${CJK}]+)|\\s+`, "gu");
+
+/** Splits text into the emulator's tokens (their concatenation is the text). */
+export function tokenize(text) {
+  if (typeof text !== "string" || text === "") return [];
+  return text.match(TOKEN_RE) ?? [];
+}
+
+/** Number of emulator tokens in a text. */
+export function countTokens(text) {
+  return tokenize(text).length;
+}
+
+function contentText(content) {
+  if (typeof content === "string") return content;
+  if (content == null) return "";
+  if (Array.isArray(content)) {
+    return content
+      .map((part) => (typeof part === "string" ? part : typeof part?.text === "string" ? part.text : ""))
+      .join("");
+  }
+  return JSON.stringify(content);
+}
+
+function lastUserText(inputs) {
+  if (Array.isArray(inputs.messages)) {
+    for (let i = inputs.messages.length - 1; i >= 0; i--) {
+      const m = inputs.messages[i];
+      if (m && m.role === "user") return contentText(m.content);
+    }
+    return "";
+  }
+  return typeof inputs.prompt === "string" ? inputs.prompt : "";
+}
+
+// Each message costs its content tokens plus 2 for the role framing.
+function promptTokens(inputs) {
+  if (Array.isArray(inputs.messages)) {
+    return inputs.messages.reduce((n, m) => n + countTokens(contentText(m?.content)) + 2, 0);
+  }
+  return countTokens(inputs.prompt);
+}
+
+function usageOf(prompt, completion) {
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+}
+
+// ---------------------------------------------------------------------------
+// Errors
+
+function apiError(code, message) {
+  return new Error(`${code}: ${message}`);
+}
+
+function abortReason(signal) {
+  return signal.reason ?? new DOMException("This operation was aborted", "AbortError");
+}
+
+function messageOf(err) {
+  if (err == null) return null;
+  if (typeof err === "string") return err;
+  return typeof err.message === "string" ? err.message : String(err);
+}
+
+function jsonSafe(value) {
+  if (value === undefined) return null;
+  try {
+    return JSON.parse(JSON.stringify(value));
+  } catch {
+    return String(value);
+  }
+}
+
+function validateInputs(inputs) {
+  if (inputs === null || typeof inputs !== "object" || Array.isArray(inputs)) {
+    throw apiError(3003, "Incomplete request: inputs must be an object with `messages` or `prompt`");
+  }
+  if (inputs.messages !== undefined) {
+    if (!Array.isArray(inputs.messages) || inputs.messages.length === 0) {
+      throw apiError(3003, "Incomplete request: `messages` must be a non-empty list");
+    }
+    for (const m of inputs.messages) {
+      if (m === null || typeof m !== "object" || typeof m.role !== "string") {
+        throw apiError(3003, "Incomplete request: every message needs a string `role`");
+      }
+    }
+    return;
+  }
+  if (typeof inputs.prompt !== "string") {
+    throw apiError(3003, "Incomplete request: provide `messages` or `prompt`");
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Rendering a reply (default or scripted) into the wire formats.
+
+function maxTokensOf(inputs, model) {
+  const v = inputs.max_completion_tokens ?? inputs.max_tokens;
+  if (typeof v === "number" && Number.isFinite(v) && v >= 0) return Math.floor(v);
+  return MODELS[model]?.defaultMaxTokens ?? Infinity;
+}
+
+function wantsThinking(inputs) {
+  if (inputs.chat_template_kwargs?.enable_thinking === false) return false;
+  if ("reasoning_effort" in inputs && inputs.reasoning_effort === null) return false;
+  return true;
+}
+
+function defaultReply(model, inputs) {
+  const asked = lastUserText(inputs);
+  const content =
+    `This is the edgechat local Workers AI emulator, not a real model (${model}). ` +
+    `You asked: «${asked}»`;
+  let reasoning = null;
+  if (MODELS[model]?.thinks && wantsThinking(inputs)) {
+    const n = countTokens(asked);
+    reasoning = `No model runs here: say so, then echo the ${n}-token message.`;
+  }
+  return { content, reasoning };
+}
+
+/**
+ * Turns a reply into the exact events and the non-stream object.
+ * Returns { events: [{text, token}], body }, where `token` marks events that
+ * carry a generated token (those are the ones paced by the delay).
+ */
+function render(ctx, reply) {
+  const { model, inputs, id, created } = ctx;
+  const format = reply.format ?? MODELS[model]?.format ?? "openai";
+  if (format !== "openai" && format !== "native") {
+    throw new Error(`edgechat emulator script: unknown reply format ${JSON.stringify(format)}`);
+  }
+  const budget = maxTokensOf(inputs, model);
+  const prompt = promptTokens(inputs);
+
+  const reasoningTokens = format === "openai" ? tokenize(reply.reasoning ?? "") : [];
+  const contentTokens = tokenize(reply.content ?? "");
+  const all = [
+    ...reasoningTokens.map((t) => ["reasoning_content", t]),
+    ...contentTokens.map((t) => ["content", t]),
+  ];
+  const cut = all.length > budget;
+  const emitted = cut ? all.slice(0, budget) : all;
+  const finishReason = reply.finish_reason ?? (cut ? "length" : "stop");
+
+  // usage: undefined -> computed; an object -> used for the final usage;
+  // null -> no usage anywhere.
+  const withUsage = reply.usage !== null;
+  const finalUsage = reply.usage ?? usageOf(prompt, emitted.length);
+
+  const reasoningOut = emitted.filter(([k]) => k === "reasoning_content").map(([, t]) => t).join("");
+  const contentList = emitted.filter(([k]) => k === "content").map(([, t]) => t);
+  let contentOut;
+  if (contentList.length > 0) contentOut = contentList.join("");
+  else contentOut = reply.content == null || (cut && contentTokens.length > 0) ? null : reply.content;
+
+  const events = [];
+  const ev = (obj, token = false) => events.push({ text: `data: ${JSON.stringify(obj)}\n\n`, token });
+  let body;
+
+  if (format === "openai") {
+    const chunk = (choice, usage) => {
+      const obj = { id, object: "chat.completion.chunk", created, model, choices: [choice] };
+      if (withUsage) obj.usage = usage;
+      return obj;
+    };
+    emitted.forEach(([kind, text], i) => {
+      ev(chunk({ index: 0, delta: { [kind]: text } }, usageOf(prompt, i + 1)), true);
+    });
+    ev(chunk({ index: 0, delta: {}, finish_reason: finishReason }, finalUsage));
+    if (withUsage) ev({ response: "", usage: finalUsage });
+
+    const message = { role: "assistant", content: contentOut };
+    if (reasoningOut !== "") message.reasoning_content = reasoningOut;
+    body = { id, object: "chat.completion", created, model, choices: [{ index: 0, message, finish_reason: finishReason }] };
+    if (withUsage) body.usage = finalUsage;
+  } else {
+    for (const [, text] of emitted) ev({ response: text }, true);
+    ev(withUsage ? { response: "", usage: finalUsage } : { response: "" });
+    body = { response: contentOut ?? "" };
+    if (withUsage) body.usage = finalUsage;
+  }
+  if (reply.done !== false) events.push({ text: "data: [DONE]\n\n", token: false });
+  return { events, body, tokens: emitted.length };
+}
+
+/** Stream steps for a rendered reply: token events are preceded by the delay. */
+function stepsForRendered(events, delay, splitBytes) {
+  const steps = [];
+  if (!splitBytes) {
+    for (const e of events) {
+      if (e.token && delay > 0) steps.push({ delay });
+      steps.push({ bytes: encoder.encode(e.text) });
+    }
+    return steps;
+  }
+  const n = Math.floor(splitBytes);
+  if (!(n >= 1)) throw new Error("edgechat emulator script: split_bytes must be a positive integer");
+  // Cut the whole byte stream every n bytes; a piece waits one delay for each
+  // token event that starts inside it, so the overall pacing is unchanged.
+  const parts = events.map((e) => encoder.encode(e.text));
+  const total = parts.reduce((s, p) => s + p.length, 0);
+  const all = new Uint8Array(total);
+  const tokenStarts = [];
+  let off = 0;
+  parts.forEach((p, i) => {
+    if (events[i].token) tokenStarts.push(off);
+    all.set(p, off);
+    off += p.length;
+  });
+  for (let start = 0; start < total; start += n) {
+    const end = Math.min(start + n, total);
+    const starting = tokenStarts.filter((s) => s >= start && s < end).length;
+    if (delay > 0 && starting > 0) steps.push({ delay: delay * starting });
+    steps.push({ bytes: all.slice(start, end) });
+  }
+  return steps;
+}
+
+function base64Bytes(b64) {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+/** Stream steps for a `chunks` rule: the chunks exactly as written. */
+function stepsForChunks(chunks) {
+  if (!Array.isArray(chunks)) throw new Error("edgechat emulator script: `chunks` must be a list");
+  return chunks.map((c) => {
+    if (typeof c === "string") return { bytes: encoder.encode(c) };
+    if (c && typeof c === "object") {
+      if (typeof c.b64 === "string") return { bytes: base64Bytes(c.b64) };
+      if (typeof c.delay_ms === "number") return { delay: c.delay_ms };
+      if (typeof c.error === "string") return { error: c.error };
+      if (c.stall === true) return { stall: true };
+    }
+    throw new Error(`edgechat emulator script: unknown chunk ${JSON.stringify(c)}`);
+  });
+}
+
+// ---------------------------------------------------------------------------
+// The script seam.
+
+function ruleMatches(rule, model, userText) {
+  const m = rule.match ?? {};
+  if (m.model !== undefined && m.model !== "*" && m.model !== model) return false;
+  if (m.contains !== undefined && !userText.includes(String(m.contains))) return false;
+  return true;
+}
+
+function checkScript(script) {
+  if (script === null || script === undefined) return null;
+  if (typeof script !== "object" || Array.isArray(script) || !Array.isArray(script.rules)) {
+    throw new Error('edgechat emulator script: expected an object like {"rules": [...]}');
+  }
+  return script;
+}
+
+/** A call's pending timers and stall waits, woken all at once when it stops. */
+class Stopper {
+  constructor() {
+    this.stopped = false;
+    this._wakers = new Set();
+  }
+  stop() {
+    if (this.stopped) return;
+    this.stopped = true;
+    for (const wake of this._wakers) wake();
+    this._wakers.clear();
+  }
+  /** Resolves after ms, or as soon as the call stops. */
+  sleep(ms) {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      let timer;
+      const wake = () => {
+        clearTimeout(timer);
+        this._wakers.delete(wake);
+        resolve();
+      };
+      timer = setTimeout(wake, Math.max(0, ms));
+      this._wakers.add(wake);
+    });
+  }
+  /**
+   * Resolves only when the call stops. It keeps a timer pending meanwhile:
+   * workerd cancels a request whose code waits on nothing at all as "hung".
+   */
+  async forever() {
+    while (!this.stopped) await this.sleep(1000);
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+export class Ai {
+  constructor(io = {}) {
+    this.io = io;
+    this._calls = 0;
+    this._scriptKey = null;
+    this._ruleUses = new Map(); // rule index -> calls served, for `times`
+  }
+
+  _now() {
+    return typeof this.io.now === "function" ? this.io.now() : Date.now();
+  }
+
+  _delay() {
+    const d = typeof this.io.delayMs === "function" ? Number(this.io.delayMs()) : 0;
+    return Number.isFinite(d) && d > 0 ? d : 0;
+  }
+
+  async _script() {
+    const raw = typeof this.io.readScript === "function" ? await this.io.readScript() : null;
+    const script = checkScript(raw);
+    // `times` counters live as long as the script content stays the same.
+    const key = script === null ? null : JSON.stringify(script);
+    if (key !== this._scriptKey) {
+      this._scriptKey = key;
+      this._ruleUses.clear();
+    }
+    return script;
+  }
+
+  _pickRule(script, model, inputs) {
+    if (!script) return null;
+    const userText = lastUserText(inputs);
+    for (let i = 0; i < script.rules.length; i++) {
+      const rule = script.rules[i];
+      if (!rule || typeof rule !== "object" || !ruleMatches(rule, model, userText)) continue;
+      if (rule.times !== undefined) {
+        const used = this._ruleUses.get(i) ?? 0;
+        if (used >= rule.times) continue;
+        this._ruleUses.set(i, used + 1);
+      }
+      return rule;
+    }
+    return null;
+  }
+
+  _log(record) {
+    if (typeof this.io.appendLog !== "function") return;
+    try {
+      const r = this.io.appendLog(record);
+      if (r && typeof r.catch === "function") r.catch(() => {});
+    } catch {
+      // A broken log must not break the call.
+    }
+  }
+
+  /**
+   * Same contract as `env.AI.run`. options: {signal, gateway, extraHeaders, ...};
+   * everything but `signal` is only recorded in the log.
+   */
+  async run(model, inputs, options = {}) {
+    options = options ?? {};
+    const signal = options.signal ?? null;
+    const { signal: _omit, ...rest } = options;
+    const record = {
+      model,
+      inputs: jsonSafe(inputs),
+      options: jsonSafe(rest),
+      stream: inputs?.stream === true,
+      aborted: false,
+      error: null,
+      t_start: this._now(),
+      t_end: null,
+    };
+    let finished = false;
+    const stopper = new Stopper();
+    let onAbort = null;
+    const finish = (fields = {}) => {
+      if (finished) return false;
+      finished = true;
+      stopper.stop();
+      if (onAbort) signal.removeEventListener("abort", onAbort);
+      Object.assign(record, fields, { t_end: this._now() });
+      this._log(record);
+      return true;
+    };
+
+    try {
+      if (signal?.aborted) throw abortReason(signal);
+      const script = await this._script();
+      // A model id outside MODELS is known only if a rule names it exactly.
+      const named = !!script?.rules.some((r) => r?.match?.model === model);
+      if (!(model in MODELS) && !named) {
+        throw apiError(5007, `No such model ${model} or task`);
+      }
+      validateInputs(inputs);
+      const rule = this._pickRule(script, model, inputs);
+
+      if (rule && typeof rule.error === "string") throw new Error(rule.error);
+      if (rule && "json" in rule) {
+        finish();
+        return rule.json;
+      }
+
+      const delay = this._delay();
+      const ctx = {
+        model,
+        inputs,
+        id: `chatcmpl-emu-${++this._calls}`,
+        created: Math.floor(record.t_start / 1000),
+      };
+      let steps;
+      let body = null;
+      let bodyDelay = 0;
+      if (rule && "chunks" in rule) {
+        steps = stepsForChunks(rule.chunks);
+      } else {
+        const reply = rule && rule.reply ? rule.reply : defaultReply(model, inputs);
+        const rendered = render(ctx, reply);
+        steps = stepsForRendered(rendered.events, delay, rule?.reply?.split_bytes);
+        body = rendered.body;
+        bodyDelay = delay * rendered.tokens;
+      }
+
+      if (signal) {
+        onAbort = () => {
+          const reason = abortReason(signal);
+          if (finish({ aborted: true, error: messageOf(reason) }) && stopper.onAbort) {
+            stopper.onAbort(reason);
+          }
+        };
+        signal.addEventListener("abort", onAbort, { once: true });
+      }
+
+      if (inputs.stream !== true) {
+        const result = body !== null ? await this._wait(stopper, bodyDelay) : await this._collect(stopper, steps);
+        if (signal?.aborted) throw abortReason(signal);
+        finish();
+        return body !== null ? body : result;
+      }
+      return this._stream(steps, stopper, finish, signal);
+    } catch (err) {
+      const aborted = !!signal?.aborted;
+      finish({ aborted, error: messageOf(err) });
+      throw err;
+    }
+  }
+
+  async _wait(stopper, ms) {
+    if (ms > 0) await stopper.sleep(ms);
+    return null;
+  }
+
+  /** Non-stream call on a `chunks` rule: the chunks are the raw JSON body. */
+  async _collect(stopper, steps) {
+    const parts = [];
+    for (const step of steps) {
+      if (stopper.stopped) return null;
+      if (step.delay !== undefined) await stopper.sleep(step.delay);
+      else if (step.stall) await stopper.forever();
+      else if (step.error !== undefined) throw new Error(step.error);
+      else parts.push(step.bytes);
+    }
+    const all = new Uint8Array(parts.reduce((s, p) => s + p.length, 0));
+    let off = 0;
+    for (const p of parts) {
+      all.set(p, off);
+      off += p.length;
+    }
+    const text = new TextDecoder().decode(all);
+    try {
+      return JSON.parse(text);
+    } catch {
+      throw new Error("edgechat emulator script: non-stream call on a `chunks` rule whose chunks are not one JSON body");
+    }
+  }
+
+  _stream(steps, stopper, finish, signal) {
+    let i = 0;
+    let controller;
+    stopper.onAbort = (reason) => {
+      try {
+        controller.error(reason);
+      } catch {
+        // already closed or errored
+      }
+    };
+    return new ReadableStream({
+      start(c) {
+        controller = c;
+      },
+      async pull(c) {
+        while (i < steps.length) {
+          if (stopper.stopped) return;
+          const step = steps[i++];
+          if (step.delay !== undefined) {
+            await stopper.sleep(step.delay);
+          } else if (step.stall) {
+            await stopper.forever();
+          } else if (step.error !== undefined) {
+            const err = new Error(step.error);
+            finish({ error: err.message });
+            c.error(err);
+            return;
+          } else if (step.bytes.length > 0) {
+            c.enqueue(step.bytes.slice());
+            return;
+          }
+        }
+        if (stopper.stopped) return;
+        finish();
+        c.close();
+      },
+      cancel() {
+        finish({ aborted: true });
+      },
+    });
+  }
+}
