@@ -15,7 +15,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,15 +96,15 @@ def start_runner(
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
+    """Asks the runner to shut down (it stops its own children), then makes sure
+    nothing of its process group is left."""
     if process.poll() is None:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
+        process.terminate()
+        with suppress(subprocess.TimeoutExpired):
             process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=10)
-        except ProcessLookupError:
-            pass
+    with suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=10)
 
 
 class EmulatorControl:

@@ -183,9 +183,6 @@ async function main() {
     server.once("error", rejectListen);
     server.listen(options.port, options.host, resolveListen);
   });
-  const { port } = server.address();
-  console.log(`Ready on http://${options.host}:${port}`);
-
   let stopping = false;
   const stop = async (signal) => {
     if (stopping) return;
@@ -193,12 +190,20 @@ async function main() {
     log(`${signal}: shutting down`);
     server.close();
     server.closeAllConnections();
-    await Promise.race([worker.pending.drain(), new Promise((r) => setTimeout(r, 2000))]);
-    await dispose().catch(() => {});
+    const within = (ms, work) => Promise.race([work.catch(() => {}), new Promise((r) => setTimeout(r, ms))]);
+    await within(2000, worker.pending.drain());
+    await within(3000, dispose());
     process.exit(0);
   };
-  process.on("SIGINT", () => stop("SIGINT"));
-  process.on("SIGTERM", () => stop("SIGTERM"));
+  // wrangler's platform proxy installs exit hooks that end the process at
+  // once with 128+signal; ours closes the server and the proxy, then exits 0.
+  for (const signal of ["SIGINT", "SIGTERM"]) {
+    process.removeAllListeners(signal);
+    process.on(signal, () => stop(signal));
+  }
+
+  const { port } = server.address();
+  console.log(`Ready on http://${options.host}:${port}`);
 }
 
 main().catch((err) => {

@@ -1,0 +1,37 @@
+"""Starting and stopping the runner from the command line."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+
+import httpx
+import pytest
+
+from tests.conftest import PROBE_CONFIG
+from tests.harness import ROOT, runner_command, start_runner
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_runner_exits_cleanly_on_signal(sig: signal.Signals) -> None:
+    with start_runner(PROBE_CONFIG) as runner:
+        assert httpx.get(runner.base_url + "/echo", timeout=10).status_code == 200
+        runner.process.send_signal(sig)
+        assert runner.process.wait(timeout=15) == 0
+    assert "shutting down" in runner.log_text()
+
+
+def test_ready_line_names_the_port_it_listens_on() -> None:
+    with start_runner(PROBE_CONFIG) as runner:
+        assert runner.base_url.startswith("http://127.0.0.1:")
+        port = int(runner.base_url.rsplit(":", 1)[1])
+        assert port > 0
+        assert f"Ready on http://127.0.0.1:{port}\n" in runner.log_text()
+
+
+def test_bad_arguments_fail_fast_with_a_message() -> None:
+    cmd = runner_command(PROBE_CONFIG)
+    cmd[cmd.index("--port") + 1] = "not-a-port"
+    result = subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=60, check=False)
+    assert result.returncode != 0
+    assert b"--port must be a port number" in result.stderr
