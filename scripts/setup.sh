@@ -11,6 +11,9 @@ cd "$(dirname "$0")/.."
 quiet=0
 [[ "${1:-}" == "--quiet" ]] && quiet=1
 say() { [[ $quiet == 1 ]] || echo "setup: $*"; }
+# This machine's pip configuration names package folders that may not exist;
+# pip warns about each one on every call. Those lines are noise here.
+pip_quiet() { "$@" 2> >(grep -v "^WARNING: Location '.*' is ignored" >&2); }
 
 stamp_ok() { [[ -f "$1" && "$(cat "$1")" == "$2" ]]; }
 digest() { cat "$@" 2>/dev/null | sha256sum | cut -d' ' -f1; }
@@ -50,8 +53,8 @@ if ! stamp_ok .venv/.edgechat-stamp "$py_inputs"; then
   say "creating .venv with $("$python" --version)"
   rm -rf .venv
   "$python" -m venv .venv
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25.1'
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --group dev
+  pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade 'pip>=25.1'
+  pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check --group dev
   echo "$py_inputs" > .venv/.edgechat-stamp
 fi
 
@@ -61,7 +64,7 @@ fi
 if ! stamp_ok python_modules/.edgechat-stamp "$py_inputs"; then
   say "vendoring Worker packages into python_modules/"
   rm -rf python_modules
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check \
+  pip_quiet .venv/bin/python -m pip install --quiet --disable-pip-version-check \
     --no-deps --no-compile --target python_modules --group worker
   # Install metadata and the CPython-only .pth loader are not part of a Worker bundle.
   rm -rf python_modules/*.dist-info python_modules/bin python_modules/*.pth

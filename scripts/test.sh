@@ -12,7 +12,7 @@ echo "== lint and types"
 .venv/bin/mypy
 
 echo "== JavaScript tools (node --test)"
-node --test tests/js/
+node --test 'tests/js/*.test.mjs'
 
 echo "== Python suite (pytest)"
 # pytest exits 5 when it collected nothing: that fails here like any error.

@@ -50,7 +50,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def ai_control(tmp_path_factory: pytest.TempPathFactory) -> EmulatorControl:
     folder = tmp_path_factory.mktemp("edgechat-ai")
-    return EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+    control_url = os.environ.get("EDGECHAT_AI_CONTROL_URL")
+    return EmulatorControl(folder / "script.json", folder / "calls.jsonl", control_url)
 
 
 @pytest.fixture(scope="session")

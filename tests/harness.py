@@ -108,23 +108,49 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 
 class EmulatorControl:
-    """Scripts the Workers AI emulator and reads its call log (file seams)."""
+    """Scripts the Workers AI emulator and reads its call log.
 
-    def __init__(self, script_path: Path, log_path: Path) -> None:
+    In the runner the emulator reads its script and writes its log through
+    files; under ``wrangler dev`` it is a Worker driven over HTTP
+    (``EDGECHAT_AI_CONTROL_URL``, see tools/emulator/README.md).
+    """
+
+    def __init__(self, script_path: Path, log_path: Path, control_url: str | None = None) -> None:
         self.script_path = script_path
         self.log_path = log_path
+        self.control_url = control_url
 
     def reset(self) -> None:
+        if self.control_url:
+            import httpx
+
+            httpx.put(self.control_url + "/__emulator/script", content=b"").raise_for_status()
+            httpx.delete(self.control_url + "/__emulator/log").raise_for_status()
+            return
         self.script_path.unlink(missing_ok=True)
         self.log_path.write_text("")
 
     def script(self, *rules: Mapping[str, Any]) -> None:
-        self.script_path.write_text(json.dumps({"rules": list(rules)}))
+        body = json.dumps({"rules": list(rules)})
+        if self.control_url:
+            import httpx
+
+            httpx.put(self.control_url + "/__emulator/script", content=body).raise_for_status()
+            return
+        self.script_path.write_text(body)
 
     def calls(self) -> list[dict[str, Any]]:
-        if not self.log_path.exists():
+        if self.control_url:
+            import httpx
+
+            response = httpx.get(self.control_url + "/__emulator/log")
+            response.raise_for_status()
+            text = response.text
+        elif self.log_path.exists():
+            text = self.log_path.read_text()
+        else:
             return []
-        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+        return [json.loads(line) for line in text.splitlines() if line]
 
     def wait_for_calls(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
