@@ -1,0 +1,270 @@
+"""Operator settings, read from the Worker's ``[vars]`` and secrets.
+
+Every variable is optional; an empty value counts as unset. A bad value raises
+``ValueError`` naming the variable (never echoing a secret or the system
+prompt): configuration errors are the operator's, surfaced on the first
+request and logged, never shown to clients.
+
+=========================  ==========================  =================================
+variable                   default                     meaning
+=========================  ==========================  =================================
+SYSTEM_PROMPT              a short friendly prompt     owned by the server, not a secret
+MODELS                     glm,kimi,llama              allowed models (aliases or ids)
+DEFAULT_MODEL              glm                         used when a request names none
+FALLBACK_CHAIN             glm,llama                   tried in order on fallback-worthy
+                                                       errors before the first token
+MAX_BODY_BYTES             65536                       request body cap (413)
+MAX_MESSAGES               50                          messages per request
+MAX_MESSAGE_CHARS          8000                        characters per message
+MAX_TOTAL_CHARS            32000                       characters over all messages
+DEFAULT_OUTPUT_TOKENS      1024                        output cap when max_tokens absent
+MAX_OUTPUT_TOKENS          4096                        highest max_tokens accepted
+FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
+IDLE_TIMEOUT_S             30                          longest upstream silence
+TOTAL_TIMEOUT_S            300                         deadline for the whole answer
+HEARTBEAT_S                15                          ": ping" interval while silent
+ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
+API_TOKEN (secret)         (none)                      bearer token required when set
+LOG_PROMPTS                false                       log prompt text (privacy!)
+=========================  ==========================  =================================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from edgechat.models import CATALOG, Model, find
+from edgechat.validation import Limits
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
+
+# Deliberately plain: the system prompt is visible to anyone who asks the model
+# for it, so it holds no secret and no rule that security depends on.
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful, friendly assistant. Answer clearly and concisely, "
+    "and say so when you are not sure."
+)
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    models: tuple[str, ...] = ("glm", "kimi", "llama")
+    default_model: str = "glm"
+    fallback_chain: tuple[str, ...] = ("glm", "llama")
+    limits: Limits = field(default_factory=Limits)
+    first_token_timeout_s: float = 60.0
+    idle_timeout_s: float = 30.0
+    total_timeout_s: float = 300.0
+    heartbeat_s: float = 15.0
+    allowed_origins: tuple[str, ...] = ()
+    api_token: str | None = field(default=None, repr=False)
+    log_prompts: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.models:
+            raise ValueError("MODELS must list at least one model")
+        for name in self.models:
+            model = find(name)
+            if model is None or model.alias != name:
+                raise ValueError(f"MODELS lists an unknown model; known: {_known()}")
+        if self.default_model not in self.models:
+            raise ValueError("DEFAULT_MODEL must be one of MODELS")
+        for name in self.fallback_chain:
+            if name not in self.models:
+                raise ValueError("FALLBACK_CHAIN may only list models that are in MODELS")
+        for var, seconds in (
+            ("FIRST_TOKEN_TIMEOUT_S", self.first_token_timeout_s),
+            ("IDLE_TIMEOUT_S", self.idle_timeout_s),
+            ("TOTAL_TIMEOUT_S", self.total_timeout_s),
+            ("HEARTBEAT_S", self.heartbeat_s),
+        ):
+            if not math.isfinite(seconds) or seconds <= 0:
+                raise ValueError(f"{var} must be a positive number of seconds")
+        if self.first_token_timeout_s > self.total_timeout_s:
+            raise ValueError("FIRST_TOKEN_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
+        if self.idle_timeout_s > self.total_timeout_s:
+            raise ValueError("IDLE_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> Settings:
+        return cls.from_vars(values.get)
+
+    @classmethod
+    def from_vars(cls, get: Callable[[str], object]) -> Settings:
+        """Read every variable through ``get`` (e.g. ``lambda k: getattr(env, k, None)``).
+
+        Values are normally strings; numbers and booleans (``[vars]`` may hold
+        JSON values) are accepted too.
+        """
+        defaults = cls()
+        models = _models("MODELS", get) or defaults.models
+        default_model = _alias("DEFAULT_MODEL", get) or defaults.default_model
+        chain = _models("FALLBACK_CHAIN", get)
+        if chain is None:
+            # The default chain, minus models the operator did not allow.
+            chain = tuple(name for name in defaults.fallback_chain if name in models)
+        base = defaults.limits
+        default_output = _int("DEFAULT_OUTPUT_TOKENS", get, base.default_output_tokens)
+        max_output = _int("MAX_OUTPUT_TOKENS", get, base.max_output_tokens)
+        if default_output > max_output:
+            raise ValueError("DEFAULT_OUTPUT_TOKENS must not exceed MAX_OUTPUT_TOKENS")
+        limits = Limits(
+            max_body_bytes=_int("MAX_BODY_BYTES", get, base.max_body_bytes),
+            max_messages=_int("MAX_MESSAGES", get, base.max_messages),
+            max_message_chars=_int("MAX_MESSAGE_CHARS", get, base.max_message_chars),
+            max_total_chars=_int("MAX_TOTAL_CHARS", get, base.max_total_chars),
+            default_output_tokens=default_output,
+            max_output_tokens=max_output,
+        )
+        return cls(
+            system_prompt=_text("SYSTEM_PROMPT", get) or defaults.system_prompt,
+            models=models,
+            default_model=default_model,
+            fallback_chain=chain,
+            limits=limits,
+            first_token_timeout_s=_seconds(
+                "FIRST_TOKEN_TIMEOUT_S", get, defaults.first_token_timeout_s
+            ),
+            idle_timeout_s=_seconds("IDLE_TIMEOUT_S", get, defaults.idle_timeout_s),
+            total_timeout_s=_seconds("TOTAL_TIMEOUT_S", get, defaults.total_timeout_s),
+            heartbeat_s=_seconds("HEARTBEAT_S", get, defaults.heartbeat_s),
+            allowed_origins=_origins("ALLOWED_ORIGINS", get),
+            api_token=_text("API_TOKEN", get),
+            log_prompts=_bool("LOG_PROMPTS", get, defaults.log_prompts),
+        )
+
+    def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
+        """Models to try, in order, when ``model`` failed fallback-worthily before its first token.
+
+        A model in the chain falls back to the entries after it; any other
+        allowed model (say, a paid-only Kimi on the Free plan) to the whole chain.
+        """
+        chain = self.fallback_chain
+        if model.alias in chain:
+            chain = chain[chain.index(model.alias) + 1 :]
+        found = (find(name) for name in chain if name != model.alias)
+        return tuple(entry for entry in found if entry is not None)
+
+
+def _known() -> str:
+    return ", ".join(model.alias for model in CATALOG)
+
+
+def _text(var: str, get: Callable[[str], object]) -> str | None:
+    value = get(var)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, int | float):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{var} must be a string")
+    return value.strip() or None
+
+
+def _list(var: str, get: Callable[[str], object]) -> tuple[str, ...] | None:
+    text = _text(var, get)
+    if text is None:
+        return None
+    items = tuple(item.strip() for item in text.split(","))
+    return tuple(dict.fromkeys(item for item in items if item)) or None
+
+
+def _alias(var: str, get: Callable[[str], object]) -> str | None:
+    name = _text(var, get)
+    if name is None:
+        return None
+    model = find(name)
+    if model is None:
+        raise ValueError(f"{var} names an unknown model; known: {_known()}")
+    return model.alias
+
+
+def _models(var: str, get: Callable[[str], object]) -> tuple[str, ...] | None:
+    names = _list(var, get)
+    if names is None:
+        return None
+    aliases: list[str] = []
+    for name in names:
+        model = find(name)
+        if model is None:
+            raise ValueError(f"{var} lists an unknown model; known: {_known()}")
+        aliases.append(model.alias)
+    return tuple(dict.fromkeys(aliases))
+
+
+def _int(var: str, get: Callable[[str], object], default: int) -> int:
+    text = _text(var, get)
+    if text is None:
+        return default
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{var} must be a positive whole number")
+    return number
+
+
+def _seconds(var: str, get: Callable[[str], object], default: float) -> float:
+    text = _text(var, get)
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{var} must be a positive number of seconds")
+    return seconds
+
+
+def _bool(var: str, get: Callable[[str], object], default: bool) -> bool:
+    text = _text(var, get)
+    if text is None:
+        return default
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise ValueError(f"{var} must be true or false")
+
+
+def _origins(var: str, get: Callable[[str], object]) -> tuple[str, ...]:
+    origins: list[str] = []
+    for entry in _list(var, get) or ():
+        try:
+            parts = urlsplit(entry)
+            port = parts.port
+        except ValueError:
+            parts, port = None, None
+        if (
+            parts is None
+            or parts.scheme.lower() not in _DEFAULT_PORTS
+            or not parts.hostname
+            or parts.username is not None
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+        ):
+            raise ValueError(
+                f"{var} must be a comma-separated list of origins like https://chat.example.com"
+            )
+        scheme = parts.scheme.lower()
+        host = parts.hostname.lower()
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        origin = f"{scheme}://{host}"
+        if port is not None and port != _DEFAULT_PORTS[scheme]:
+            origin += f":{port}"
+        origins.append(origin)
+    return tuple(dict.fromkeys(origins))

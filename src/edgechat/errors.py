@@ -1,0 +1,316 @@
+"""The one error hierarchy of edgechat, and its mapping to HTTP.
+
+Every failure a client can see is one of these; the seam turns anything else
+into a plain ``EdgechatError`` (500). The tree::
+
+    EdgechatError                      500 internal_error
+    ├── ClientError                    400 invalid_request        the request is at fault
+    │   ├── BadRequest                 400 invalid_request
+    │   ├── Unauthorized               401 unauthorized
+    │   ├── Forbidden                  403 cross_site_request
+    │   ├── NotFound                   404 not_found
+    │   ├── MethodNotAllowed           405 method_not_allowed     (+ Allow)
+    │   ├── PayloadTooLarge            413 payload_too_large
+    │   ├── UnsupportedMediaType       415 unsupported_media_type
+    │   └── RateLimited                429 rate_limited           (+ Retry-After)
+    └── UpstreamError                  502 upstream_error         Workers AI failed us
+        ├── UpstreamBusy               503 model_busy             3040, retryable, fallback
+        ├── UpstreamQuotaExhausted     429 quota_exhausted        3036, retryable, fallback
+        ├── UpstreamRateLimited        429 upstream_rate_limited  3021, retryable
+        ├── UpstreamTimeout            504 upstream_timeout       3007/3008, retryable, fallback
+        ├── UpstreamRequestTooLarge    413 conversation_too_large 3006
+        ├── UpstreamMisconfigured      502 model_unavailable      5007/3042
+        ├── UpstreamPlanRequired       502 model_unavailable      5035, fallback
+        ├── UpstreamBadRequest         502 upstream_error         3003
+        ├── UpstreamMalformed          502 upstream_malformed     unreadable model stream
+        └── DeadlineExceeded           504 deadline_exceeded      our own deadlines, retryable
+
+Generic outward, detailed inward: ``to_json()`` and ``headers()`` use only the
+class's public fields, while ``str(exc)`` carries the internal detail for logs.
+For client errors the positional argument *is* the public message (our own
+words, e.g. "messages[3].content is longer than 8000 characters." - never user
+input); for every other error it is internal detail and never leaves the
+server.
+
+``fallback_worthy`` marks upstream failures where another model may well
+succeed (capacity, quota, plan, timeout); they are only acted on before the
+first token reached the client.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import ClassVar
+
+__all__ = [
+    "BINDING_CODES",
+    "BadRequest",
+    "ClientError",
+    "DeadlineExceeded",
+    "EdgechatError",
+    "Forbidden",
+    "MethodNotAllowed",
+    "NotFound",
+    "PayloadTooLarge",
+    "RateLimited",
+    "Unauthorized",
+    "UnsupportedMediaType",
+    "UpstreamBadRequest",
+    "UpstreamBusy",
+    "UpstreamError",
+    "UpstreamMalformed",
+    "UpstreamMisconfigured",
+    "UpstreamPlanRequired",
+    "UpstreamQuotaExhausted",
+    "UpstreamRateLimited",
+    "UpstreamRequestTooLarge",
+    "UpstreamTimeout",
+    "from_binding_error",
+]
+
+
+class EdgechatError(Exception):
+    """Base of every error edgechat reports; by itself, an unexpected failure (500)."""
+
+    status: ClassVar[int] = 500
+    code: ClassVar[str] = "internal_error"
+    public_message: str = "Something went wrong on our side. Please try again."
+    retryable: ClassVar[bool] = False
+    fallback_worthy: ClassVar[bool] = False
+    # Seconds for Retry-After when a raise does not say; None sends no header.
+    default_retry_after: ClassVar[int | None] = None
+
+    retry_after: int | None
+
+    def __init__(self, detail: str = "", *, retry_after: int | None = None) -> None:
+        super().__init__(detail or self.public_message)
+        self.retry_after = retry_after if retry_after is not None else self.default_retry_after
+
+    def to_json(self) -> dict[str, dict[str, str]]:
+        """The response body: a stable code and a generic message, nothing internal."""
+        return {"error": {"code": self.code, "message": self.public_message}}
+
+    def headers(self) -> dict[str, str]:
+        """HTTP headers this error implies (Retry-After, Allow)."""
+        if self.retry_after is None:
+            return {}
+        return {"Retry-After": str(max(0, self.retry_after))}
+
+
+# --- the client's fault -----------------------------------------------------
+
+
+class ClientError(EdgechatError):
+    """The request is at fault: repeating it unchanged will fail again."""
+
+    status = 400
+    code = "invalid_request"
+    public_message = "The request is invalid."
+
+    def __init__(
+        self,
+        public_message: str | None = None,
+        *,
+        detail: str = "",
+        retry_after: int | None = None,
+    ) -> None:
+        # The public message is ours (a constant or built from field names and
+        # limits); it replaces the class default for this instance only.
+        if public_message is not None:
+            self.public_message = public_message
+        super().__init__(detail, retry_after=retry_after)
+
+
+class BadRequest(ClientError):
+    status = 400
+    code = "invalid_request"
+    public_message = "The request is invalid."
+
+
+class Unauthorized(ClientError):
+    status = 401
+    code = "unauthorized"
+    public_message = "A valid API token is required."
+
+
+class Forbidden(ClientError):
+    status = 403
+    code = "cross_site_request"
+    public_message = "Cross-site requests to this API are not allowed."
+
+
+class NotFound(ClientError):
+    status = 404
+    code = "not_found"
+    public_message = "Not found."
+
+
+class MethodNotAllowed(ClientError):
+    status = 405
+    code = "method_not_allowed"
+    public_message = "Method not allowed."
+
+    allow: tuple[str, ...]
+
+    def __init__(
+        self, allow: Iterable[str], public_message: str | None = None, *, detail: str = ""
+    ) -> None:
+        self.allow = tuple(allow)
+        super().__init__(public_message, detail=detail)
+
+    def headers(self) -> dict[str, str]:
+        return {**super().headers(), "Allow": ", ".join(self.allow)}
+
+
+class PayloadTooLarge(ClientError):
+    status = 413
+    code = "payload_too_large"
+    public_message = "The request body is too large."
+
+
+class UnsupportedMediaType(ClientError):
+    status = 415
+    code = "unsupported_media_type"
+    public_message = "Send the request body as application/json."
+
+
+class RateLimited(ClientError):
+    status = 429
+    code = "rate_limited"
+    public_message = "Too many requests. Please wait a moment and try again."
+    retryable = True
+    # The rate-limit binding counts over 10 or 60 s windows; 60 is never too early.
+    default_retry_after = 60
+
+
+# --- Workers AI's fault -----------------------------------------------------
+
+
+class UpstreamError(EdgechatError):
+    """Workers AI failed; ``binding_code`` is the code the binding reported, if any."""
+
+    status = 502
+    code = "upstream_error"
+    public_message = "The model failed to answer. Please try again."
+
+    binding_code: int | None
+
+    def __init__(
+        self, detail: str = "", *, binding_code: int | None = None, retry_after: int | None = None
+    ) -> None:
+        super().__init__(detail, retry_after=retry_after)
+        self.binding_code = binding_code
+
+
+class UpstreamBusy(UpstreamError):
+    status = 503
+    code = "model_busy"
+    public_message = "The model is busy right now. Please try again shortly."
+    retryable = True
+    fallback_worthy = True
+    default_retry_after = 10
+
+
+class UpstreamQuotaExhausted(UpstreamError):
+    status = 429
+    code = "quota_exhausted"
+    public_message = "Today's model allowance is used up. Please try again later."
+    retryable = True
+    fallback_worthy = True
+    # The free allocation resets daily (00:00 UTC); an hour is a polite guess
+    # that does not need a clock in the pure core.
+    default_retry_after = 3600
+
+
+class UpstreamRateLimited(UpstreamError):
+    status = 429
+    code = "upstream_rate_limited"
+    public_message = "The model is receiving too many requests. Please try again shortly."
+    retryable = True
+    default_retry_after = 60
+
+
+class UpstreamTimeout(UpstreamError):
+    status = 504
+    code = "upstream_timeout"
+    public_message = "The model took too long to answer. Please try again."
+    retryable = True
+    fallback_worthy = True
+
+
+class UpstreamRequestTooLarge(UpstreamError):
+    status = 413
+    code = "conversation_too_large"
+    public_message = "The conversation is too long for this model. Start a new one."
+
+
+class UpstreamMisconfigured(UpstreamError):
+    status = 502
+    code = "model_unavailable"
+    public_message = "This model is not available right now."
+
+
+class UpstreamPlanRequired(UpstreamError):
+    status = 502
+    code = "model_unavailable"
+    public_message = "This model is not available right now."
+    fallback_worthy = True
+
+
+class UpstreamBadRequest(UpstreamError):
+    status = 502
+    code = "upstream_error"
+    public_message = "The model could not process this request."
+
+
+class UpstreamMalformed(UpstreamError):
+    status = 502
+    code = "upstream_malformed"
+    public_message = "The model's answer could not be read. Please try again."
+
+
+class DeadlineExceeded(UpstreamError):
+    """One of our own deadlines (first token, idle, total) passed."""
+
+    status = 504
+    code = "deadline_exceeded"
+    public_message = "The model took too long to answer. Please try again."
+    retryable = True
+
+
+# Workers AI binding error codes, as documented in
+# https://developers.cloudflare.com/workers-ai/platform/errors/
+# (mirrors the table in /work/shared/PLATFORM.md; a test keeps them in step).
+BINDING_CODES: Mapping[int, type[UpstreamError]] = MappingProxyType(
+    {
+        3040: UpstreamBusy,
+        3036: UpstreamQuotaExhausted,
+        3021: UpstreamRateLimited,
+        3007: UpstreamTimeout,
+        3008: UpstreamTimeout,
+        3006: UpstreamRequestTooLarge,
+        5007: UpstreamMisconfigured,
+        3042: UpstreamMisconfigured,
+        5035: UpstreamPlanRequired,
+        3003: UpstreamBadRequest,
+    }
+)
+
+# "3040: …", "AiError: 3040: …", "Error: AiError: 3040 …": any run of
+# "Name:" prefixes, then the numeric code.
+_LEADING_CODE = re.compile(r"\s*(?:[A-Za-z_][\w.]*\s*:\s*)*([0-9]{3,5})(?![0-9])", re.ASCII)
+
+
+def from_binding_error(message: str) -> UpstreamError:
+    """Translate the message of an error thrown by ``env.AI.run`` into our hierarchy.
+
+    The original text is kept only as internal detail (``str(exc)``) for logs.
+    Raise the result ``from`` the original exception so the chain survives.
+    """
+    match = _LEADING_CODE.match(message)
+    if match is None:
+        return UpstreamError(message)
+    code = int(match.group(1))
+    return BINDING_CODES.get(code, UpstreamError)(message, binding_code=code)

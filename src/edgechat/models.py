@@ -1,0 +1,187 @@
+"""The model catalog: which Workers AI chat models edgechat knows, and their prices.
+
+The operator chooses which of them are served (``MODELS``); clients name a
+model by alias (``glm``) or by id (``@cf/zai-org/glm-4.7-flash``) and anything
+else is refused before it can reach ``AI.run``.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import TypedDict
+
+from edgechat.errors import BadRequest
+
+__all__ = [
+    "CATALOG",
+    "Model",
+    "Usage",
+    "WireFormat",
+    "catalog_json",
+    "cost_usd",
+    "find",
+    "lookup",
+]
+
+
+class WireFormat(enum.Enum):
+    """Shape of a model's input and streamed output."""
+
+    # messages + max_completion_tokens in; chat.completion(.chunk) out.
+    OPENAI = "openai"
+    # messages + max_tokens in; {"response": …, "usage": …} out.
+    NATIVE = "native"
+
+
+@dataclass(frozen=True, slots=True)
+class Model:
+    alias: str
+    id: str
+    label: str
+    family: str
+    context_window: int
+    price_in_per_m: float
+    price_out_per_m: float
+    free_plan: bool
+    wire_format: WireFormat
+
+
+class Usage(TypedDict):
+    """Token counts of one answer, normalised from whatever shape the model sent."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+# Mirrors the Workers AI model catalog, https://developers.cloudflare.com/workers-ai/models/
+# (ids, context windows, $ per million input / output tokens, Free plan access).
+# Re-check ids against the live catalog before a release.
+CATALOG: tuple[Model, ...] = (
+    Model(
+        alias="glm",
+        id="@cf/zai-org/glm-4.7-flash",
+        label="GLM 4.7 Flash",
+        family="GLM",
+        context_window=131_072,
+        price_in_per_m=0.06,
+        price_out_per_m=0.40,
+        free_plan=True,
+        wire_format=WireFormat.OPENAI,
+    ),
+    Model(
+        alias="glm-5.3-flash",
+        id="@cf/zai-org/glm-5.3-flash",
+        label="GLM 5.3 Flash",
+        family="GLM",
+        context_window=1_310_720,
+        price_in_per_m=0.15,
+        price_out_per_m=0.50,
+        free_plan=False,
+        wire_format=WireFormat.OPENAI,
+    ),
+    Model(
+        alias="glm-5.3",
+        id="@cf/zai-org/glm-5.3",
+        label="GLM 5.3",
+        family="GLM",
+        context_window=1_310_720,
+        price_in_per_m=1.40,
+        price_out_per_m=4.40,
+        free_plan=False,
+        wire_format=WireFormat.OPENAI,
+    ),
+    Model(
+        alias="kimi",
+        id="@cf/moonshotai/kimi-k2.6",
+        label="Kimi K2.6",
+        family="Kimi",
+        context_window=262_144,
+        price_in_per_m=0.95,
+        price_out_per_m=4.00,
+        free_plan=False,
+        wire_format=WireFormat.OPENAI,
+    ),
+    Model(
+        alias="kimi-code",
+        id="@cf/moonshotai/kimi-k2.7-code",
+        label="Kimi K2.7 Code",
+        family="Kimi",
+        context_window=262_144,
+        price_in_per_m=0.95,
+        price_out_per_m=4.00,
+        free_plan=False,
+        wire_format=WireFormat.OPENAI,
+    ),
+    Model(
+        alias="llama",
+        id="@cf/meta/llama-3.1-8b-instruct-fp8",
+        label="Llama 3.1 8B",
+        family="Llama",
+        context_window=32_000,
+        price_in_per_m=0.15,
+        price_out_per_m=0.29,
+        free_plan=True,
+        wire_format=WireFormat.NATIVE,
+    ),
+)
+
+_BY_NAME = MappingProxyType(
+    {model.alias: model for model in CATALOG} | {model.id: model for model in CATALOG}
+)
+
+_NOT_AVAILABLE = "model is not available; GET /api/models lists the models you can use."
+
+
+def find(name: str) -> Model | None:
+    """The catalog entry named by alias or id, allowed or not (for configuration)."""
+    return _BY_NAME.get(name)
+
+
+def lookup(name: str, allowed: Sequence[str]) -> Model:
+    """The model a client asked for, if the operator allows it.
+
+    ``allowed`` holds aliases (ids also work). Unknown and disallowed names get
+    the same answer, which never repeats the name.
+    """
+    model = _BY_NAME.get(name) if isinstance(name, str) else None
+    if model is None or (model.alias not in allowed and model.id not in allowed):
+        raise BadRequest(_NOT_AVAILABLE, detail="model not in catalog or not allowed")
+    return model
+
+
+def cost_usd(model: Model, usage: Usage) -> float:
+    """What an answer cost at list price, in US dollars."""
+    dollars = (
+        usage["prompt_tokens"] * model.price_in_per_m
+        + usage["completion_tokens"] * model.price_out_per_m
+    ) / 1_000_000
+    return round(dollars, 8)
+
+
+def catalog_json(allowed: Sequence[str], default_alias: str) -> list[dict[str, object]]:
+    """Body of ``GET /api/models``: the allowed models in the operator's order."""
+    entries: list[dict[str, object]] = []
+    seen: set[str] = set()
+    for name in allowed:
+        model = _BY_NAME.get(name)
+        if model is None or model.alias in seen:
+            continue
+        seen.add(model.alias)
+        entries.append(
+            {
+                "alias": model.alias,
+                "id": model.id,
+                "label": model.label,
+                "family": model.family,
+                "context_window": model.context_window,
+                "price_in_per_m": model.price_in_per_m,
+                "price_out_per_m": model.price_out_per_m,
+                "free_plan": model.free_plan,
+                "default": model.alias == default_alias or model.id == default_alias,
+            }
+        )
+    return entries

@@ -1,0 +1,189 @@
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from edgechat.config import DEFAULT_SYSTEM_PROMPT, Settings
+from edgechat.models import find
+from edgechat.validation import Limits
+
+
+def settings(**values: object) -> Settings:
+    return Settings.from_mapping(values)
+
+
+def test_defaults() -> None:
+    s = settings()
+    assert s == Settings()
+    assert s.system_prompt == DEFAULT_SYSTEM_PROMPT
+    assert s.models == ("glm", "kimi", "llama")
+    assert s.default_model == "glm"
+    assert s.fallback_chain == ("glm", "llama")
+    assert s.limits == Limits()
+    assert (s.first_token_timeout_s, s.idle_timeout_s, s.total_timeout_s, s.heartbeat_s) == (
+        60.0,
+        30.0,
+        300.0,
+        15.0,
+    )
+    assert s.allowed_origins == ()
+    assert s.api_token is None
+    assert s.log_prompts is False
+
+
+def test_default_system_prompt_is_plain() -> None:
+    assert len(DEFAULT_SYSTEM_PROMPT) < 300
+    lowered = DEFAULT_SYSTEM_PROMPT.lower()
+    for word in ("secret", "password", "token", "never reveal", "key"):
+        assert word not in lowered
+
+
+def test_every_variable_is_read() -> None:
+    s = settings(
+        SYSTEM_PROMPT="  You are terse.  ",
+        MODELS="kimi, @cf/zai-org/glm-4.7-flash,llama,glm",
+        DEFAULT_MODEL="kimi",
+        FALLBACK_CHAIN="kimi,glm",
+        MAX_BODY_BYTES="1000",
+        MAX_MESSAGES="5",
+        MAX_MESSAGE_CHARS="100",
+        MAX_TOTAL_CHARS="200",
+        DEFAULT_OUTPUT_TOKENS="64",
+        MAX_OUTPUT_TOKENS="128",
+        FIRST_TOKEN_TIMEOUT_S="20",
+        IDLE_TIMEOUT_S="7.5",
+        TOTAL_TIMEOUT_S="120",
+        HEARTBEAT_S="5",
+        ALLOWED_ORIGINS="https://chat.example.com, HTTP://LOCALHOST:8787/,https://a.example:443",
+        API_TOKEN="tok-123456",
+        LOG_PROMPTS="true",
+    )
+    assert s.system_prompt == "You are terse."
+    assert s.models == ("kimi", "glm", "llama")  # ids become aliases, duplicates go
+    assert s.default_model == "kimi"
+    assert s.fallback_chain == ("kimi", "glm")
+    assert s.limits == Limits(1000, 5, 100, 200, 64, 128)
+    assert (s.first_token_timeout_s, s.idle_timeout_s, s.total_timeout_s, s.heartbeat_s) == (
+        20.0,
+        7.5,
+        120.0,
+        5.0,
+    )
+    assert s.allowed_origins == (
+        "https://chat.example.com",
+        "http://localhost:8787",
+        "https://a.example",
+    )
+    assert s.api_token == "tok-123456"
+    assert s.log_prompts is True
+
+
+def test_from_vars_takes_a_getter_and_non_string_values() -> None:
+    values = {"MAX_MESSAGES": 7, "LOG_PROMPTS": True, "HEARTBEAT_S": 2.5, "API_TOKEN": ""}
+    s = Settings.from_vars(values.get)
+    assert s.limits.max_messages == 7
+    assert s.log_prompts is True
+    assert s.heartbeat_s == 2.5
+    assert s.api_token is None  # empty means unset
+
+
+def test_empty_values_mean_unset() -> None:
+    assert settings(MODELS="", DEFAULT_MODEL=" ", SYSTEM_PROMPT="", MAX_MESSAGES="") == Settings()
+    assert settings(MODELS=" , ,", ALLOWED_ORIGINS=",") == Settings()
+
+
+def test_default_fallback_chain_follows_the_allowed_models() -> None:
+    assert settings(MODELS="glm,kimi").fallback_chain == ("glm",)
+    assert settings(MODELS="kimi", DEFAULT_MODEL="kimi").fallback_chain == ()
+
+
+@pytest.mark.parametrize("text", ["1", "true", "TRUE", "yes", "on"])
+def test_log_prompts_true(text: str) -> None:
+    assert settings(LOG_PROMPTS=text).log_prompts is True
+
+
+@pytest.mark.parametrize("text", ["0", "false", "False", "no", "off"])
+def test_log_prompts_false(text: str) -> None:
+    assert settings(LOG_PROMPTS=text).log_prompts is False
+
+
+@pytest.mark.parametrize(
+    ("values", "variable"),
+    [
+        ({"MODELS": "glm,gpt-4"}, "MODELS"),
+        ({"DEFAULT_MODEL": "gpt-4"}, "DEFAULT_MODEL"),
+        ({"DEFAULT_MODEL": "glm-5.3"}, "DEFAULT_MODEL"),  # known, but not in MODELS
+        ({"MODELS": "kimi"}, "DEFAULT_MODEL"),  # the default glm is not allowed
+        ({"FALLBACK_CHAIN": "glm,glm-5.3"}, "FALLBACK_CHAIN"),
+        ({"FALLBACK_CHAIN": "glm,nope"}, "FALLBACK_CHAIN"),
+        ({"MAX_BODY_BYTES": "64k"}, "MAX_BODY_BYTES"),
+        ({"MAX_MESSAGES": "0"}, "MAX_MESSAGES"),
+        ({"MAX_MESSAGE_CHARS": "-5"}, "MAX_MESSAGE_CHARS"),
+        ({"MAX_TOTAL_CHARS": "1.5"}, "MAX_TOTAL_CHARS"),
+        ({"DEFAULT_OUTPUT_TOKENS": "abc"}, "DEFAULT_OUTPUT_TOKENS"),
+        ({"DEFAULT_OUTPUT_TOKENS": "5000"}, "DEFAULT_OUTPUT_TOKENS"),
+        ({"MAX_OUTPUT_TOKENS": "100"}, "DEFAULT_OUTPUT_TOKENS"),  # below the default 1024
+        ({"FIRST_TOKEN_TIMEOUT_S": "0"}, "FIRST_TOKEN_TIMEOUT_S"),
+        ({"IDLE_TIMEOUT_S": "nan"}, "IDLE_TIMEOUT_S"),
+        ({"TOTAL_TIMEOUT_S": "inf"}, "TOTAL_TIMEOUT_S"),
+        ({"HEARTBEAT_S": "-1"}, "HEARTBEAT_S"),
+        ({"HEARTBEAT_S": "soon"}, "HEARTBEAT_S"),
+        ({"TOTAL_TIMEOUT_S": "30"}, "FIRST_TOKEN_TIMEOUT_S"),
+        ({"IDLE_TIMEOUT_S": "400"}, "IDLE_TIMEOUT_S"),
+        ({"LOG_PROMPTS": "maybe"}, "LOG_PROMPTS"),
+        ({"ALLOWED_ORIGINS": "chat.example.com"}, "ALLOWED_ORIGINS"),
+        ({"ALLOWED_ORIGINS": "*"}, "ALLOWED_ORIGINS"),
+        ({"ALLOWED_ORIGINS": "https://a.example/path"}, "ALLOWED_ORIGINS"),
+        ({"ALLOWED_ORIGINS": "ftp://a.example"}, "ALLOWED_ORIGINS"),
+        ({"ALLOWED_ORIGINS": "https://user@a.example"}, "ALLOWED_ORIGINS"),
+        ({"ALLOWED_ORIGINS": "https://a.example:99999"}, "ALLOWED_ORIGINS"),
+        ({"ALLOWED_ORIGINS": "https://a.example?x=1"}, "ALLOWED_ORIGINS"),
+        ({"SYSTEM_PROMPT": ["not", "text"]}, "SYSTEM_PROMPT"),
+    ],
+)
+def test_bad_values_name_the_variable(values: dict[str, object], variable: str) -> None:
+    with pytest.raises(ValueError, match=variable):
+        Settings.from_mapping(values)
+
+
+def test_errors_never_show_secrets_or_the_prompt() -> None:
+    with pytest.raises(ValueError, match="MODELS") as caught:
+        settings(API_TOKEN="hunter2-secret", SYSTEM_PROMPT="classified prompt", MODELS="gpt")
+    assert "hunter2" not in str(caught.value)
+    assert "classified" not in str(caught.value)
+
+
+def test_repr_hides_the_api_token() -> None:
+    s = settings(API_TOKEN="hunter2-secret")
+    assert "hunter2" not in repr(s)
+    assert "hunter2" not in str(s)
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        Settings().api_token = "x"  # type: ignore[misc]
+
+
+def test_direct_construction_is_validated_too() -> None:
+    with pytest.raises(ValueError, match="MODELS"):
+        Settings(models=("@cf/zai-org/glm-4.7-flash",), default_model="glm")
+    with pytest.raises(ValueError, match="MODELS"):
+        Settings(models=())
+    with pytest.raises(ValueError, match="DEFAULT_MODEL"):
+        Settings(models=("kimi",))
+
+
+def alias_list(models: tuple[object, ...]) -> list[str]:
+    return [model.alias for model in models]  # type: ignore[attr-defined]
+
+
+def test_fallbacks_after() -> None:
+    s = settings(MODELS="glm,kimi,llama,glm-5.3", FALLBACK_CHAIN="glm-5.3,glm,llama")
+    model = find
+    assert alias_list(s.fallbacks_after(model("glm-5.3"))) == ["glm", "llama"]  # type: ignore[arg-type]
+    assert alias_list(s.fallbacks_after(model("glm"))) == ["llama"]  # type: ignore[arg-type]
+    assert alias_list(s.fallbacks_after(model("llama"))) == []  # type: ignore[arg-type]
+    # Not in the chain (e.g. a paid-only model on the Free plan): the whole chain.
+    assert alias_list(s.fallbacks_after(model("kimi"))) == ["glm-5.3", "glm", "llama"]  # type: ignore[arg-type]
+    assert settings(FALLBACK_CHAIN="glm").fallbacks_after(model("glm")) == ()  # type: ignore[arg-type]

@@ -1,0 +1,222 @@
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from edgechat import errors
+from edgechat.errors import (
+    BINDING_CODES,
+    BadRequest,
+    ClientError,
+    DeadlineExceeded,
+    EdgechatError,
+    Forbidden,
+    MethodNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    Unauthorized,
+    UnsupportedMediaType,
+    UpstreamBadRequest,
+    UpstreamBusy,
+    UpstreamError,
+    UpstreamMalformed,
+    UpstreamMisconfigured,
+    UpstreamPlanRequired,
+    UpstreamQuotaExhausted,
+    UpstreamRateLimited,
+    UpstreamRequestTooLarge,
+    UpstreamTimeout,
+    from_binding_error,
+)
+
+# The "Errors from the binding" table of PLATFORM.md (from
+# https://developers.cloudflare.com/workers-ai/platform/errors/): code -> the
+# class it must map to and the status our client gets.
+PLATFORM_TABLE: dict[int, tuple[type[UpstreamError], int]] = {
+    3040: (UpstreamBusy, 503),
+    3036: (UpstreamQuotaExhausted, 429),
+    3021: (UpstreamRateLimited, 429),
+    3007: (UpstreamTimeout, 504),
+    3008: (UpstreamTimeout, 504),
+    3006: (UpstreamRequestTooLarge, 413),
+    5007: (UpstreamMisconfigured, 502),
+    3042: (UpstreamMisconfigured, 502),
+    5035: (UpstreamPlanRequired, 502),
+    3003: (UpstreamBadRequest, 502),
+}
+
+ALL_ERRORS: list[type[EdgechatError]] = [
+    value
+    for value in vars(errors).values()
+    if isinstance(value, type) and issubclass(value, EdgechatError)
+]
+
+EXPECTED: dict[type[EdgechatError], tuple[int, bool, bool, bool]] = {
+    # class: (status, retryable, fallback_worthy, sends Retry-After by default)
+    EdgechatError: (500, False, False, False),
+    ClientError: (400, False, False, False),
+    BadRequest: (400, False, False, False),
+    Unauthorized: (401, False, False, False),
+    Forbidden: (403, False, False, False),
+    NotFound: (404, False, False, False),
+    MethodNotAllowed: (405, False, False, False),
+    PayloadTooLarge: (413, False, False, False),
+    UnsupportedMediaType: (415, False, False, False),
+    RateLimited: (429, True, False, True),
+    UpstreamError: (502, False, False, False),
+    UpstreamBusy: (503, True, True, True),
+    UpstreamQuotaExhausted: (429, True, True, True),
+    UpstreamRateLimited: (429, True, False, True),
+    UpstreamTimeout: (504, True, True, False),
+    UpstreamRequestTooLarge: (413, False, False, False),
+    UpstreamMisconfigured: (502, False, False, False),
+    UpstreamPlanRequired: (502, False, True, False),
+    UpstreamBadRequest: (502, False, False, False),
+    UpstreamMalformed: (502, False, False, False),
+    DeadlineExceeded: (504, True, False, False),
+}
+
+
+def test_every_documented_binding_code_is_mapped() -> None:
+    assert dict(BINDING_CODES) == {code: cls for code, (cls, _) in PLATFORM_TABLE.items()}
+    for code, (cls, status) in PLATFORM_TABLE.items():
+        exc = from_binding_error(f"{code}: something happened")
+        assert type(exc) is cls
+        assert exc.status == status
+        assert exc.binding_code == code
+
+
+def test_the_tree_is_complete_and_as_documented() -> None:
+    assert set(ALL_ERRORS) == set(EXPECTED)
+    for cls, (status, retryable, fallback_worthy, retry_after) in EXPECTED.items():
+        exc = MethodNotAllowed(("GET",)) if cls is MethodNotAllowed else cls()
+        assert (exc.status, exc.retryable, exc.fallback_worthy) == (
+            status,
+            retryable,
+            fallback_worthy,
+        ), cls
+        assert ("Retry-After" in exc.headers()) is retry_after, cls
+        assert re.fullmatch(r"[a-z]+(_[a-z]+)*", exc.code), cls
+        assert exc.public_message.endswith("."), cls
+        # The module docstring's tree documents each class truthfully.
+        line = re.search(rf"\b{cls.__name__}\s+(\d+) (\w+)", errors.__doc__ or "")
+        assert line is not None, cls
+        assert (int(line.group(1)), line.group(2)) == (exc.status, exc.code), cls
+
+
+def test_hierarchy() -> None:
+    for cls in EXPECTED:
+        if 400 <= cls.status < 500 and not issubclass(cls, UpstreamError):
+            assert issubclass(cls, ClientError), cls
+    assert issubclass(DeadlineExceeded, UpstreamError)
+    assert issubclass(UpstreamError, EdgechatError)
+    assert issubclass(EdgechatError, Exception)
+    assert Forbidden.code == "cross_site_request"
+    assert UpstreamError.code == "upstream_error"
+
+
+def test_detail_stays_inside() -> None:
+    exc = UpstreamBusy("3040: capacity; binding AI; account 1234abcd")
+    assert "account 1234abcd" in str(exc)
+    body = json.dumps(exc.to_json())
+    assert "1234abcd" not in body
+    assert "binding" not in body
+    assert exc.to_json() == {
+        "error": {"code": "model_busy", "message": UpstreamBusy.public_message}
+    }
+
+
+def test_client_error_public_message_is_per_instance() -> None:
+    exc = BadRequest("messages[3].content is longer than 8000 characters.")
+    assert exc.to_json() == {
+        "error": {
+            "code": "invalid_request",
+            "message": "messages[3].content is longer than 8000 characters.",
+        }
+    }
+    assert str(exc) == "messages[3].content is longer than 8000 characters."
+    # The class default is untouched.
+    assert BadRequest().public_message == BadRequest.public_message
+    assert "longer" not in BadRequest.public_message
+
+
+def test_client_error_detail_is_for_logs_only() -> None:
+    exc = PayloadTooLarge(detail="body of 99999 bytes")
+    assert str(exc) == "body of 99999 bytes"
+    assert "99999" not in json.dumps(exc.to_json())
+
+
+def test_retry_after_header() -> None:
+    assert RateLimited(retry_after=7).headers() == {"Retry-After": "7"}
+    assert RateLimited().headers() == {"Retry-After": "60"}
+    assert UpstreamBusy().headers() == {"Retry-After": "10"}
+    assert UpstreamBusy(retry_after=3).retry_after == 3
+    assert RateLimited(retry_after=-5).headers() == {"Retry-After": "0"}
+    assert NotFound().headers() == {}
+
+
+def test_method_not_allowed_carries_allow() -> None:
+    exc = MethodNotAllowed(["GET", "HEAD"])
+    assert exc.allow == ("GET", "HEAD")
+    assert exc.headers() == {"Allow": "GET, HEAD"}
+    assert exc.status == 405
+
+
+@pytest.mark.parametrize(
+    ("message", "cls", "code"),
+    [
+        ("3040: Capacity temporarily exceeded, please try again.", UpstreamBusy, 3040),
+        (
+            "AiError: 3036: You have used up your daily free allocation",
+            UpstreamQuotaExhausted,
+            3036,
+        ),
+        ("Error: AiError: 5035: needs the Workers Paid plan", UpstreamPlanRequired, 5035),
+        ("InferenceUpstreamError: 3007: timeout", UpstreamTimeout, 3007),
+        ("  3021 : rate limited", UpstreamRateLimited, 3021),
+        ("5007", UpstreamMisconfigured, 5007),
+        ("AiError:3042:Invalid model", UpstreamMisconfigured, 3042),
+        ("9999: something new", UpstreamError, 9999),
+    ],
+)
+def test_from_binding_error_reads_the_leading_code(
+    message: str, cls: type[UpstreamError], code: int
+) -> None:
+    exc = from_binding_error(message)
+    assert type(exc) is cls
+    assert exc.binding_code == code
+    assert str(exc) == message
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "",
+        "network connection lost",
+        "AiError: something went wrong",
+        "Error: 30400000: too many digits",
+        "capacity 3040 exceeded",  # a number not at the start is not a code
+        "AiError: \uff13\uff10\uff14\uff10: full-width digits",
+    ],
+)
+def test_from_binding_error_without_a_code(message: str) -> None:
+    exc = from_binding_error(message)
+    assert type(exc) is UpstreamError
+    assert exc.binding_code is None
+    assert exc.status == 502
+    assert exc.to_json()["error"]["code"] == "upstream_error"
+
+
+def test_from_binding_error_can_be_chained() -> None:
+    def call_the_binding() -> None:
+        try:
+            raise RuntimeError("3040: busy")
+        except RuntimeError as exc:
+            raise from_binding_error(str(exc)) from exc
+
+    with pytest.raises(UpstreamBusy) as caught:
+        call_the_binding()
+    assert isinstance(caught.value.__cause__, RuntimeError)

@@ -1,0 +1,509 @@
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from edgechat import upstream
+from edgechat.upstream import Delta, DeltaKind, UpstreamReader
+
+R, C = DeltaKind.REASONING, DeltaKind.CONTENT
+
+NATIVE_EXAMPLE = (
+    b'data: {"response":"Hel"}\n\n'
+    b'data: {"response":"lo"}\n\n'
+    b'data: {"response":"","usage":{"prompt_tokens":12,"completion_tokens":2,'
+    b'"total_tokens":14}}\n\n'
+    b"data: [DONE]\n\n"
+)
+OPENAI_EXAMPLE = (
+    'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,'
+    '"delta":{"reasoning_content":"Let me think"}}]}\n\n'
+    'data: {"id":"c1","object":"chat.completion.chunk","choices":[{"index":0,'
+    '"delta":{"content":"你好"},"finish_reason":"stop"}],'
+    '"usage":{"prompt_tokens":9,"completion_tokens":39,"total_tokens":48}}\n\n'
+    'data: {"response":"","usage":{"prompt_tokens":9,"completion_tokens":40,"total_tokens":49}}\n\n'
+    "data: [DONE]\n\n"
+).encode()
+
+
+def read(chunks: Iterable[bytes]) -> tuple[list[Delta], UpstreamReader]:
+    reader = UpstreamReader()
+    deltas: list[Delta] = []
+    for chunk in chunks:
+        deltas += reader.feed(chunk)
+    deltas += reader.finish()
+    return deltas, reader
+
+
+def cut(data: bytes, positions: Iterable[int]) -> list[bytes]:
+    edges = [0, *sorted(set(positions)), len(data)]
+    return [data[a:b] for a, b in itertools.pairwise(edges)]
+
+
+def bytewise(data: bytes) -> list[bytes]:
+    return [data[i : i + 1] for i in range(len(data))]
+
+
+def texts(deltas: Sequence[Delta]) -> tuple[str, str]:
+    return (
+        "".join(d.text for d in deltas if d.kind is R),
+        "".join(d.text for d in deltas if d.kind is C),
+    )
+
+
+# --- the documented examples -------------------------------------------------
+
+
+def test_native_example() -> None:
+    deltas, reader = read([NATIVE_EXAMPLE])
+    assert deltas == [Delta(C, "Hel"), Delta(C, "lo")]
+    assert reader.usage == {"prompt_tokens": 12, "completion_tokens": 2, "total_tokens": 14}
+    assert reader.saw_done
+    assert reader.produced
+    assert reader.malformed_lines == 0
+    assert reader.finish_reason is None
+
+
+def test_openai_example_with_trailing_native_usage_chunk() -> None:
+    deltas, reader = read([OPENAI_EXAMPLE])
+    assert deltas == [Delta(R, "Let me think"), Delta(C, "你好")]
+    # usage came on two chunks: the last one wins.
+    assert reader.usage == {"prompt_tokens": 9, "completion_tokens": 40, "total_tokens": 49}
+    assert reader.finish_reason == "stop"
+    assert reader.saw_done
+    assert reader.malformed_lines == 0
+
+
+@pytest.mark.parametrize("stream", [NATIVE_EXAMPLE, OPENAI_EXAMPLE])
+def test_one_byte_at_a_time(stream: bytes) -> None:
+    whole, whole_reader = read([stream])
+    deltas, reader = read(bytewise(stream))
+    assert deltas == whole
+    assert reader.usage == whole_reader.usage
+    assert reader.saw_done
+    assert reader.malformed_lines == 0
+
+
+def test_deltas_come_as_soon_as_their_event_is_complete() -> None:
+    reader = UpstreamReader()
+    assert reader.feed(b'data: {"response":"a"}\n') == []
+    assert reader.feed(b'\ndata: {"response":"b"}') == [Delta(C, "a")]
+    assert reader.feed(b"\n\n") == [Delta(C, "b")]
+    assert reader.finish() == []
+
+
+def test_multibyte_character_split_across_chunks() -> None:
+    stream = 'data: {"response":"你🙂"}\n\n'.encode()
+    start = stream.index("你".encode())
+    for split in range(start + 1, start + 7):  # inside 你 (3 bytes) and 🙂 (4 bytes)
+        deltas, reader = read([stream[:split], stream[split:]])
+        assert deltas == [Delta(C, "你🙂")]
+        assert reader.malformed_lines == 0
+
+
+def test_split_inside_a_json_string_escape() -> None:
+    stream = b'data: {"response":"a\\"b\\\\c\\u00e9"}\n\n'
+    for split in range(len(stream)):
+        deltas, _ = read([stream[:split], stream[split:]])
+        assert deltas == [Delta(C, 'a"b\\cé')]
+
+
+@pytest.mark.parametrize("newline", [b"\n", b"\r\n", b"\r"])
+def test_line_endings(newline: bytes) -> None:
+    stream = NATIVE_EXAMPLE.replace(b"\n", newline)
+    for chunks in ([stream], bytewise(stream)):
+        deltas, reader = read(chunks)
+        assert deltas == [Delta(C, "Hel"), Delta(C, "lo")]
+        assert reader.saw_done
+        assert reader.usage is not None
+        assert reader.malformed_lines == 0
+
+
+def test_crlf_split_between_cr_and_lf_is_one_line_end() -> None:
+    # Events of two data lines each: a CR/LF split read as two line ends would
+    # dispatch the first half alone and count it as malformed.
+    stream = b'data: {"response":\r\ndata: "x"}\r\n\r\n'
+    for split in range(len(stream)):
+        deltas, reader = read([stream[:split], stream[split:]])
+        assert deltas == [Delta(C, "x")], split
+        assert reader.malformed_lines == 0
+
+
+def test_no_done_at_the_end() -> None:
+    deltas, reader = read([b'data: {"response":"a"}\n\ndata: {"response":"b"}\n\n'])
+    assert deltas == [Delta(C, "a"), Delta(C, "b")]
+    assert not reader.saw_done
+
+
+def test_last_event_without_its_blank_line_is_still_read() -> None:
+    deltas, reader = read([b'data: {"response":"a"}\n\ndata: {"response":"b"}'])
+    assert deltas == [Delta(C, "a"), Delta(C, "b")]
+    deltas, reader = read([b'data: {"response":"a"}\n\ndata: [DONE]\n'])
+    assert reader.saw_done
+
+
+def test_truncated_last_event_is_malformed() -> None:
+    deltas, reader = read([b'data: {"response":"a"}\n\ndata: {"response":"b'])
+    assert deltas == [Delta(C, "a")]
+    assert reader.malformed_lines == 1
+
+
+def test_reasoning_before_content_and_the_reasoning_key() -> None:
+    stream = (
+        b'data: {"choices":[{"delta":{"reasoning":"think "}}]}\n\n'
+        b'data: {"choices":[{"delta":{"reasoning_content":"more"}}]}\n\n'
+        b'data: {"choices":[{"delta":{"reasoning_content":"x","reasoning":"x",'
+        b'"content":"Hi"}}]}\n\n'
+    )
+    deltas, _ = read([stream])
+    assert deltas == [Delta(R, "think "), Delta(R, "more"), Delta(R, "x"), Delta(C, "Hi")]
+
+
+def test_empty_and_null_deltas_produce_nothing() -> None:
+    stream = (
+        b'data: {"choices":[{"delta":{"role":"assistant","content":""}}]}\n\n'
+        b'data: {"choices":[{"delta":{"content":null,"reasoning_content":null}}]}\n\n'
+        b'data: {"choices":[{"delta":{}}]}\n\n'
+        b'data: {"choices":[]}\n\n'
+        b'data: {"response":""}\n\n'
+        b'data: {"response":null}\n\n'
+        b'data: {"choices":[{"delta":{"content":["not","text"]}}]}\n\n'
+        b"data: [DONE]\n\n"
+    )
+    deltas, reader = read([stream])
+    assert deltas == []
+    assert not reader.produced
+    assert reader.saw_done
+    assert reader.malformed_lines == 0
+
+
+def test_finish_reason_keeps_the_last_one() -> None:
+    stream = (
+        b'data: {"choices":[{"delta":{"content":"a"},"finish_reason":null}]}\n\n'
+        b'data: {"choices":[{"delta":{},"finish_reason":"length"}]}\n\n'
+    )
+    _, reader = read([stream])
+    assert reader.finish_reason == "length"
+
+
+def test_malformed_lines_are_skipped_and_counted() -> None:
+    stream = (
+        b'data: {"response":"a"}\n\n'
+        b"data: {not json\n\n"
+        b"data: [1, 2]\n\n"
+        b'data: "a string"\n\n'
+        b'data: {"response":"b"} trailing\n\n'
+        b"something that is not SSE\n\n"
+        b'data: {"response":"c"}\n\n'
+    )
+    deltas, reader = read([stream])
+    assert deltas == [Delta(C, "a"), Delta(C, "c")]
+    assert reader.malformed_lines == 5
+
+
+def test_comments_and_other_fields_are_ignored() -> None:
+    stream = (
+        b": keep-alive\n\n"
+        b"event: message\nid: 7\nretry: 1000\n"
+        b'data: {"response":"a"}\n\n'
+        b":\n"
+        b'data:{"response":"b"}\n\n'
+    )
+    deltas, reader = read([stream])
+    assert deltas == [Delta(C, "a"), Delta(C, "b")]
+    assert reader.malformed_lines == 0
+
+
+def test_multi_line_data_is_joined_with_newlines() -> None:
+    stream = b'data: {"response":\ndata: "a",\ndata:"usage":{"total_tokens":3}}\n\n'
+    # Also after a first chunk, when the reader is past its start-of-stream checks.
+    for chunks in ([stream], [b": hello\n\n", stream], bytewise(stream)):
+        deltas, reader = read(chunks)
+        assert deltas == [Delta(C, "a")]
+        assert reader.usage == {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 3}
+        assert reader.malformed_lines == 0
+
+
+def test_leading_whitespace_and_bom() -> None:
+    for prefix in (b"\n\n", b"\xef\xbb\xbf", b"\r\n \xef\xbb\xbf\n"):
+        deltas, reader = read(bytewise(prefix + NATIVE_EXAMPLE))
+        assert deltas == [Delta(C, "Hel"), Delta(C, "lo")]
+        assert reader.malformed_lines == 0
+
+
+def test_usage_on_every_chunk_keeps_the_last() -> None:
+    events: list[dict[str, Any]] = [
+        {"choices": [{"delta": {"content": str(i)}}], "usage": {"prompt_tokens": 5,
+         "completion_tokens": i, "total_tokens": 5 + i}}
+        for i in range(1, 4)
+    ]  # fmt: skip
+    events.append({"choices": [{"delta": {}}], "usage": None})
+    stream = b"".join(b"data: " + json.dumps(event).encode() + b"\n\n" for event in events)
+    deltas, reader = read([stream])
+    assert texts(deltas) == ("", "123")
+    assert reader.usage == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+
+
+@pytest.mark.parametrize(
+    ("raw", "normalised"),
+    [
+        ({"prompt_tokens": 3, "completion_tokens": 4}, (3, 4, 7)),
+        ({"prompt_tokens": 3.0, "completion_tokens": 4.9, "total_tokens": 7}, (3, 4, 7)),
+        ({"input_tokens": 2, "output_tokens": 1}, (2, 1, 3)),
+        ({"prompt_tokens": -1, "completion_tokens": "x", "total_tokens": True}, (0, 0, 0)),
+        ({"total_tokens": 9}, (0, 0, 9)),
+    ],
+)
+def test_usage_is_normalised(raw: dict[str, Any], normalised: tuple[int, int, int]) -> None:
+    stream = b"data: " + json.dumps({"response": "", "usage": raw}).encode() + b"\n\n"
+    _, reader = read([stream])
+    assert reader.usage == dict(
+        zip(("prompt_tokens", "completion_tokens", "total_tokens"), normalised, strict=True)
+    )
+
+
+def test_usage_without_known_counts_is_none() -> None:
+    _, reader = read([b'data: {"response":"a","usage":{"foo":1}}\n\n'])
+    assert reader.usage is None
+    _, reader = read([b'data: {"response":"a","usage":[1]}\n\n'])
+    assert reader.usage is None
+
+
+# --- a whole JSON object instead of SSE ----------------------------------------
+
+OPENAI_BODY = json.dumps(
+    {
+        "id": "c2",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "reasoning_content": "hmm", "content": "你好!"},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 4, "completion_tokens": 3, "total_tokens": 7},
+    },
+    ensure_ascii=False,
+).encode()
+NATIVE_BODY = (
+    b'{"response":"Hello","usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}'
+)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected", "finish_reason"),
+    [
+        (OPENAI_BODY, [Delta(R, "hmm"), Delta(C, "你好!")], "stop"),
+        (NATIVE_BODY, [Delta(C, "Hello")], None),
+        (b'  \n{"result":' + NATIVE_BODY + b',"success":true}', [Delta(C, "Hello")], None),
+    ],
+)
+def test_whole_json_body(body: bytes, expected: list[Delta], finish_reason: str | None) -> None:
+    for chunks in ([body], bytewise(body)):
+        reader = UpstreamReader()
+        for chunk in chunks:
+            assert reader.feed(chunk) == []  # buffered until the end
+        assert reader.finish() == expected
+        assert reader.usage is not None
+        assert reader.finish_reason == finish_reason
+        assert reader.produced
+        assert reader.malformed_lines == 0
+
+
+def test_broken_whole_json_body_is_malformed() -> None:
+    deltas, reader = read([b'{"response": "cut sho'])
+    assert deltas == []
+    assert reader.malformed_lines == 1
+    assert not reader.produced
+
+
+def test_oversized_json_body_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(upstream, "MAX_BODY_CHARS", 64)
+    body = json.dumps({"response": "x" * 100}).encode()
+    deltas, reader = read(cut(body, [10, 50, 80]))
+    assert deltas == []
+    assert reader.malformed_lines == 1
+
+
+# --- hostile or broken streams -------------------------------------------------
+
+
+def test_oversized_line_is_dropped_and_the_stream_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(upstream, "MAX_LINE_CHARS", 100)
+    huge = b'data: {"response":"' + b"x" * 500 + b'"}\n\n'
+    for newline in (b"\n", b"\r\n", b"\r"):
+        stream = (b'data: {"response":"a"}\n\n' + huge + b'data: {"response":"b"}\n\n').replace(
+            b"\n", newline
+        )
+        deltas, reader = read(cut(stream, range(0, len(stream), 37)))
+        assert deltas == [Delta(C, "a"), Delta(C, "b")], newline
+        assert reader.malformed_lines == 1
+        # Dropping a line inside an event keeps the rest of that event together.
+        stream = (b'data: {"response":\n: ' + b"x" * 500 + b'\ndata: "c"}\n\n').replace(
+            b"\n", newline
+        )
+        deltas, reader = read(cut(stream, [3, 30, 200, len(stream) - 9]))
+        assert deltas == [Delta(C, "c")], newline
+        assert reader.malformed_lines == 1
+
+
+def test_invalid_utf8_is_replaced_not_fatal() -> None:
+    deltas, reader = read([b'data: {"response":"a\xff\xfeb"}\n\n', b'data: {"response":"\xe4\xbd'])
+    assert deltas == [Delta(C, "a\ufffd\ufffdb")]
+    assert reader.malformed_lines == 1  # the truncated last event
+
+
+def test_junk_body_produces_nothing() -> None:
+    deltas, reader = read([b"<html>Bad gateway</html>\n"])
+    assert deltas == []
+    assert not reader.produced
+    assert reader.malformed_lines == 1
+    deltas, reader = read([b"   "])
+    assert deltas == []
+    assert reader.malformed_lines == 0
+
+
+def test_deep_nesting_is_malformed_not_a_crash() -> None:
+    deltas, reader = read([b"data: " + b"[" * 100_000 + b"\n\n"])
+    assert deltas == []
+    assert reader.malformed_lines == 1
+
+
+def test_finish_is_final() -> None:
+    reader = UpstreamReader()
+    reader.feed(b'data: {"response":"a"}\n\n')
+    reader.finish()
+    assert reader.finish() == []
+    with pytest.raises(RuntimeError):
+        reader.feed(b"data: x\n\n")
+
+
+# --- property: cutting a stream anywhere changes nothing ------------------------
+
+piece = st.one_of(
+    st.text(max_size=6),
+    st.sampled_from(["你好", "世界", "🙂", "👩‍👩‍👧", "é", '"', "\\", "\\n", "\r\n", "\n", "\r",
+                     "data: x", "\n\ndata: [DONE]\n\n", "\u2028", ""]),
+)  # fmt: skip
+model_text = st.lists(piece, max_size=4).map("".join)
+usage_dict = st.fixed_dictionaries(
+    {
+        "prompt_tokens": st.integers(0, 10**6),
+        "completion_tokens": st.integers(0, 10**6),
+        "total_tokens": st.integers(0, 2 * 10**6),
+    }
+)
+
+
+@st.composite
+def stream_events(draw: st.DrawFn) -> tuple[list[str], list[Delta], dict[str, int] | None, bool]:
+    """SSE lines (without line ends) and what reading them must give."""
+    lines: list[str] = []
+    expected: list[Delta] = []
+    usage: dict[str, int] | None = None
+    ascii_json = draw(st.booleans())
+    separators = draw(st.sampled_from([(",", ":"), (", ", ": ")]))
+
+    def data(obj: dict[str, Any]) -> None:
+        text = json.dumps(obj, ensure_ascii=ascii_json, separators=separators)
+        if draw(st.booleans()):
+            lines.append("data: " + text)
+        else:  # one event in several data lines; the reader joins them with "\n"
+            lines.extend(["data: {", "data:" + text[1:]])
+        lines.append("")
+
+    for _ in range(draw(st.integers(0, 12))):
+        kind = draw(
+            st.sampled_from(["reasoning", "reasoning_alt", "content", "both", "native", "noise"])
+        )
+        text, other = draw(model_text), draw(model_text)
+        obj: dict[str, Any]
+        if kind == "native":
+            obj = {"response": text}
+            got = [Delta(C, text)]
+        elif kind == "noise":
+            lines.append(draw(st.sampled_from([": ping", "event: delta", "id: 3", "retry: 5"])))
+            continue
+        else:
+            shapes: dict[str, dict[str, str | None]] = {
+                "reasoning": {"reasoning_content": text},
+                "reasoning_alt": {"reasoning": text},
+                "content": {"content": text, "reasoning_content": None},
+                "both": {"reasoning_content": text, "content": other},
+            }
+            delta = shapes[kind]
+            obj = {"id": "c", "object": "chat.completion.chunk",
+                   "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}  # fmt: skip
+            got = [Delta(R, text)] if kind != "content" else [Delta(C, text)]
+            if kind == "both":
+                got.append(Delta(C, other))
+        if draw(st.booleans()):
+            usage = draw(usage_dict)
+            obj["usage"] = usage
+        expected += [delta for delta in got if delta.text]
+        data(obj)
+    if draw(st.booleans()):
+        usage = draw(usage_dict)
+        data({"response": "", "usage": usage})
+    done = draw(st.booleans())
+    if done:
+        lines += ["data: [DONE]", ""]
+    return lines, expected, usage, done
+
+
+@settings(max_examples=200)
+@given(
+    events=stream_events(),
+    newline=st.sampled_from(["\n", "\r\n", "\r", "mixed"]),
+    data=st.data(),
+)
+def test_any_cut_of_any_stream_reads_the_same(
+    events: tuple[list[str], list[Delta], dict[str, int] | None, bool],
+    newline: str,
+    data: st.DataObject,
+) -> None:
+    lines, expected, usage, done = events
+    if newline == "mixed":
+        ends = data.draw(st.lists(st.sampled_from(["\n", "\r\n", "\r"]), min_size=len(lines),
+                                  max_size=len(lines)))  # fmt: skip
+        text = ""
+        for line, end in zip(lines, ends, strict=True):
+            if not line and text.endswith("\r") and end == "\n":
+                end = "\r"  # "\r" + "\n" would be one CRLF, not two line ends
+            text += line + end
+        stream = text.encode()
+    else:
+        stream = "".join(line + newline for line in lines).encode()
+    positions = data.draw(st.lists(st.integers(0, len(stream)), max_size=20))
+
+    whole, whole_reader = read([stream])
+    deltas, reader = read(cut(stream, positions))
+
+    assert deltas == expected
+    assert whole == expected
+    assert texts(deltas) == texts(expected)
+    assert reader.usage == usage == whole_reader.usage
+    assert reader.saw_done is done
+    assert reader.malformed_lines == 0
+    assert reader.produced is bool(expected)
+
+
+@given(text=model_text, reasoning=model_text, data=st.data())
+def test_any_cut_of_a_whole_json_body_reads_the_same(
+    text: str, reasoning: str, data: st.DataObject
+) -> None:
+    body = json.dumps(
+        {"choices": [{"message": {"content": text, "reasoning_content": reasoning}}]},
+        ensure_ascii=data.draw(st.booleans()),
+    ).encode()
+    positions = data.draw(st.lists(st.integers(0, len(body)), max_size=10))
+    deltas, reader = read(cut(body, positions))
+    assert texts(deltas) == (reasoning, text)
+    assert reader.malformed_lines == 0
