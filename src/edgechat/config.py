@@ -39,7 +39,7 @@ from urllib.parse import urlsplit
 from edgechat.models import CATALOG, Model, find
 from edgechat.validation import Limits
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings", "normalize_origin"]
 
 # Deliberately plain: the system prompt is visible to anyone who asks the model
 # for it, so it holds no secret and no rule that security depends on.
@@ -239,32 +239,40 @@ def _bool(var: str, get: Callable[[str], object], default: bool) -> bool:
     raise ValueError(f"{var} must be true or false")
 
 
+def normalize_origin(text: str) -> str | None:
+    """``scheme://host[:port]`` in canonical form (lower case, default port
+    dropped), or None when ``text`` is not an http(s) origin."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if (
+        scheme not in _DEFAULT_PORTS
+        or not parts.hostname
+        or parts.username is not None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    origin = f"{scheme}://{host}"
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        origin += f":{port}"
+    return origin
+
+
 def _origins(var: str, get: Callable[[str], object]) -> tuple[str, ...]:
     origins: list[str] = []
     for entry in _list(var, get) or ():
-        try:
-            parts = urlsplit(entry)
-            port = parts.port
-        except ValueError:
-            parts, port = None, None
-        if (
-            parts is None
-            or parts.scheme.lower() not in _DEFAULT_PORTS
-            or not parts.hostname
-            or parts.username is not None
-            or parts.path not in ("", "/")
-            or parts.query
-            or parts.fragment
-        ):
+        origin = normalize_origin(entry)
+        if origin is None:
             raise ValueError(
                 f"{var} must be a comma-separated list of origins like https://chat.example.com"
             )
-        scheme = parts.scheme.lower()
-        host = parts.hostname.lower()
-        if ":" in host:  # IPv6 literal
-            host = f"[{host}]"
-        origin = f"{scheme}://{host}"
-        if port is not None and port != _DEFAULT_PORTS[scheme]:
-            origin += f":{port}"
         origins.append(origin)
     return tuple(dict.fromkeys(origins))

@@ -134,6 +134,9 @@ class Unauthorized(ClientError):
     code = "unauthorized"
     public_message = "A valid API token is required."
 
+    def headers(self) -> dict[str, str]:
+        return {**super().headers(), "WWW-Authenticate": 'Bearer realm="edgechat"'}
+
 
 class Forbidden(ClientError):
     status = 403

@@ -11,7 +11,7 @@ Events of the ``/chat`` stream:
 
 - ``token``      ``{"text": …}`` a piece of the answer
 - ``reasoning``  ``{"text": …}`` a piece of the model's thinking
-- ``error``      ``{"code": …, "message": …}`` (see errors.py), then the stream ends
+- ``error``      ``{"code": …, "message": …, "retryable": …}`` (see errors.py), then the stream ends
 - anything else the chat module emits through ``event()`` (e.g. ``meta``, ``done``)
 
 and ``PING``, a comment line that keeps proxies and the browser from timing out.
@@ -84,5 +84,6 @@ def reasoning(text: str) -> bytes:
 
 
 def error(exc: EdgechatError) -> bytes:
-    """The final ``error`` event: the error's public code and message only."""
-    return event("error", exc.to_json()["error"])
+    """The final ``error`` event: the error's public code and message, and
+    whether the same request may succeed later."""
+    return event("error", {**exc.to_json()["error"], "retryable": exc.retryable})

@@ -81,7 +81,13 @@ def test_error_event_carries_only_public_fields() -> None:
     exc = UpstreamBusy("3040: internal detail about binding AI")
     chunk = sse.error(exc)
     events, _ = parse_stream(chunk)
-    assert events == [("error", json.dumps(exc.to_json()["error"], separators=(",", ":")))]
+    ((name, data),) = events
+    assert name == "error"
+    assert json.loads(data) == {
+        "code": "model_busy",
+        "message": exc.public_message,
+        "retryable": True,
+    }
     assert b"internal" not in chunk
     assert b"binding" not in chunk
 

@@ -1,0 +1,257 @@
+"""One chat answer: call the model (with fallback), relay its stream as our
+events, keep the deadlines, and end with exactly one ``done`` or ``error``.
+
+The relay loop is the hot path: every upstream chunk (about one token) costs
+billed CPU at the edge, so per chunk it does one read, one parse and at most
+one write. Deadlines and heartbeats live in a separate watchdog that wakes a
+few times per deadline, not once per chunk.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from edgechat import sse
+from edgechat.config import Settings
+from edgechat.errors import (
+    DeadlineExceeded,
+    EdgechatError,
+    UpstreamError,
+    UpstreamMalformed,
+)
+from edgechat.models import Model, Usage, WireFormat, cost_usd
+from edgechat.ports import Ai, ClientGone, Sink, UpstreamStream
+from edgechat.upstream import DeltaKind, UpstreamReader
+from edgechat.validation import ChatRequest
+
+Clock = Callable[[], float]
+
+# The watchdog wakes this many times per shortest deadline or heartbeat, so
+# each fires at most a quarter late; never more often than every 50 ms.
+_WATCH_DIVISOR = 4
+_WATCH_MIN_S = 0.05
+
+
+def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> dict[str, Any]:
+    """The binding's inputs: the conversation as chat messages under our system prompt."""
+    messages = [{"role": "system", "content": settings.system_prompt}]
+    messages += [{"role": m.role, "content": m.content} for m in request.messages]
+    inputs: dict[str, Any] = {"messages": messages, "stream": True}
+    if model.wire_format is WireFormat.OPENAI:
+        inputs["max_completion_tokens"] = request.max_tokens
+        if request.reasoning is False:
+            inputs["chat_template_kwargs"] = {"enable_thinking": False}
+    else:
+        inputs["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        inputs["temperature"] = request.temperature
+    return inputs
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What happened, for the request log."""
+
+    model: Model | None = None
+    fallback_from: Model | None = None
+    usage: Usage | None = None
+    finish_reason: str | None = None
+    ttft_ms: float | None = None
+    error: EdgechatError | None = None
+    client_gone: bool = False
+    truncated: bool = False
+
+
+class ChatSession:
+    def __init__(
+        self,
+        request: ChatRequest,
+        settings: Settings,
+        ai: Ai,
+        *,
+        request_id: str,
+        clock: Clock = time.monotonic,
+    ) -> None:
+        self._request = request
+        self._settings = settings
+        self._ai = ai
+        self._clock = clock
+        self.request_id = request_id
+        self.first_model = request.model
+        self._candidates = [request.model, *settings.fallbacks_after(request.model)]
+        self._upstream: UpstreamStream | None = None
+        self._started = clock()
+        self._last_chunk: float | None = None
+        self._last_write = self._started
+        self._expired: DeadlineExceeded | None = None
+        self.outcome = Outcome()
+
+    async def open(self) -> None:
+        """Starts the first model that accepts the call, falling back down the
+        chain on fallback-worthy errors; raises the last error if none does."""
+        while True:
+            model = self._candidates.pop(0)
+            try:
+                self._upstream = await self._ai.stream(
+                    model.id, upstream_inputs(self._request, self._settings, model)
+                )
+            except UpstreamError as exc:
+                if exc.fallback_worthy and self._candidates:
+                    continue
+                self.outcome.model = model
+                self.outcome.error = exc
+                raise
+            self.outcome.model = model
+            if model is not self.first_model:
+                self.outcome.fallback_from = self.first_model
+            return
+
+    async def pump(self, sink: Sink) -> None:
+        """Writes the whole event stream; never raises."""
+        watchdog = asyncio.ensure_future(self._watch(sink))
+        try:
+            await self._write(sink, sse.event("meta", self._meta()))
+            await self._relay_with_fallback(sink)
+            await self._write(sink, sse.event("done", self._done()))
+        except ClientGone:
+            self.outcome.client_gone = True
+        except EdgechatError as exc:
+            self.outcome.error = exc
+            await self._final_error(sink, exc)
+        except Exception as exc:
+            # Unexpected: the client gets the generic error, the log the detail.
+            self.outcome.error = EdgechatError(f"{type(exc).__name__}: {exc}")
+            await self._final_error(sink, self.outcome.error)
+        finally:
+            watchdog.cancel()
+            if self._upstream is not None:
+                await self._upstream.cancel()
+            await sink.close()
+
+    def _meta(self) -> dict[str, object]:
+        model = self.outcome.model or self.first_model
+        return {"request_id": self.request_id, "model": model.id}
+
+    def _done(self) -> dict[str, object]:
+        outcome = self.outcome
+        assert outcome.model is not None
+        done: dict[str, object] = {
+            "model": outcome.model.id,
+            "finish_reason": outcome.finish_reason,
+            "usage": outcome.usage,
+            "cost_usd": cost_usd(outcome.model, outcome.usage) if outcome.usage else None,
+            "ttft_ms": outcome.ttft_ms,
+        }
+        if outcome.fallback_from is not None:
+            done["fallback_from"] = outcome.fallback_from.id
+        return done
+
+    async def _relay_with_fallback(self, sink: Sink) -> None:
+        while True:
+            try:
+                await self._relay(sink)
+                return
+            except UpstreamError as exc:
+                # A model may be switched only while the client has seen no text.
+                if self.outcome.ttft_ms is not None or not exc.fallback_worthy:
+                    raise
+                if not self._candidates or self._expired is not None:
+                    raise
+                await self._release_upstream()
+                await self.open()
+
+    async def _relay(self, sink: Sink) -> None:
+        upstream = self._upstream
+        assert upstream is not None
+        reader = UpstreamReader()
+        clock = self._clock
+        try:
+            while True:
+                chunk = await upstream.read()
+                if self._expired is not None:
+                    raise self._expired
+                if chunk is None:
+                    break
+                self._last_chunk = clock()
+                deltas = reader.feed(chunk)
+                if deltas:
+                    await self._send(sink, deltas)
+            deltas = reader.finish()
+            if deltas:
+                await self._send(sink, deltas)
+        except UpstreamError:
+            if self._expired is not None:
+                raise self._expired from None
+            raise
+        finally:
+            self.outcome.usage = reader.usage
+            self.outcome.finish_reason = reader.finish_reason
+        if not reader.produced:
+            raise UpstreamMalformed(
+                f"no text from the model ({reader.malformed_lines} malformed lines)"
+            )
+        self.outcome.truncated = not reader.saw_done and reader.finish_reason is None
+
+    async def _send(self, sink: Sink, deltas: list[Any]) -> None:
+        if self.outcome.ttft_ms is None:
+            self.outcome.ttft_ms = round((self._clock() - self._started) * 1000, 1)
+        if len(deltas) == 1:
+            kind, text = deltas[0]
+            data = sse.token(text) if kind is DeltaKind.CONTENT else sse.reasoning(text)
+        else:
+            data = b"".join(
+                sse.token(text) if kind is DeltaKind.CONTENT else sse.reasoning(text)
+                for kind, text in deltas
+            )
+        await self._write(sink, data)
+
+    async def _write(self, sink: Sink, data: bytes) -> None:
+        self._last_write = self._clock()
+        await sink.write(data)
+
+    async def _final_error(self, sink: Sink, exc: EdgechatError) -> None:
+        try:
+            await sink.write(sse.error(exc))
+        except ClientGone:
+            self.outcome.client_gone = True
+
+    async def _release_upstream(self) -> None:
+        if self._upstream is not None:
+            await self._upstream.cancel()
+            self._upstream = None
+
+    async def _watch(self, sink: Sink) -> None:
+        """Heartbeats while the model is silent; aborts the upstream on a deadline."""
+        s = self._settings
+        period = min(s.heartbeat_s, s.first_token_timeout_s, s.idle_timeout_s)
+        tick = max(_WATCH_MIN_S, period / _WATCH_DIVISOR)
+        clock = self._clock
+        while True:
+            await asyncio.sleep(tick)
+            now = clock()
+            expired = self._deadline_passed(now)
+            if expired is not None:
+                self._expired = DeadlineExceeded(expired)
+                if self._upstream is not None:
+                    await self._upstream.cancel()
+                return
+            if now - self._last_write >= s.heartbeat_s:
+                try:
+                    await self._write(sink, sse.PING)
+                except ClientGone:
+                    return
+
+    def _deadline_passed(self, now: float) -> str | None:
+        s = self._settings
+        if now - self._started >= s.total_timeout_s:
+            return f"total deadline of {s.total_timeout_s} s"
+        if self.outcome.ttft_ms is None and now - self._started >= s.first_token_timeout_s:
+            return f"no first token within {s.first_token_timeout_s} s"
+        last = self._last_chunk
+        if last is not None and now - last >= s.idle_timeout_s:
+            return f"upstream silent for {s.idle_timeout_s} s"
+        return None

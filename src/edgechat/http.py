@@ -1,0 +1,73 @@
+"""Requests and replies as the core sees them, and the headers every API reply carries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+
+from edgechat.errors import EdgechatError
+from edgechat.ports import Sink
+
+# API replies are data, never documents: nothing may render, frame or sniff them.
+API_HEADERS: Mapping[str, str] = {
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'",
+    "X-Frame-Options": "DENY",
+}
+
+JSON_TYPE = "application/json"
+SSE_TYPE = "text/event-stream; charset=utf-8"
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    method: str
+    path: str
+    # The request's own origin (scheme://host[:port]), for same-origin checks.
+    origin: str
+    # Lower-case header names.
+    headers: Mapping[str, str]
+
+
+@dataclass(slots=True)
+class Reply:
+    status: int
+    headers: dict[str, str]
+    body: bytes = b""
+    # A streamed body: called once with the sink once the response is returned.
+    stream: Callable[[Sink], Awaitable[None]] | None = None
+
+
+def json_reply(status: int, payload: object, headers: Mapping[str, str] | None = None) -> Reply:
+    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    return Reply(
+        status,
+        {
+            **API_HEADERS,
+            "Content-Type": JSON_TYPE,
+            "Cache-Control": "no-store",
+            **(headers or {}),
+        },
+        body,
+    )
+
+
+def error_reply(exc: EdgechatError, headers: Mapping[str, str] | None = None) -> Reply:
+    return json_reply(exc.status, exc.to_json(), {**exc.headers(), **(headers or {})})
+
+
+def stream_reply(produce: Callable[[Sink], Awaitable[None]], headers: Mapping[str, str]) -> Reply:
+    return Reply(
+        200,
+        {
+            **API_HEADERS,
+            "Content-Type": SSE_TYPE,
+            "Cache-Control": "no-cache, no-transform",
+            # Asks buffering proxies in front of the Worker to pass events through.
+            "X-Accel-Buffering": "no",
+            **headers,
+        },
+        stream=produce,
+    )
