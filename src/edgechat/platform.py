@@ -53,8 +53,8 @@ class BindingUpstream:
             raise from_binding_error(str(exc)) from exc
         if result.done:
             return None
-        chunk: bytes = result.value.to_bytes()
-        return chunk
+        data: bytes = result.value.to_bytes()
+        return data
 
     async def cancel(self) -> None:
         self._controller.abort()
