@@ -1,0 +1,147 @@
+"""Fixtures of the black-box suite: one client address per test, and runners with other ``[vars]``.
+
+Every test that posts to ``/chat`` connects from its own loopback address
+(127.0.0.2, 127.0.0.3, …): the runner sets ``CF-Connecting-IP`` from the TCP
+peer and the rate limiter counts per client, so tests never share a bucket.
+
+Behaviours that depend on configuration (auth, allowed origins, deadlines,
+limits) or on the runner's own output (the request log) need a runner started
+here with a vars file; against an external server (``EDGECHAT_BASE_URL``) they
+are skipped, never passed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import os
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from tests.harness import ROOT, EmulatorControl, Runner, start_runner
+
+# Read timeout between two chunks of a response; streams send a ping at least
+# every HEARTBEAT_S (15 s by default), so 30 s means "the server is stuck".
+TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+
+_addresses = itertools.count(2)
+
+
+def _next_address() -> str:
+    """A fresh loopback address, 127.0.0.2 upward (127/8 is all loopback on Linux)."""
+    while True:
+        n = next(_addresses)
+        address = ipaddress.IPv4Address((127 << 24) + n)
+        if str(address).split(".")[-1] not in ("0", "255"):
+            return str(address)
+
+
+def _is_loopback(base_url: str) -> bool:
+    host = urlsplit(base_url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def external_server() -> str | None:
+    return os.environ.get("EDGECHAT_BASE_URL") or None
+
+
+def skip_if_external(why: str) -> None:
+    if external_server():
+        pytest.skip(f"EDGECHAT_BASE_URL is set: {why}")
+
+
+ClientFactory = Callable[..., httpx.Client]
+
+
+@pytest.fixture
+def new_client(edgechat_url: str) -> Iterator[ClientFactory]:
+    """Makes clients that each connect from a loopback address of their own."""
+    clients: list[httpx.Client] = []
+
+    def make(base_url: str | None = None) -> httpx.Client:
+        url = base_url or edgechat_url
+        transport = (
+            httpx.HTTPTransport(local_address=_next_address()) if _is_loopback(url) else None
+        )
+        client = httpx.Client(base_url=url, transport=transport, timeout=TIMEOUT)
+        clients.append(client)
+        return client
+
+    yield make
+    for client in clients:
+        client.close()
+
+
+@pytest.fixture
+def client(new_client: ClientFactory) -> httpx.Client:
+    """A client of the default server, with a rate-limit bucket of its own."""
+    return new_client()
+
+
+@dataclass
+class Server:
+    """A runner started by this suite with its own ``[vars]`` and its own emulator."""
+
+    url: str
+    ai: EmulatorControl
+    runner: Runner
+
+    def log_text(self) -> str:
+        return self.runner.log_text()
+
+
+class ServerPool:
+    """One runner per distinct vars set, kept for the module that asked for it."""
+
+    def __init__(self, folder_factory: pytest.TempPathFactory) -> None:
+        self._folders = folder_factory
+        self._stack = ExitStack()
+        self._servers: dict[frozenset[tuple[str, str]], Server] = {}
+
+    def get(self, variables: Mapping[str, str]) -> Server:
+        skip_if_external("this test needs a runner with its own [vars] and output")
+        key = frozenset(variables.items())
+        server = self._servers.get(key)
+        if server is None:
+            server = self._start(variables)
+            self._servers[key] = server
+        server.ai.reset()
+        return server
+
+    def _start(self, variables: Mapping[str, str]) -> Server:
+        folder = self._folders.mktemp("edgechat-vars")
+        ai = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+        vars_file: Path | None = None
+        if variables:
+            vars_file = folder / "test.vars"
+            vars_file.write_text("".join(f"{k}={v}\n" for k, v in variables.items()))
+        env = {
+            "EDGECHAT_AI_SCRIPT": str(ai.script_path),
+            "EDGECHAT_AI_LOG": str(ai.log_path),
+            "EDGECHAT_AI_DELAY_MS": "0",
+        }
+        runner = self._stack.enter_context(
+            start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env)
+        )
+        return Server(runner.base_url, ai, runner)
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    pool = ServerPool(tmp_path_factory)
+    yield pool
+    pool.close()

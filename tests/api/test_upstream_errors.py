@@ -1,0 +1,175 @@
+"""Workers AI errors over HTTP: the status, code and Retry-After a client sees, and fallback.
+
+The emulator throws ``"<code>: <detail>"`` like the binding does; the detail
+holds a marker that must never reach the client.
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.api.checks import (
+    GLM,
+    KIMI,
+    LLAMA,
+    assert_done,
+    assert_error,
+    assert_error_event,
+    assert_meta,
+    assert_retry_after,
+    assert_stream_headers,
+    post_chat,
+    system_then,
+    user,
+)
+from tests.harness import EmulatorControl
+
+DETAIL = "internal-detail-K42 at AiBinding.run"
+
+MAPPING = [
+    # code, status, error code, Retry-After expected
+    (3040, 503, "model_busy", True),
+    (3036, 429, "quota_exhausted", True),
+    (3021, 429, "upstream_rate_limited", True),
+    (3007, 504, "upstream_timeout", False),
+    (3008, 504, "upstream_timeout", False),
+    (3006, 413, "conversation_too_large", False),
+    (5007, 502, "model_unavailable", False),
+    (3042, 502, "model_unavailable", False),
+    (5035, 502, "model_unavailable", False),
+    (3003, 502, "upstream_error", False),
+]
+FALLBACK_CODES = [3040, 3036, 5035, 3007, 3008]
+NO_FALLBACK_CODES = [3021, 3006, 5007, 3042, 3003]
+
+
+@pytest.mark.parametrize(("binding_code", "status", "code", "retry_after"), MAPPING)
+def test_binding_error_before_the_stream_maps_to_status(
+    client: httpx.Client,
+    ai: EmulatorControl,
+    binding_code: int,
+    status: int,
+    code: str,
+    retry_after: bool,
+) -> None:
+    # Every model fails, so whatever the fallback chain does, this is the answer.
+    ai.script({"error": f"{binding_code}: {DETAIL}"})
+    chat = post_chat(client, user("hi"))
+    assert_error(chat.response, status, code, "K42", "AiBinding")
+    if retry_after:
+        assert_retry_after(chat.response)
+    calls = ai.wait_for_calls(1)
+    assert calls, "no upstream call was made"
+    assert all(call["error"] == f"{binding_code}: {DETAIL}" for call in calls)
+
+
+@pytest.mark.parametrize("message", ["9999: strange new failure K42", "Network lost K42"])
+def test_unknown_binding_error_is_a_generic_502(
+    client: httpx.Client, ai: EmulatorControl, message: str
+) -> None:
+    ai.script({"error": message})
+    chat = post_chat(client, user("hi"))
+    assert_error(chat.response, 502, "upstream_error", "K42", "strange", "Network")
+
+
+# --- fallback -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("binding_code", FALLBACK_CODES)
+def test_fallback_worthy_error_on_glm_is_answered_by_llama(
+    client: httpx.Client, ai: EmulatorControl, binding_code: int
+) -> None:
+    ai.script(
+        {"match": {"model": GLM}, "error": f"{binding_code}: {DETAIL}"},
+        {"match": {"model": LLAMA}, "reply": {"content": "Llama took over."}},
+    )
+    chat = post_chat(client, user("hi"))
+    assert_stream_headers(chat.response)
+    parsed = chat.events
+    assert_meta(parsed, GLM)
+    assert parsed.text() == "Llama took over."
+    assert_done(parsed, LLAMA, fallback_from=GLM)
+    calls = ai.wait_for_calls(2)
+    assert [call["model"] for call in calls] == [GLM, LLAMA]
+    assert calls[0]["error"] == f"{binding_code}: {DETAIL}"
+    assert calls[1]["error"] is None
+    system_then([{"role": "user", "content": "hi"}], calls[1])
+    assert calls[1]["inputs"]["stream"] is True
+    assert calls[1]["inputs"]["max_tokens"] == 1024
+    assert "max_completion_tokens" not in calls[1]["inputs"]
+
+
+def test_fallback_before_any_byte_of_a_started_stream(
+    client: httpx.Client, ai: EmulatorControl
+) -> None:
+    # The stream was returned, then failed with capacity before its first byte:
+    # no token reached the client yet, so another model may still answer.
+    ai.script(
+        {"match": {"model": GLM}, "chunks": [{"error": f"3040: {DETAIL}"}]},
+        {"match": {"model": LLAMA}, "reply": {"content": "Llama again."}},
+    )
+    parsed = post_chat(client, user("hi")).events
+    assert parsed.text() == "Llama again."
+    assert_done(parsed, LLAMA, fallback_from=GLM)
+    assert [call["model"] for call in ai.wait_for_calls(2)] == [GLM, LLAMA]
+
+
+@pytest.mark.parametrize("binding_code", NO_FALLBACK_CODES)
+def test_other_errors_do_not_fall_back(
+    client: httpx.Client, ai: EmulatorControl, binding_code: int
+) -> None:
+    ai.script(
+        {"match": {"model": GLM}, "error": f"{binding_code}: {DETAIL}"},
+        {"match": {"model": LLAMA}, "reply": {"content": "must not answer"}},
+    )
+    chat = post_chat(client, user("hi"))
+    status, code = {row[0]: (row[1], row[2]) for row in MAPPING}[binding_code]
+    assert_error(chat.response, status, code, "K42")
+    assert "must not answer" not in chat.body.decode()
+    calls = ai.wait_for_calls(2, timeout=1.0)
+    assert [call["model"] for call in calls] == [GLM]
+
+
+def test_when_every_model_is_busy_the_client_gets_503(
+    client: httpx.Client, ai: EmulatorControl
+) -> None:
+    ai.script({"error": f"3040: {DETAIL}"})
+    chat = post_chat(client, user("hi"))
+    assert_error(chat.response, 503, "model_busy", "K42")
+    assert_retry_after(chat.response)
+    calls = ai.wait_for_calls(3, timeout=1.0)
+    assert [call["model"] for call in calls] == [GLM, LLAMA]
+
+
+def test_paid_only_kimi_falls_back_to_the_chain(client: httpx.Client, ai: EmulatorControl) -> None:
+    ai.script(
+        {"match": {"model": KIMI}, "error": f"5035: {DETAIL}"},
+        {"reply": {"content": "Free model answered."}},
+    )
+    parsed = post_chat(client, user("hi", model="kimi")).events
+    assert_meta(parsed, KIMI)
+    assert parsed.text() == "Free model answered."
+    assert_done(parsed, GLM, fallback_from=KIMI)
+    assert [call["model"] for call in ai.wait_for_calls(2)] == [KIMI, GLM]
+
+
+def test_no_switch_after_a_token_was_sent(client: httpx.Client, ai: EmulatorControl) -> None:
+    ai.script(
+        {
+            "match": {"model": GLM},
+            "chunks": [
+                'data: {"choices":[{"index":0,"delta":{"content":"Half"}}]}\n\n',
+                {"error": f"3040: {DETAIL}"},
+            ],
+        },
+        {"match": {"model": LLAMA}, "reply": {"content": "must not answer"}},
+    )
+    chat = post_chat(client, user("hi"))
+    assert_stream_headers(chat.response)
+    parsed = chat.events
+    assert parsed.names == ["meta", "token", "error"]
+    assert parsed.text() == "Half"
+    assert_error_event(parsed, "model_busy", "K42")
+    calls = ai.wait_for_calls(2, timeout=1.0)
+    assert [call["model"] for call in calls] == [GLM]
