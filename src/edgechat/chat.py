@@ -1,10 +1,11 @@
 """One chat answer: call the model (with fallback), relay its stream as our
 events, keep the deadlines, and end with exactly one ``done`` or ``error``.
 
-The relay loop is the hot path: every upstream chunk (about one token) costs
-billed CPU at the edge, so per chunk it does one read, one parse and at most
-one write. Deadlines and heartbeats live in a separate watchdog that wakes a
-few times per deadline, not once per chunk.
+The relay is the hot path: every upstream chunk (about one token) costs billed
+CPU at the edge. The platform pipes the model's stream into the response
+natively and calls ``_on_chunk`` synchronously per chunk: one parse and one
+encode, no await, no task switch. Deadlines and heartbeats live in a separate
+watchdog that wakes a few times per deadline, not once per chunk.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from edgechat.errors import (
 )
 from edgechat.models import Model, Usage, WireFormat, cost_usd
 from edgechat.ports import Ai, ClientGone, Sink, UpstreamStream
-from edgechat.upstream import DeltaKind, UpstreamReader
+from edgechat.upstream import Delta, DeltaKind, UpstreamReader
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
+_CONTENT = DeltaKind.CONTENT
 
 # The watchdog wakes this many times per shortest deadline or heartbeat, so
 # each fires at most a quarter late; never more often than every 50 ms.
@@ -88,6 +90,7 @@ class ChatSession:
         self._last_chunk: float | None = None
         self._last_write = self._started
         self._expired: DeadlineExceeded | None = None
+        self._reader = UpstreamReader()
         self.outcome = Outcome()
 
     async def open(self) -> None:
@@ -95,10 +98,19 @@ class ChatSession:
         chain on fallback-worthy errors; raises the last error if none does."""
         while True:
             model = self._candidates.pop(0)
+            inputs = upstream_inputs(self._request, self._settings, model)
+            # The binding answers with a stream long before the first token;
+            # should it not answer at all, the first-token deadline still holds.
+            left = self._settings.first_token_timeout_s - (self._clock() - self._started)
             try:
-                self._upstream = await self._ai.stream(
-                    model.id, upstream_inputs(self._request, self._settings, model)
+                self._upstream = await asyncio.wait_for(
+                    self._ai.stream(model.id, inputs), timeout=max(left, 0.0)
                 )
+            except TimeoutError:
+                exc = DeadlineExceeded(f"the binding did not answer within {left:.1f} s")
+                self.outcome.model = model
+                self.outcome.error = exc
+                raise exc from None
             except UpstreamError as exc:
                 if exc.fallback_worthy and self._candidates:
                     continue
@@ -167,22 +179,14 @@ class ChatSession:
     async def _relay(self, sink: Sink) -> None:
         upstream = self._upstream
         assert upstream is not None
-        reader = UpstreamReader()
-        clock = self._clock
+        reader = self._reader = UpstreamReader()
         try:
-            while True:
-                chunk = await upstream.read()
-                if self._expired is not None:
-                    raise self._expired
-                if chunk is None:
-                    break
-                self._last_chunk = clock()
-                deltas = reader.feed(chunk)
-                if deltas:
-                    await self._send(sink, deltas)
-            deltas = reader.finish()
-            if deltas:
-                await self._send(sink, deltas)
+            await upstream.pipe(sink, self._on_chunk)
+            if self._expired is not None:
+                raise self._expired
+            tail = self._encode(reader.finish())
+            if tail:
+                await self._write(sink, tail)
         except UpstreamError:
             if self._expired is not None:
                 raise self._expired from None
@@ -196,18 +200,27 @@ class ChatSession:
             )
         self.outcome.truncated = not reader.saw_done and reader.finish_reason is None
 
-    async def _send(self, sink: Sink, deltas: list[Any]) -> None:
+    def _on_chunk(self, chunk: bytes) -> bytes | None:
+        """The hot path, called synchronously once per upstream chunk: the
+        events to send for it, or None."""
+        now = self._last_chunk = self._clock()
+        deltas = self._reader.feed(chunk)
+        if not deltas:
+            return None
+        self._last_write = now
+        return self._encode(deltas)
+
+    def _encode(self, deltas: list[Delta]) -> bytes:
+        if not deltas:
+            return b""
         if self.outcome.ttft_ms is None:
             self.outcome.ttft_ms = round((self._clock() - self._started) * 1000, 1)
         if len(deltas) == 1:
             kind, text = deltas[0]
-            data = sse.token(text) if kind is DeltaKind.CONTENT else sse.reasoning(text)
-        else:
-            data = b"".join(
-                sse.token(text) if kind is DeltaKind.CONTENT else sse.reasoning(text)
-                for kind, text in deltas
-            )
-        await self._write(sink, data)
+            return sse.token(text) if kind is _CONTENT else sse.reasoning(text)
+        return b"".join(
+            sse.token(text) if kind is _CONTENT else sse.reasoning(text) for kind, text in deltas
+        )
 
     async def _write(self, sink: Sink, data: bytes) -> None:
         self._last_write = self._clock()

@@ -15,53 +15,68 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from js import AbortController, AbortSignal, TransformStream
+from js import AbortController, AbortSignal, Object, TransformStream
 from pyodide.ffi import JsException, create_proxy, to_js
 from workers import Request, Response
 
 from edgechat import app
 from edgechat.errors import PayloadTooLarge, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import ClientGone
+from edgechat.ports import ClientGone, Sink
+
+# The upstream may fail or end while the response goes on: fallback pipes the
+# next model into the same sink, and the final event is written after the pipe.
+_KEEP_SINK_OPEN = to_js(
+    {"preventClose": True, "preventAbort": True}, dict_converter=Object.fromEntries
+)
 
 
 class BindingUpstream:
-    """The binding's streamed answer, read chunk by chunk (``ports.UpstreamStream``)."""
+    """The binding's streamed answer (``ports.UpstreamStream``): piped into the
+    response natively, with the core's transform called once per chunk."""
 
-    __slots__ = ("_controller", "_pending", "_reader")
+    __slots__ = ("_client_signal", "_controller", "_stream", "_whole")
 
-    def __init__(self, result: Any, controller: Any) -> None:
+    def __init__(self, result: Any, controller: Any, client_signal: Any) -> None:
         self._controller = controller
+        self._client_signal = client_signal
         if isinstance(result, dict):
-            # A complete answer although a stream was asked for: one chunk.
-            self._reader = None
-            self._pending: bytes | None = json.dumps(result).encode()
+            # A complete answer although a stream was asked for.
+            self._stream = None
+            self._whole: bytes | None = json.dumps(result).encode()
         else:
-            self._reader = result.getReader()
-            self._pending = None
+            self._stream = result
+            self._whole = None
 
-    async def read(self) -> bytes | None:
-        if self._reader is None:
-            chunk, self._pending = self._pending, None
-            return chunk
+    async def pipe(self, sink: Sink, transform: Callable[[bytes], bytes | None]) -> None:
+        assert isinstance(sink, StreamSink)
+        if self._stream is None:
+            whole, self._whole = self._whole, None
+            out = transform(whole) if whole else None
+            if out:
+                await sink.write(out)
+            return
+        stream, self._stream = self._stream, None
+        sink.transform = transform
         try:
-            result = await self._reader.read()
+            await stream.pipeTo(sink.writable, _KEEP_SINK_OPEN)
         except JsException as exc:
+            if sink.gone or (self._client_signal is not None and self._client_signal.aborted):
+                raise ClientGone() from exc
             raise from_binding_error(str(exc)) from exc
-        if result.done:
-            return None
-        data: bytes = result.value.to_bytes()
-        return data
+        finally:
+            sink.transform = None
 
     async def cancel(self) -> None:
         self._controller.abort()
-        reader, self._reader = self._reader, None
-        if reader is not None:
+        stream, self._stream = self._stream, None
+        if stream is not None and not stream.locked:
             with contextlib.suppress(JsException):
-                await reader.cancel()
+                await stream.cancel()
 
 
 class BindingAi:
@@ -84,7 +99,7 @@ class BindingAi:
         except asyncio.CancelledError:
             controller.abort()
             raise
-        return BindingUpstream(result, controller)
+        return BindingUpstream(result, controller, self._client_signal)
 
 
 class BindingRateLimiter:
@@ -135,24 +150,50 @@ class WorkerPlatform:
 
 
 class StreamSink:
-    """``ports.Sink`` over the writable side of a TransformStream."""
+    """``ports.Sink`` over a TransformStream whose readable side is the
+    response body. The upstream is piped into its writable side; the transform
+    hands each chunk to the core synchronously and enqueues what comes back.
+    Events of our own (meta, done, ping) are enqueued directly."""
 
-    __slots__ = ("_writer", "readable")
+    __slots__ = ("_controller", "_proxies", "gone", "readable", "transform", "writable")
 
     def __init__(self) -> None:
-        pipe = TransformStream.new()
+        self.transform: Callable[[bytes], bytes | None] | None = None
+        self.gone = False
+        self._controller: Any = None
+        self._proxies = [create_proxy(self._start), create_proxy(self._transform)]
+        transformer = to_js(
+            {"start": self._proxies[0], "transform": self._proxies[1]},
+            dict_converter=Object.fromEntries,
+        )
+        pipe = TransformStream.new(transformer)
         self.readable = pipe.readable
-        self._writer = pipe.writable.getWriter()
+        self.writable = pipe.writable
+
+    def _start(self, controller: Any) -> None:
+        self._controller = controller
+
+    def _transform(self, chunk: Any, controller: Any) -> None:
+        transform = self.transform
+        if transform is not None:
+            out = transform(chunk.to_bytes())
+            if out:
+                controller.enqueue(to_js(out))
 
     async def write(self, data: bytes) -> None:
         try:
-            await self._writer.write(to_js(data))
+            self._controller.enqueue(to_js(data))
         except JsException as exc:
+            # The readable side was cancelled: the client went away.
+            self.gone = True
             raise ClientGone() from exc
 
     async def close(self) -> None:
         with contextlib.suppress(JsException):
-            await self._writer.close()
+            self._controller.terminate()
+        for proxy in self._proxies:
+            proxy.destroy()
+        self._proxies = []
 
 
 def to_incoming(request: Request) -> Incoming:

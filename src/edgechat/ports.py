@@ -6,6 +6,7 @@ with plain Python fakes. Nothing here imports the runtime.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -16,9 +17,12 @@ class ClientGone(Exception):
 class UpstreamStream(Protocol):
     """The model's answer as it arrives: raw bytes of the binding's stream."""
 
-    async def read(self) -> bytes | None:
-        """The next chunk, or None at the end. Raises ``UpstreamError`` when
-        the stream fails."""
+    async def pipe(self, sink: Sink, transform: Callable[[bytes], bytes | None]) -> None:
+        """Passes every chunk through ``transform`` and writes what it returns
+        to ``sink``, until the upstream ends. ``transform`` is called
+        synchronously, once per chunk: the platform does the reading and
+        writing natively. Raises ``UpstreamError`` when the upstream fails and
+        ``ClientGone`` when the client stopped reading."""
         ...
 
     async def cancel(self) -> None:
