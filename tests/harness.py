@@ -37,7 +37,7 @@ class Runner:
 
 
 def runner_command(config: Path, vars_file: Path | None = None) -> list[str]:
-    cmd = [str(NODE), "--experimental-wasm-stack-switching", str(RUNNER)]
+    cmd = [str(NODE), str(RUNNER)]
     cmd += ["--port", "0", "--config", str(config)]
     if vars_file is not None:
         cmd += ["--vars", str(vars_file)]
