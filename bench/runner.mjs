@@ -2,14 +2,11 @@
 // interpreter snapshot) and /healthz throughput and latency of edgechat's
 // Python Worker against the same route in a JavaScript Worker, side by side
 // in one run. Usage: npm run bench:runner [-- --requests N --concurrency C]
-import { spawn } from "node:child_process";
 import { Agent, request } from "node:http";
 import { cpus } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { parseArgs } from "node:util";
-
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
+import { median, percentile, ROOT, startRunner, stopRunner as stop } from "./lib.mjs";
 const { values } = parseArgs({
   options: {
     requests: { type: "string", default: "3000" },
@@ -20,34 +17,6 @@ const { values } = parseArgs({
 const REQUESTS = Number(values.requests);
 const CONCURRENCY = Number(values.concurrency);
 const ROUNDS = Number(values.rounds);
-
-function startRunner(config, extra = []) {
-  const started = performance.now();
-  const child = spawn(
-    process.execPath,
-    ["--experimental-wasm-stack-switching", join(ROOT, "tools/runner/main.mjs"), "--port", "0", "--quiet", "--config", config, ...extra],
-    { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CLOUDFLARE_API_TOKEN: "" } },
-  );
-  let stderr = "";
-  child.stderr.on("data", (d) => (stderr += d));
-  return new Promise((resolve, reject) => {
-    let out = "";
-    child.stdout.on("data", (d) => {
-      out += d;
-      const match = out.match(/Ready on (http:\/\/\S+)/);
-      if (match) resolve({ child, url: match[1], bootMs: performance.now() - started });
-    });
-    child.on("exit", (code) => reject(new Error(`runner exited ${code}:\n${stderr}`)));
-  });
-}
-
-function stop(child) {
-  return new Promise((resolve) => {
-    child.removeAllListeners("exit");
-    child.on("exit", resolve);
-    child.kill("SIGTERM");
-  });
-}
 
 function get(agent, url) {
   return new Promise((resolve, reject) => {
@@ -76,12 +45,8 @@ async function load(url, requests, concurrency) {
   );
   const seconds = (performance.now() - t0) / 1000;
   agent.destroy();
-  latencies.sort((a, b) => a - b);
-  const pct = (p) => latencies[Math.min(latencies.length - 1, Math.floor(p * latencies.length))];
-  return { rps: requests / seconds, p50: pct(0.5), p95: pct(0.95) };
+  return { rps: requests / seconds, p50: percentile(latencies, 0.5), p95: percentile(latencies, 0.95) };
 }
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 async function main() {
   const pythonConfig = join(ROOT, "wrangler.toml");
@@ -94,7 +59,7 @@ async function main() {
       ["snapshot", pythonConfig, []],
       ["js", jsConfig, []],
     ]) {
-      const runner = await startRunner(config, extra);
+      const runner = await startRunner(config, { args: extra });
       boots[kind].push(runner.bootMs);
       await stop(runner.child);
     }

@@ -30,9 +30,9 @@ from edgechat.ports import ClientGone, Sink
 
 # The upstream may fail or end while the response goes on: fallback pipes the
 # next model into the same sink, and the final event is written after the pipe.
-_KEEP_SINK_OPEN = to_js(
-    {"preventClose": True, "preventAbort": True}, dict_converter=Object.fromEntries
-)
+# (Built per call: JS objects made at import time would not survive the
+# runtime's memory snapshot.)
+_KEEP_SINK_OPEN = {"preventClose": True, "preventAbort": True}
 
 
 class BindingUpstream:
@@ -63,7 +63,9 @@ class BindingUpstream:
         stream, self._stream = self._stream, None
         sink.transform = transform
         try:
-            await stream.pipeTo(sink.writable, _KEEP_SINK_OPEN)
+            await stream.pipeTo(
+                sink.writable, to_js(_KEEP_SINK_OPEN, dict_converter=Object.fromEntries)
+            )
         except JsException as exc:
             if sink.gone or (self._client_signal is not None and self._client_signal.aborted):
                 raise ClientGone() from exc
