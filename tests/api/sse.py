@@ -4,8 +4,9 @@ edgechat's framing is narrower than the SSE standard allows, and these tests
 hold it to that: every line ends with ``\\n`` (a raw ``\\r`` can only come
 from unescaped model text), an event is exactly one ``event:`` line and one
 ``data:`` line whose value is one JSON object, then a blank line; the only
-comment is ``: ping``; a stream ends on an event boundary. Anything else is an
-``AssertionError`` naming what broke, so a framing slip cannot go unnoticed.
+comment is ``: ping`` (a blank line may follow it); a stream ends on an event
+boundary. Anything else is an ``AssertionError`` naming what broke, so a
+framing slip cannot go unnoticed.
 """
 
 from __future__ import annotations
@@ -100,7 +101,8 @@ class SSEParser:
 
     def _line(self, line: str) -> Event | str | None:
         if line == "":
-            assert self._lines_in_event > 0, "blank line outside an event"
+            if self._lines_in_event == 0:
+                return None  # ends a comment (": ping\n\n"); dispatches nothing
             assert self._name is not None, "event without an event: line"
             assert self._data is not None, f"event {self._name!r} without a data: line"
             event = Event(self._name, self._data)

@@ -110,6 +110,7 @@ def test_fallback_before_any_byte_of_a_started_stream(
         {"match": {"model": LLAMA}, "reply": {"content": "Llama again."}},
     )
     parsed = post_chat(client, user("hi")).events
+    assert_meta(parsed, GLM)
     assert parsed.text() == "Llama again."
     assert_done(parsed, LLAMA, fallback_from=GLM)
     assert [call["model"] for call in ai.wait_for_calls(2)] == [GLM, LLAMA]
