@@ -1,0 +1,281 @@
+"""Plain-Python stand-ins for the ``ports`` protocols, scripted per test.
+
+They fake the seam (what ``platform.py`` adapts from the Workers runtime) and
+nothing inside the core, so a test drives ``chat``/``app`` exactly as the
+runtime would. Upstream byte streams in both wire formats come from
+``openai_stream`` and ``native_stream``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from edgechat.errors import PayloadTooLarge, UpstreamError
+from edgechat.models import Usage
+from edgechat.ports import ClientGone, Sink
+
+# --- upstream byte streams ---------------------------------------------------
+
+
+def _data(obj: object) -> bytes:
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+def openai_stream(
+    *parts: tuple[str, str],
+    usage: Usage | None = None,
+    finish_reason: str | None = "stop",
+    done: bool = True,
+) -> list[bytes]:
+    """GLM/Kimi style: one ``chat.completion.chunk`` per part, ``("reasoning"|"content", text)``,
+    then the binding's trailing ``{"response": "", "usage": …}`` and ``[DONE]``.
+    One chunk per event, as the binding delivers them."""
+    chunks: list[bytes] = []
+    for index, (kind, text) in enumerate(parts):
+        key = "reasoning_content" if kind == "reasoning" else "content"
+        choice: dict[str, Any] = {"index": 0, "delta": {key: text}}
+        if index == len(parts) - 1 and finish_reason is not None:
+            choice["finish_reason"] = finish_reason
+        chunks.append(_data({"object": "chat.completion.chunk", "choices": [choice]}))
+    if usage is not None:
+        chunks.append(_data({"response": "", "usage": usage}))
+    if done:
+        chunks.append(b"data: [DONE]\n\n")
+    return chunks
+
+
+def native_stream(*texts: str, usage: Usage | None = None, done: bool = True) -> list[bytes]:
+    """Llama style: ``{"response": text}`` events, usage on the last, then ``[DONE]``."""
+    chunks = [_data({"response": text}) for text in texts]
+    if usage is not None:
+        chunks.append(_data({"response": "", "usage": usage}))
+    if done:
+        chunks.append(b"data: [DONE]\n\n")
+    return chunks
+
+
+def usage(prompt: int, completion: int) -> Usage:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+
+
+# --- the AI binding ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Delay:
+    """Wait this long before the next step (a silent model)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Raise this from ``read``: the stream broke mid-way (an ``UpstreamError``,
+    as the seam translates binding errors) or, to test robustness, anything else."""
+
+    error: Exception
+
+
+class Stall:
+    """Never deliver another chunk; only ``cancel`` ends the wait."""
+
+
+STALL = Stall()
+
+Step = bytes | Delay | Fail | Stall
+
+
+class FakeUpstream:
+    """``ports.UpstreamStream`` playing a script of chunks, delays, failures and stalls.
+
+    ``pipe`` passes each chunk through the transform and writes what it
+    returns, as the platform's native pipe does; a failed write raises
+    ``ClientGone``. As with the binding, a pipe that is running or started
+    after ``cancel`` fails with an ``UpstreamError`` (the abort errors the
+    stream).
+    """
+
+    def __init__(self, steps: Iterable[Step]) -> None:
+        self._steps = list(steps)
+        self._cancelled = asyncio.Event()
+        self.cancel_calls = 0
+        self.pipes = 0
+        self.chunks_piped = 0
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    async def pipe(self, sink: Sink, transform: Callable[[bytes], bytes | None]) -> None:
+        self.pipes += 1
+        while True:
+            if self.cancelled:
+                raise UpstreamError("AbortError: The operation was aborted")
+            if not self._steps:
+                return
+            step = self._steps.pop(0)
+            if isinstance(step, bytes):
+                self.chunks_piped += 1
+                out = transform(step)
+                if out:
+                    await sink.write(out)
+            elif isinstance(step, Fail):
+                raise step.error
+            elif isinstance(step, Delay):
+                await self._sleep(step.seconds)
+            else:
+                await self._cancelled.wait()
+
+    async def _sleep(self, seconds: float) -> None:
+        # A delay ends early when the call is aborted, as a real fetch would.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._cancelled.wait(), seconds)
+
+    async def cancel(self) -> None:
+        self.cancel_calls += 1
+        self._cancelled.set()
+
+
+@dataclass
+class Call:
+    model_id: str
+    inputs: dict[str, Any]
+    # The stream returned to the caller, or None when the call was refused.
+    upstream: FakeUpstream | None = None
+    # The caller gave up waiting for the binding (the task was cancelled).
+    abandoned: bool = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self.upstream is not None and self.upstream.cancelled
+
+
+# What one call to a model does: refuse with an error, or stream these steps.
+Answer = UpstreamError | Sequence[Step]
+
+
+class FakeAi:
+    """``ports.Ai`` scripted per model id: ``script[model_id]`` is the ``Answer``
+    to every call of that model. A model without a script is a test bug
+    (KeyError). ``open_delay`` (seconds, or ``STALL``) holds ``stream`` itself
+    back before it answers.
+    """
+
+    def __init__(
+        self,
+        script: Mapping[str, Answer],
+        *,
+        open_delay: Mapping[str, float | Stall] | None = None,
+    ) -> None:
+        self._script = dict(script)
+        self._open_delay = dict(open_delay or {})
+        self.calls: list[Call] = []
+
+    @property
+    def models_called(self) -> list[str]:
+        return [call.model_id for call in self.calls]
+
+    async def stream(self, model_id: str, inputs: dict[str, Any]) -> FakeUpstream:
+        # A deep copy: what was sent, even if the caller reuses its dicts.
+        call = Call(model_id, json.loads(json.dumps(inputs)))
+        self.calls.append(call)
+        delay = self._open_delay.get(model_id)
+        try:
+            if isinstance(delay, Stall):
+                await asyncio.Event().wait()
+            elif delay is not None:
+                await asyncio.sleep(delay)
+        except asyncio.CancelledError:
+            call.abandoned = True
+            raise
+        answer = self._script[model_id]
+        if isinstance(answer, UpstreamError):
+            raise answer
+        call.upstream = FakeUpstream(answer)
+        return call.upstream
+
+
+# --- the client side -------------------------------------------------------------
+
+
+class FakeSink:
+    """``ports.Sink`` collecting the response body.
+
+    With ``gone_after=n`` the client disconnects after ``n`` successful
+    writes: every later write raises ``ClientGone``.
+    """
+
+    def __init__(self, *, gone_after: int | None = None) -> None:
+        self._gone_after = gone_after
+        self.writes: list[bytes] = []
+        self.failed_writes = 0
+        self.closed = 0
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.writes)
+
+    async def write(self, data: bytes) -> None:
+        assert isinstance(data, bytes)
+        assert not self.closed, "write after close"
+        if self._gone_after is not None and len(self.writes) >= self._gone_after:
+            self.failed_writes += 1
+            raise ClientGone()
+        self.writes.append(data)
+        # A real stream write is a suspension point; let other tasks run.
+        await asyncio.sleep(0)
+
+    async def close(self) -> None:
+        self.closed += 1
+
+
+class FakeRateLimiter:
+    """``ports.RateLimiter`` allowing the first ``allow`` calls, recording the keys."""
+
+    def __init__(self, allow: int = 1_000_000) -> None:
+        self._remaining = allow
+        self.keys: list[str] = []
+
+    async def allow(self, key: str) -> bool:
+        self.keys.append(key)
+        self._remaining -= 1
+        return self._remaining >= 0
+
+
+@dataclass
+class FakePlatform:
+    """``ports.Platform`` for one request: ``[vars]``, a body and the bindings."""
+
+    vars: dict[str, object] = field(default_factory=dict)
+    body: bytes = b""
+    ai: FakeAi = field(default_factory=lambda: FakeAi({}))
+    rate_limiter: FakeRateLimiter | None = None
+    # A chunked upload (no Content-Length): the limit is counted, not declared.
+    declared_length: bool = True
+    # The limit of every read_body call.
+    body_reads: list[int] = field(default_factory=list)
+
+    def var(self, name: str) -> object:
+        return self.vars.get(name)
+
+    async def read_body(self, limit: int) -> bytes:
+        # Like platform.WorkerPlatform: refuse by Content-Length before
+        # reading, else count the chunks as they come and stop past the limit.
+        self.body_reads.append(limit)
+        if self.declared_length and len(self.body) > limit:
+            raise PayloadTooLarge(detail=f"Content-Length {len(self.body)}")
+        size = 0
+        for start in range(0, len(self.body) or 1, 1024):
+            size += len(self.body[start : start + 1024])
+            if size > limit:
+                raise PayloadTooLarge(detail="chunked body over the limit")
+        return self.body
