@@ -10,7 +10,7 @@ import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from edgechat import guards
 from edgechat.chat import ChatSession, Outcome
@@ -30,6 +30,8 @@ class Context:
     request_id: str
     started: float
     log: dict[str, object]
+    # Headers for whatever reply this request gets, error replies included.
+    reply_headers: dict[str, str] = field(default_factory=dict)
 
 
 Handler = Callable[[Context], Awaitable[Reply]]
@@ -69,6 +71,8 @@ async def chat_preflight(ctx: Context) -> Reply:
 async def chat(ctx: Context) -> Reply:
     request, settings = ctx.request, ctx.settings
     cors = guards.cors_headers(guards.cors_origin(request, settings))
+    # An allowed cross-site caller must be able to read our errors too.
+    ctx.reply_headers.update(cors)
     token = guards.check_token(request, settings)
     guards.check_json(request)
     await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
@@ -128,7 +132,7 @@ async def handle(request: Incoming, platform: Platform) -> Reply:
             raise MethodNotAllowed(_allowed(methods))
         reply = await handler(ctx)
     except EdgechatError as exc:
-        reply = error_reply(exc)
+        reply = error_reply(exc, ctx.reply_headers)
         ctx.log["error_code"] = exc.code
         if exc.status >= 500 or type(exc) is EdgechatError:
             ctx.log["error_detail"] = str(exc)

@@ -90,6 +90,7 @@ class ChatSession:
         self._last_chunk: float | None = None
         self._last_write = self._started
         self._expired: DeadlineExceeded | None = None
+        self._client_gone = False
         self._reader = UpstreamReader()
         self.outcome = Outcome()
 
@@ -182,12 +183,17 @@ class ChatSession:
         reader = self._reader = UpstreamReader()
         try:
             await upstream.pipe(sink, self._on_chunk)
+            if self._client_gone:
+                raise ClientGone()
             if self._expired is not None:
                 raise self._expired
             tail = self._encode(reader.finish())
             if tail:
                 await self._write(sink, tail)
         except UpstreamError:
+            # The upstream failed because the watchdog stopped it.
+            if self._client_gone:
+                raise ClientGone() from None
             if self._expired is not None:
                 raise self._expired from None
             raise
@@ -256,6 +262,11 @@ class ChatSession:
                 try:
                     await self._write(sink, sse.PING)
                 except ClientGone:
+                    # While the model is silent the ping is the only write, so
+                    # it is what notices the client left: stop paying for it.
+                    self._client_gone = True
+                    if self._upstream is not None:
+                        await self._upstream.cancel()
                     return
 
     def _deadline_passed(self, now: float) -> str | None:

@@ -214,7 +214,10 @@ def to_response(reply: Reply, ctx: Any) -> Response:
         return Response(reply.body or None, status=reply.status, headers=reply.headers)
     sink = StreamSink()
     task = asyncio.ensure_future(reply.stream(sink))
-    ctx.waitUntil(create_proxy(task))
+    # The proxy keeps the task alive for the runtime until the stream is written.
+    keep_alive = create_proxy(task)
+    task.add_done_callback(lambda _: keep_alive.destroy())
+    ctx.waitUntil(keep_alive)
     return Response(sink.readable, status=reply.status, headers=reply.headers)
 
 
