@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import re
+import time
 from typing import Any
 
 import httpx
@@ -26,7 +27,7 @@ from tests.api.checks import (
     system_then,
     user,
 )
-from tests.api.sse import Parsed
+from tests.api.sse import Event, Parsed, SSEParser
 from tests.harness import EmulatorControl
 
 PRICES = {GLM: (0.06, 0.40), KIMI: (0.95, 4.00), LLAMA: (0.15, 0.29)}
@@ -124,6 +125,24 @@ def test_meta_comes_first_and_names_the_model(client: httpx.Client, ai: Emulator
         assert_meta(chat.events, model_id)
         assert_done(chat.events, model_id)
         assert chat.events.text() == "ok"
+
+
+def test_meta_is_flushed_before_the_model_answers(
+    client: httpx.Client, ai: EmulatorControl
+) -> None:
+    ai.script({"chunks": [{"stall": True}]})
+    parser = SSEParser()
+    deadline = time.monotonic() + 15
+    with client.stream("POST", "/chat", json=user("hi")) as response:
+        assert_stream_headers(response)
+        for chunk in response.iter_raw():
+            if any(isinstance(item, Event) for item in parser.feed(chunk)):
+                break
+            assert time.monotonic() < deadline, "no event while the model is silent"
+        # The model has not said a word (a stalled call is logged only when it ends).
+        assert ai.calls() == []
+        assert parser.parsed.names == ["meta"]
+        assert_meta(parser.parsed, GLM)
 
 
 def test_request_ids_differ(client: httpx.Client, ai: EmulatorControl) -> None:
