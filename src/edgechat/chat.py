@@ -87,8 +87,10 @@ class ChatSession:
         self._candidates = [request.model, *settings.fallbacks_after(request.model)]
         self._upstream: UpstreamStream | None = None
         self._started = clock()
-        self._last_chunk: float | None = None
-        self._last_write = self._started
+        # Progress counters: the hot path only counts; the watchdog turns
+        # counts into times when it wakes, so no clock is read per chunk.
+        self._chunks = 0
+        self._writes = 0
         self._expired: DeadlineExceeded | None = None
         self._client_gone = False
         self._reader = UpstreamReader()
@@ -209,11 +211,11 @@ class ChatSession:
     def _on_chunk(self, chunk: bytes) -> bytes | None:
         """The hot path, called synchronously once per upstream chunk: the
         events to send for it, or None."""
-        now = self._last_chunk = self._clock()
+        self._chunks += 1
         deltas = self._reader.feed(chunk)
         if not deltas:
             return None
-        self._last_write = now
+        self._writes += 1
         return self._encode(deltas)
 
     def _encode(self, deltas: list[Delta]) -> bytes:
@@ -229,7 +231,7 @@ class ChatSession:
         )
 
     async def _write(self, sink: Sink, data: bytes) -> None:
-        self._last_write = self._clock()
+        self._writes += 1
         await sink.write(data)
 
     async def _final_error(self, sink: Sink, exc: EdgechatError) -> None:
@@ -249,16 +251,22 @@ class ChatSession:
         period = min(s.heartbeat_s, s.first_token_timeout_s, s.idle_timeout_s)
         tick = max(_WATCH_MIN_S, period / _WATCH_DIVISOR)
         clock = self._clock
+        chunks_seen, last_chunk = 0, None
+        writes_seen, last_write = self._writes, self._started
         while True:
             await asyncio.sleep(tick)
             now = clock()
-            expired = self._deadline_passed(now)
+            if self._chunks != chunks_seen:
+                chunks_seen, last_chunk = self._chunks, now
+            if self._writes != writes_seen:
+                writes_seen, last_write = self._writes, now
+            expired = self._deadline_passed(now, last_chunk)
             if expired is not None:
                 self._expired = DeadlineExceeded(expired)
                 if self._upstream is not None:
                     await self._upstream.cancel()
                 return
-            if now - self._last_write >= s.heartbeat_s:
+            if now - last_write >= s.heartbeat_s:
                 try:
                     await self._write(sink, sse.PING)
                 except ClientGone:
@@ -268,14 +276,14 @@ class ChatSession:
                     if self._upstream is not None:
                         await self._upstream.cancel()
                     return
+                writes_seen, last_write = self._writes, now
 
-    def _deadline_passed(self, now: float) -> str | None:
+    def _deadline_passed(self, now: float, last_chunk: float | None) -> str | None:
         s = self._settings
         if now - self._started >= s.total_timeout_s:
             return f"total deadline of {s.total_timeout_s} s"
         if self.outcome.ttft_ms is None and now - self._started >= s.first_token_timeout_s:
             return f"no first token within {s.first_token_timeout_s} s"
-        last = self._last_chunk
-        if last is not None and now - last >= s.idle_timeout_s:
+        if last_chunk is not None and now - last_chunk >= s.idle_timeout_s:
             return f"upstream silent for {s.idle_timeout_s} s"
         return None
