@@ -71,4 +71,18 @@ if ! stamp_ok python_modules/.edgechat-stamp "$py_inputs"; then
   echo "$py_inputs" > python_modules/.edgechat-stamp
 fi
 
+# --- Chromium for the browser tests ---------------------------------------------
+# tests/browser drive Debian's Chromium through Playwright (never a browser
+# download). Installed when missing and we are root; otherwise say how.
+if [[ ! -x /usr/bin/chromium ]]; then
+  if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    say "installing Debian's chromium for the browser tests"
+    apt-get update -qq >/dev/null
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup: /usr/bin/chromium is missing; the browser tests (tests/browser) need it:" \
+         "run 'sudo apt-get install chromium'. Until then they are skipped (failed under CI=true)." >&2
+  fi
+fi
+
 say "ready"

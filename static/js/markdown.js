@@ -1,0 +1,333 @@
+// A small Markdown renderer for model answers that builds DOM nodes directly.
+// Model text only ever becomes text nodes (textContent / createTextNode), so
+// no HTML in an answer reaches the page as markup. Links are http(s) only and
+// open with rel="noopener noreferrer"; images are never loaded (they become
+// links), so an answer cannot make the browser fetch a remote URL by itself.
+//
+// Supported: paragraphs (single newlines are line breaks), headings, lists
+// (nested, ordered with start), fenced code with a copy button, inline code,
+// bold, italic, strikethrough, links and bare URLs, blockquotes, tables,
+// horizontal rules. An unclosed code fence runs to the end, which is what a
+// half-streamed answer needs.
+
+const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)/;
+const HEADING = /^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$/;
+const HR = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
+const QUOTE = /^ {0,3}> ?/;
+const ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:[ \t]+(.*))?$/;
+const TABLE_SEP = /^ *\|? *:?-+:? *(?:\| *:?-+:? *)*\|? *$/;
+
+let doc = globalThis.document;
+
+/** Absolute http(s) URL as a string, or null for anything else (javascript:, data:, relative…). */
+export function safeUrl(raw) {
+  try {
+    const url = new URL(raw);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function el(tag, className, text) {
+  const node = doc.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+/** Renders Markdown source into a DocumentFragment. `labels.copy` names the copy button. */
+export function renderMarkdown(source, labels = {}) {
+  doc = globalThis.document;
+  const frag = doc.createDocumentFragment();
+  blocks(source.replace(/\r\n?/g, "\n").split("\n"), frag, labels);
+  return frag;
+}
+
+function startsBlock(line, next) {
+  return (
+    FENCE.test(line) ||
+    HEADING.test(line) ||
+    HR.test(line) ||
+    QUOTE.test(line) ||
+    ITEM.test(line) ||
+    (line.includes("|") && next !== undefined && TABLE_SEP.test(next) && next.includes("-"))
+  );
+}
+
+function blocks(lines, parent, labels) {
+  let i = 0;
+  while (i < lines.length) {
+    const line = lines[i];
+    if (!line.trim()) {
+      i++;
+      continue;
+    }
+    let m = FENCE.exec(line);
+    if (m) {
+      const fence = m[1];
+      const body = [];
+      i++;
+      while (i < lines.length) {
+        const close = lines[i].trim();
+        if (close.startsWith(fence) && close.replaceAll(fence[0], "") === "") break;
+        body.push(lines[i]);
+        i++;
+      }
+      i++;
+      parent.append(codeBlock(body.join("\n"), m[2], labels));
+      continue;
+    }
+    m = HEADING.exec(line);
+    if (m) {
+      const h = el(`h${Math.min(m[1].length + 2, 6)}`);
+      inline(m[2], h);
+      parent.append(h);
+      i++;
+      continue;
+    }
+    if (HR.test(line)) {
+      parent.append(el("hr"));
+      i++;
+      continue;
+    }
+    if (QUOTE.test(line)) {
+      const inner = [];
+      while (i < lines.length && lines[i].trim() && QUOTE.test(lines[i])) {
+        inner.push(lines[i].replace(QUOTE, ""));
+        i++;
+      }
+      const quote = el("blockquote");
+      blocks(inner, quote, labels);
+      parent.append(quote);
+      continue;
+    }
+    if (ITEM.test(line)) {
+      i = list(lines, i, parent, labels);
+      continue;
+    }
+    if (line.includes("|") && i + 1 < lines.length && TABLE_SEP.test(lines[i + 1])) {
+      i = table(lines, i, parent);
+      continue;
+    }
+    const para = [line];
+    i++;
+    while (i < lines.length && lines[i].trim() && !startsBlock(lines[i], lines[i + 1])) {
+      para.push(lines[i]);
+      i++;
+    }
+    const p = el("p");
+    inline(para.map((s) => s.trim()).join("\n"), p);
+    parent.append(p);
+  }
+}
+
+function codeBlock(text, lang, labels) {
+  const wrap = el("div", "code");
+  const head = el("div", "code-head");
+  head.append(el("span", "code-lang", lang || "text"));
+  const copy = el("button", "copy", labels.copy || "Copy");
+  copy.type = "button";
+  head.append(copy);
+  const pre = el("pre");
+  const code = el("code", null, text);
+  if (lang) code.dataset.lang = lang;
+  pre.append(code);
+  wrap.append(head, pre);
+  return wrap;
+}
+
+function list(lines, i, parent, labels) {
+  const first = ITEM.exec(lines[i]);
+  const base = first[1].length;
+  const ordered = /\d/.test(first[2]);
+  const listEl = el(ordered ? "ol" : "ul");
+  if (ordered && Number.parseInt(first[2], 10) !== 1) listEl.start = Number.parseInt(first[2], 10);
+  while (i < lines.length) {
+    const m = ITEM.exec(lines[i]);
+    if (!m || m[1].length > base + 1 || m[1].length < base || /\d/.test(m[2]) !== ordered) break;
+    const indent = base + m[2].length + 1;
+    const content = [m[3] || ""];
+    let loose = false;
+    i++;
+    while (i < lines.length) {
+      const line = lines[i];
+      if (!line.trim()) {
+        let j = i + 1;
+        while (j < lines.length && !lines[j].trim()) j++;
+        if (j < lines.length && lines[j].search(/\S/) >= indent) {
+          loose = true;
+          content.push(...lines.slice(i, j));
+          i = j;
+          continue;
+        }
+        break;
+      }
+      const lead = line.search(/\S/);
+      if (lead >= base + 2) content.push(line.slice(Math.min(lead, indent)));
+      else if (ITEM.test(line) || startsBlock(line, lines[i + 1])) break;
+      else content.push(line.trim());
+      i++;
+    }
+    const li = el("li");
+    blocks(content, li, labels);
+    if (!loose) {
+      for (const p of [...li.children]) if (p.tagName === "P") p.replaceWith(...p.childNodes);
+    }
+    listEl.append(li);
+    if (i < lines.length && !lines[i].trim()) break;
+  }
+  parent.append(listEl);
+  return i;
+}
+
+function cells(line) {
+  let s = line.trim();
+  if (s.startsWith("|")) s = s.slice(1);
+  if (s.endsWith("|") && !s.endsWith("\\|")) s = s.slice(0, -1);
+  const out = [];
+  let cur = "";
+  let inCode = false;
+  for (let k = 0; k < s.length; k++) {
+    const c = s[k];
+    if (c === "\\" && s[k + 1] === "|") {
+      cur += "|";
+      k++;
+    } else if (c === "`") {
+      inCode = !inCode;
+      cur += c;
+    } else if (c === "|" && !inCode) {
+      out.push(cur.trim());
+      cur = "";
+    } else cur += c;
+  }
+  out.push(cur.trim());
+  return out;
+}
+
+function table(lines, i, parent) {
+  const head = cells(lines[i]);
+  const align = cells(lines[i + 1]).map((c) =>
+    c.endsWith(":") ? (c.startsWith(":") ? "center" : "right") : "",
+  );
+  const tableEl = el("table");
+  const row = (values, tag) => {
+    const tr = el("tr");
+    head.forEach((_, k) => {
+      const cell = el(tag, align[k] ? `al-${align[k]}` : null);
+      inline(values[k] || "", cell);
+      tr.append(cell);
+    });
+    return tr;
+  };
+  const thead = el("thead");
+  thead.append(row(head, "th"));
+  const tbody = el("tbody");
+  i += 2;
+  while (i < lines.length && lines[i].trim() && lines[i].includes("|")) {
+    tbody.append(row(cells(lines[i]), "td"));
+    i++;
+  }
+  tableEl.append(thead, tbody);
+  const wrap = el("div", "table-wrap");
+  wrap.append(tableEl);
+  parent.append(wrap);
+  return i;
+}
+
+// Inline syntax, each tried at the current position (sticky regexes).
+const ESCAPE = /\\([!-/:-@[-`{-~])/y;
+const CODE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/y;
+const IMAGE = /!\[([^\]\n]*)\]\(\s*<?([^\s<>()]*)>?(?:\s+"[^"\n]*")?\s*\)/y;
+const LINK =
+  /\[((?:[^[\]\n]|\[[^\]\n]*\])+)\]\(\s*<?([^\s<>()]*(?:\([^\s<>()]*\)[^\s<>()]*)*)>?(?:\s+"[^"\n]*")?\s*\)/y;
+const AUTOLINK = /<(https?:\/\/[^\s<>]+)>/y;
+const BARE_URL = /https?:\/\/[^\s<>]*[^\s<>.,;:!?'")\]*_~]/y;
+const STRONG = /(\*\*|__)(?=\S)([\s\S]*?\S)\1/y;
+const EM = /([*_])(?=[^\s*_])([\s\S]*?[^\s*_])\1(?![*_])/y;
+const STRIKE = /~~(?=\S)([\s\S]*?\S)~~/y;
+
+function at(re, text, pos) {
+  re.lastIndex = pos;
+  return re.exec(text);
+}
+
+function link(href, parent, label) {
+  const a = el("a");
+  a.href = href;
+  a.rel = "noopener noreferrer";
+  a.target = "_blank";
+  if (typeof label === "string") a.textContent = label;
+  else inline(label.text, a);
+  parent.append(a);
+}
+
+function inline(text, parent) {
+  let plain = "";
+  const flush = () => {
+    if (!plain) return;
+    const parts = plain.split("\n");
+    parts.forEach((part, k) => {
+      if (k) parent.append(el("br"));
+      if (part) parent.append(doc.createTextNode(part));
+    });
+    plain = "";
+  };
+  let pos = 0;
+  while (pos < text.length) {
+    const c = text[pos];
+    const prev = pos ? text[pos - 1] : " ";
+    let m;
+    if (c === "\\" && (m = at(ESCAPE, text, pos))) {
+      plain += m[1];
+    } else if (c === "`" && (m = at(CODE, text, pos))) {
+      flush();
+      let code = m[2].replace(/\n/g, " ");
+      if (/^ .* $/.test(code) && code.trim()) code = code.slice(1, -1);
+      parent.append(el("code", null, code));
+    } else if (c === "!" && (m = at(IMAGE, text, pos))) {
+      // No remote images: the image becomes a link the reader may choose to open.
+      flush();
+      const href = safeUrl(m[2]);
+      const label = `🖼 ${m[1] || "image"}`;
+      if (href) link(href, parent, label);
+      else plain += label;
+    } else if (c === "[" && (m = at(LINK, text, pos))) {
+      flush();
+      const href = safeUrl(m[2]);
+      if (href) link(href, parent, { text: m[1] });
+      else inline(m[1], parent);
+    } else if (c === "<" && (m = at(AUTOLINK, text, pos))) {
+      flush();
+      const href = safeUrl(m[1]);
+      if (href) link(href, parent, m[1]);
+      else plain += m[0];
+    } else if (c === "h" && !/\w/.test(prev) && (m = at(BARE_URL, text, pos))) {
+      flush();
+      const href = safeUrl(m[0]);
+      if (href) link(href, parent, m[0]);
+      else plain += m[0];
+    } else if ((c === "*" || c === "_") && (m = at(STRONG, text, pos)) && (c === "*" || !/\w/.test(prev))) {
+      flush();
+      const strong = el("strong");
+      inline(m[2], strong);
+      parent.append(strong);
+    } else if ((c === "*" || c === "_") && (m = at(EM, text, pos)) && (c === "*" || !/\w/.test(prev))) {
+      flush();
+      const em = el("em");
+      inline(m[2], em);
+      parent.append(em);
+    } else if (c === "~" && (m = at(STRIKE, text, pos))) {
+      flush();
+      const del = el("del");
+      inline(m[1], del);
+      parent.append(del);
+    } else {
+      plain += c;
+      pos++;
+      continue;
+    }
+    pos += m[0].length;
+  }
+  flush();
+}

@@ -1,0 +1,85 @@
+// Server-Sent Events over a fetch() body: EventSource only does GET, and
+// /chat is a POST. Bytes arrive in arbitrary pieces, so both the UTF-8
+// decoding and the line framing are incremental: a character or an event
+// split across two reads comes out whole.
+
+/** Parses SSE text pushed in pieces; yields {event, data} per dispatched event. */
+export class SseParser {
+  constructor() {
+    this.buffer = "";
+    this.event = "";
+    this.data = [];
+    this.pendingCR = false;
+  }
+
+  /** Feeds decoded text; returns the events it completed. */
+  push(text) {
+    const out = [];
+    let s = text;
+    // A "\r" ending the previous piece may be the first half of "\r\n".
+    if (this.pendingCR) {
+      this.pendingCR = false;
+      if (s.startsWith("\n")) s = s.slice(1);
+    }
+    this.buffer += s;
+    let start = 0;
+    const buf = this.buffer;
+    for (let i = 0; i < buf.length; i++) {
+      const c = buf.charCodeAt(i);
+      if (c !== 10 && c !== 13) continue;
+      this.line(buf.slice(start, i), out);
+      if (c === 13) {
+        if (i + 1 === buf.length) this.pendingCR = true;
+        else if (buf.charCodeAt(i + 1) === 10) i++;
+      }
+      start = i + 1;
+    }
+    this.buffer = buf.slice(start);
+    return out;
+  }
+
+  line(line, out) {
+    if (line === "") {
+      if (this.data.length) out.push({ event: this.event || "message", data: this.data.join("\n") });
+      this.event = "";
+      this.data = [];
+      return;
+    }
+    if (line.charCodeAt(0) === 58) return; // ":" comment, e.g. ": ping"
+    const colon = line.indexOf(":");
+    const field = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? "" : line.slice(colon + 1);
+    if (value.charCodeAt(0) === 32) value = value.slice(1);
+    if (field === "event") this.event = value;
+    else if (field === "data") this.data.push(value);
+  }
+}
+
+/**
+ * Reads an SSE response body, calling onEvent(name, parsedJson) for each
+ * event. Resolves when the body ends; rejects when reading fails or is aborted.
+ */
+export async function readEvents(body, onEvent) {
+  const reader = body.getReader();
+  const decoder = new TextDecoder("utf-8");
+  const parser = new SseParser();
+  const emit = (events) => {
+    for (const { event, data } of events) {
+      let value;
+      try {
+        value = JSON.parse(data);
+      } catch {
+        continue; // not ours to show; every edgechat event is one JSON line
+      }
+      onEvent(event, value);
+    }
+  };
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    emit(parser.push(decoder.decode(value, { stream: true })));
+  }
+  // An event without its closing blank line is incomplete: dropped, as the
+  // SSE spec says; the caller sees no done/error and reports truncation.
+  emit(parser.push(decoder.decode()));
+}

@@ -1,0 +1,293 @@
+"""Fixtures of the browser tests: Debian's Chromium driven by Playwright.
+
+Each test gets a fresh browser context and reaches edgechat through a small
+TCP relay of its own that connects from its own loopback address
+(127.0.1.2, 127.0.1.3, …). The runner keys the rate limit on the TCP peer, so
+tests never share a bucket, and each test's page has its own origin (its own
+localStorage). The relay can also drop every open connection, which is how a
+test cuts a stream off in the middle.
+
+The tests skip only when Chromium is truly absent; under
+``CI=true`` that is a failure instead, because CI installs both.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import itertools
+import json
+import os
+import shutil
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import expect, sync_playwright
+
+from tests.harness import ROOT
+
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+ARTIFACTS = ROOT / "artifacts"
+DESKTOP = {"width": 1280, "height": 800}
+
+
+def chromium_path() -> str | None:
+    candidate = os.environ.get("EDGECHAT_CHROMIUM") or "/usr/bin/chromium"
+    if Path(candidate).is_file() and os.access(candidate, os.X_OK):
+        return candidate
+    return shutil.which("chromium")
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: the browser tests must run; see scripts/setup.sh)")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    executable = chromium_path()
+    if executable is None:
+        _unavailable(
+            "Chromium is not installed: run `apt-get install chromium` "
+            "(scripts/setup.sh does it as root)"
+        )
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+# --- the relay --------------------------------------------------------------------
+
+_addresses = itertools.count(2)
+
+
+def next_client_address() -> str:
+    """A loopback address no other test uses: 127.0.1.2 upward (the API suite uses 127.0.0.x)."""
+    while True:
+        address = str(ipaddress.IPv4Address((127 << 24) + 256 + next(_addresses)))
+        if address.split(".")[-1] not in ("0", "255"):
+            return address
+
+
+class Relay:
+    """Forwards TCP connections from 127.0.0.1:<port> to edgechat, from one client address."""
+
+    def __init__(self, target: str, client_address: str | None) -> None:
+        parts = urlsplit(target)
+        self.target = (parts.hostname or "127.0.0.1", parts.port or 80)
+        self.client_address = client_address
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        self.open: set[socket.socket] = set()
+        self.lock = threading.Lock()
+        self.closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self.closed:
+            try:
+                downstream, _ = self.listener.accept()
+            except OSError:
+                return
+            source = (self.client_address, 0) if self.client_address else None
+            try:
+                upstream = socket.create_connection(self.target, source_address=source)
+            except OSError:
+                downstream.close()
+                continue
+            with self.lock:
+                self.open.update((downstream, upstream))
+            for a, b in ((downstream, upstream), (upstream, downstream)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        with suppress(OSError):
+            while data := source.recv(65536):
+                sink.sendall(data)
+        # Either side closing ends the pair, so a browser that aborts a fetch
+        # is seen by the runner as a client that went away.
+        self._close(source, sink)
+
+    def _close(self, *sockets: socket.socket) -> None:
+        for sock in sockets:
+            with self.lock:
+                self.open.discard(sock)
+            with suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+
+    def drop_connections(self) -> None:
+        """Cuts every open connection, as a failing network would."""
+        with self.lock:
+            sockets = list(self.open)
+        self._close(*sockets)
+
+    def close(self) -> None:
+        self.closed = True
+        self.listener.close()
+        self.drop_connections()
+
+
+def _is_loopback(url: str) -> bool:
+    host = urlsplit(url).hostname or ""
+    with suppress(ValueError):
+        return host == "localhost" or ipaddress.ip_address(host).is_loopback
+    return False
+
+
+@pytest.fixture
+def relay(edgechat_url: str) -> Iterator[Relay]:
+    site = Relay(edgechat_url, next_client_address() if _is_loopback(edgechat_url) else None)
+    yield site
+    site.close()
+
+
+# --- pages --------------------------------------------------------------------------
+
+# Runs before the page's own scripts (CDP injection, not subject to the CSP):
+# records CSP violations where the test can read them.
+WATCH_CSP = """
+window.__csp = [];
+document.addEventListener("securitypolicyviolation", (e) => {
+  window.__csp.push(e.violatedDirective + " " + e.blockedURI);
+});
+"""
+
+
+@dataclass
+class PageLog:
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    requests: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Chat:
+    """One browser tab on edgechat, with what the tests need to drive it."""
+
+    page: Any
+    url: str
+    log: PageLog
+    context: Any
+
+    def open(self) -> Chat:
+        self.page.goto(self.url + "/")
+        self.composer().wait_for()
+        # Models are loaded once the picker is enabled.
+        expect(self.model_picker()).to_be_enabled()
+        return self
+
+    def composer(self) -> Any:
+        return self.page.get_by_role("textbox", name="Message")
+
+    def model_picker(self) -> Any:
+        return self.page.get_by_role("combobox", name="Model")
+
+    def send(self, text: str) -> None:
+        self.composer().fill(text)
+        self.composer().press("Enter")
+
+    def answers(self) -> Any:
+        return self.page.get_by_role("article", name="Assistant")
+
+    def last_answer(self) -> Any:
+        return self.answers().last
+
+    def button(self, name: str) -> Any:
+        return self.page.get_by_role("button", name=name, exact=True)
+
+    def wait_idle(self, timeout: float = 15_000) -> None:
+        """Waits until no answer is streaming (the Send button is back)."""
+        expect(self.button("Send")).to_be_visible(timeout=timeout)
+        expect(self.last_answer()).to_have_attribute("aria-busy", "false", timeout=timeout)
+
+    def ask(self, text: str) -> Any:
+        self.send(text)
+        self.wait_idle()
+        return self.last_answer()
+
+    def csp_violations(self) -> list[str]:
+        return list(self.page.evaluate("window.__csp"))
+
+
+@pytest.fixture
+def new_chat(browser: Any, relay: Relay) -> Iterator[Any]:
+    """Makes tabs on edgechat (each in its own context unless one is passed)."""
+    contexts: list[Any] = []
+
+    def make(
+        *,
+        url: str | None = None,
+        viewport: dict[str, int] | None = None,
+        color_scheme: str = "light",
+        locale: str = "en-US",
+        context: Any = None,
+    ) -> Chat:
+        if context is None:
+            context = browser.new_context(
+                viewport=viewport or DESKTOP, color_scheme=color_scheme, locale=locale
+            )
+            context.add_init_script(WATCH_CSP)
+            contexts.append(context)
+        page = context.new_page()
+        log = PageLog()
+        page.on("console", lambda m: m.type == "error" and log.console_errors.append(m.text))
+        page.on("pageerror", lambda e: log.page_errors.append(str(e)))
+        page.on("request", lambda r: log.requests.append(r.url))
+        return Chat(page=page, url=url or relay.url, log=log, context=context)
+
+    yield make
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture
+def chat(new_chat: Any) -> Chat:
+    """A tab with edgechat open, desktop size, light theme, English."""
+    made: Chat = new_chat()
+    return made.open()
+
+
+# --- emulator scripts -----------------------------------------------------------------
+
+
+def openai_chunk(**delta: str) -> str:
+    """One upstream chunk in the OpenAI shape (content=… or reasoning_content=…)."""
+    body = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
+    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+
+
+def openai_finish(prompt_tokens: int = 12, completion_tokens: int = 5) -> list[str]:
+    usage = {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+    }
+    body = {
+        "object": "chat.completion.chunk",
+        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+        "usage": usage,
+    }
+    return [f"data: {json.dumps(body)}\n\n", "data: [DONE]\n\n"]
+
+
+def chat_messages(call: dict[str, Any]) -> list[tuple[str, str]]:
+    """The conversation a logged emulator call received, without the server's system prompt."""
+    return [(m["role"], m["content"]) for m in call["inputs"]["messages"] if m["role"] != "system"]
