@@ -9,7 +9,7 @@
 // first byte (the upstream's first chunk), CPU per long answer for each and
 // their ratio, 100 concurrent streams (all complete? memory before/after), and
 // the Worker's import time in Pyodide.
-import { mkdtempSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -94,6 +94,21 @@ async function cpuPerAnswer(runner, path) {
   return ((cpuSeconds(runner.child.pid) - before) / ANSWERS) * 1000;
 }
 
+// edgechat's config without its rate limiter. In the runner the limiter is a
+// round trip to workerd through wrangler's local proxy (several ms); at the
+// edge it is a local counter. Timing both shows what is the Worker's own cost.
+function configWithoutRateLimiter() {
+  const text = readFileSync(join(ROOT, "wrangler.toml"), "utf8")
+    .replace(/\[\[ratelimits\]\][^[]*/, "")
+    .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
+    .replace('directory = "./static"', 'directory = "../static"');
+  if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
+  mkdirSync(join(ROOT, ".cache"), { recursive: true });
+  const path = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
+  writeFileSync(path, text);
+  return path;
+}
+
 async function main() {
   const folder = mkdtempSync(join(tmpdir(), "edgechat-bench-"));
   const script = join(folder, "script.json");
@@ -103,6 +118,7 @@ async function main() {
   );
   const env = { EDGECHAT_AI_SCRIPT: script, EDGECHAT_AI_DELAY_MS: "0" };
   const python = await startRunner(join(ROOT, "wrangler.toml"), { env });
+  const unlimited = await startRunner(configWithoutRateLimiter(), { env });
   const js = await startRunner(join(ROOT, "bench/passthrough-js/wrangler.toml"), { env });
   const importLine = python.stderr().match(/worker import (\d+) ms/);
 
@@ -115,12 +131,16 @@ async function main() {
 
     // Latency of a short answer, alternating so noise hits both alike.
     const py = { firstByte: [], firstToken: [] };
+    const pyUnlimited = { firstByte: [], firstToken: [] };
     const base = [];
     for (let i = 0; i < LATENCY_SAMPLES; i += 1) {
       const a = await chat(python.url, "/chat", "hello", { maxTokens: 64 });
+      const u = await chat(unlimited.url, "/chat", "hello", { maxTokens: 64 });
       const b = await chat(js.url, "/chat", "hello", { maxTokens: 64 });
       py.firstByte.push(a.firstByteMs);
       py.firstToken.push(a.firstTokenMs);
+      pyUnlimited.firstByte.push(u.firstByteMs);
+      pyUnlimited.firstToken.push(u.firstTokenMs);
       base.push(b.firstByteMs);
     }
 
@@ -157,6 +177,11 @@ async function main() {
       `  → added p50 ${added(py.firstByte, 0.5)}, p95 ${added(py.firstByte, 0.95)}`);
     console.log(`  Python, first token event:         p50 ${pct(py.firstToken, 0.5)}, p95 ${pct(py.firstToken, 0.95)}` +
       `  → added p50 ${added(py.firstToken, 0.5)}, p95 ${added(py.firstToken, 0.95)}`);
+    console.log(`  Python without the rate limiter's proxy round trip:`);
+    console.log(`    first byte (meta event):         p50 ${pct(pyUnlimited.firstByte, 0.5)}, p95 ${pct(pyUnlimited.firstByte, 0.95)}` +
+      `  → added p50 ${added(pyUnlimited.firstByte, 0.5)}, p95 ${added(pyUnlimited.firstByte, 0.95)}`);
+    console.log(`    first token event:               p50 ${pct(pyUnlimited.firstToken, 0.5)}, p95 ${pct(pyUnlimited.firstToken, 0.95)}` +
+      `  → added p50 ${added(pyUnlimited.firstToken, 0.5)}, p95 ${added(pyUnlimited.firstToken, 0.95)}`);
     console.log(`CPU per ${TOKENS}-token answer (whole runner process: emulator + Worker + HTTP; median of 3 × ${ANSWERS}):`);
     console.log(`  Python Worker ${cpuPy.toFixed(1)} ms, JS pass-through ${cpuJs.toFixed(1)} ms, ratio ${(cpuPy / cpuJs).toFixed(2)}×` +
       ` (added by Python: ${(cpuPy - cpuJs).toFixed(1)} ms)`);
@@ -168,6 +193,7 @@ async function main() {
     console.log(`Worker import in Pyodide (runner log): ${importLine ? `${importLine[1]} ms` : "not reported"}`);
   } finally {
     await stopRunner(python.child);
+    await stopRunner(unlimited.child);
     await stopRunner(js.child);
   }
 }
