@@ -1,0 +1,176 @@
+"""Answers render as safe Markdown; hostile text runs nothing; CJK arrives whole."""
+
+from __future__ import annotations
+
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Chat
+from tests.harness import EmulatorControl
+
+XSS_ANSWER = """Here are some tricks:
+
+<img src=x onerror="window.__pwned = 'img'">
+
+<script>window.__pwned = 'script'</script>
+
+[click me](javascript:window.__pwned='link')
+
+[also me](  JaVaScRiPt:window.__pwned='link2' )
+
+<a href="javascript:window.__pwned='anchor'">raw anchor</a>
+
+<svg onload="window.__pwned='svg'"></svg>
+
+![tracker](https://tracker.example/pixel.png)
+
+[a real link](https://example.com/docs) and **bold <b>not html</b>**
+"""
+
+
+def test_hostile_answers_and_messages_render_as_text_and_run_nothing(
+    chat: Chat, ai: EmulatorControl
+) -> None:
+    page = chat.page
+    ai.script({"reply": {"content": XSS_ANSWER}})
+    chat.ask("<img src=y onerror=\"window.__pwned='user'\"> show me tricks")
+    answer = chat.last_answer().locator(".answer")
+
+    # The markup is shown as text…
+    expect(answer).to_contain_text("""<img src=x onerror="window.__pwned = 'img'">""")
+    expect(answer).to_contain_text("<script>window.__pwned = 'script'</script>")
+    expect(page.get_by_role("article", name="You")).to_have_text(
+        "<img src=y onerror=\"window.__pwned='user'\"> show me tricks"
+    )
+    # …and builds no element and runs nothing, also after a moment.
+    page.wait_for_timeout(300)
+    assert page.evaluate("window.__pwned") is None
+    messages = page.locator("#messages")
+    for tag in ("img", "script", "svg", "iframe", "b"):
+        expect(messages.locator(tag)).to_have_count(0)
+    # javascript: links are not links.
+    expect(answer.get_by_text("click me")).to_be_visible()
+    links = answer.get_by_role("link")
+    hrefs = [link.get_attribute("href") or "" for link in links.all()]
+    assert hrefs == ["https://tracker.example/pixel.png", "https://example.com/docs"]
+    for link in links.all():
+        assert link.get_attribute("rel") == "noopener noreferrer"
+    # Images are never fetched: the picture is a link the reader may open.
+    expect(answer.get_by_role("link", name="🖼 tracker")).to_be_visible()
+    assert not [url for url in chat.log.requests if "example" in url]
+    answer.get_by_text("click me").click()
+    answer.get_by_text("raw anchor").click()
+    assert page.evaluate("window.__pwned") is None
+    assert chat.log.page_errors == []
+
+
+MARKDOWN_ANSWER = """### Fruit facts
+
+Apples and pears are *pomes*; see [Wikipedia](https://en.wikipedia.org/wiki/Pome).
+
+- apples
+- pears
+  - nashi
+- quinces
+
+1. wash
+2. cut
+
+```python
+def share(fruit):
+    return fruit.split("|")
+```
+
+Use `share()` sparingly.
+
+| fruit | colour | price |
+|:------|:------:|------:|
+| apple | red | 1.20 |
+| pear | `green` | 0.90 |
+
+> Eat well.
+"""
+
+
+def test_markdown_renders_lists_code_with_a_copy_button_links_and_tables(
+    chat: Chat, ai: EmulatorControl
+) -> None:
+    chat.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=chat.url)
+    ai.script({"reply": {"content": MARKDOWN_ANSWER}})
+    answer = chat.ask("Fruit?").locator(".answer")
+
+    expect(answer.get_by_role("heading", name="Fruit facts")).to_be_visible()
+    expect(answer.locator("em")).to_have_text("pomes")
+    bullets = answer.get_by_role("list").first
+    expect(bullets.locator(":scope > li")).to_have_count(3)
+    expect(bullets.get_by_role("list").get_by_role("listitem")).to_have_text(["nashi"])
+    expect(answer.locator("ol > li")).to_have_text(["wash", "cut"])
+
+    link = answer.get_by_role("link", name="Wikipedia")
+    expect(link).to_have_attribute("href", "https://en.wikipedia.org/wiki/Pome")
+    expect(link).to_have_attribute("rel", "noopener noreferrer")
+    expect(link).to_have_attribute("target", "_blank")
+
+    code = answer.locator("pre code")
+    source = 'def share(fruit):\n    return fruit.split("|")'
+    expect(code).to_have_text(source)
+    expect(answer.locator("p code")).to_have_text("share()")
+    answer.get_by_role("button", name="Copy").click()
+    expect(answer.get_by_role("button", name="Copied")).to_be_visible()
+    assert chat.page.evaluate("navigator.clipboard.readText()") == source
+
+    table = answer.get_by_role("table")
+    expect(table.get_by_role("columnheader")).to_have_text(["fruit", "colour", "price"])
+    expect(table.get_by_role("row")).to_have_count(3)
+    cells = ["apple", "red", "1.20", "pear", "green", "0.90"]
+    expect(table.get_by_role("cell")).to_have_text(cells)
+    expect(table.get_by_role("cell", name="1.20")).to_have_class("al-right")
+    expect(answer.locator("blockquote")).to_have_text("Eat well.")
+
+
+def test_chinese_split_inside_multibyte_characters_renders_correctly(
+    chat: Chat, ai: EmulatorControl
+) -> None:
+    # Full-width punctuation on purpose: three bytes each in UTF-8.
+    text = "你好，世界！边缘计算让模型离用户更近。😀 Emoji and 中文 mixed."  # noqa: RUF001
+    ai.script({"reply": {"content": text, "reasoning": "先想一想……", "split_bytes": 1}})
+    answer = chat.ask("用中文回答")
+    expect(answer.locator(".answer")).to_have_text(text)
+    answer.locator("summary").click()
+    expect(answer.locator(".reasoning-body")).to_have_text("先想一想……")
+    assert "\ufffd" not in answer.inner_text()
+
+
+def test_the_page_reader_reassembles_events_and_characters_cut_at_every_byte(
+    chat: Chat,
+) -> None:
+    """The page's SSE reader against a body delivered one byte per read, with
+    CRLF and CR line ends, comments and an unfinished last event."""
+    result = chat.page.evaluate(
+        """async () => {
+          const { readEvents } = await import("/js/sse.js");
+          const text =
+            'event: meta\\r\\ndata: {"request_id":"r1","model":"m"}\\r\\n\\r\\n' +
+            ': ping\\n\\n' +
+            'event: token\\ndata: {"text":"你好"}\\n\\n' +
+            'event: token\\rdata: {"text":"🙂 world"}\\r\\r' +
+            'event: done\\ndata: {"model":"m"}\\n\\n' +
+            'event: token\\ndata: {"text":"unfinished"}\\n';
+          const bytes = new TextEncoder().encode(text);
+          let i = 0;
+          const body = new ReadableStream({
+            pull(controller) {
+              if (i < bytes.length) controller.enqueue(bytes.slice(i, ++i));
+              else controller.close();
+            },
+          });
+          const events = [];
+          await readEvents(body, (name, data) => events.push([name, data]));
+          return events;
+        }"""
+    )
+    assert result == [
+        ["meta", {"request_id": "r1", "model": "m"}],
+        ["token", {"text": "你好"}],
+        ["token", {"text": "🙂 world"}],
+        ["done", {"model": "m"}],
+    ]
