@@ -189,9 +189,9 @@ class Chat:
 
     def open(self) -> Chat:
         self.page.goto(self.url + "/")
-        self.composer().wait_for()
+        self.page.locator("#input").wait_for()
         # Models are loaded once the picker is enabled.
-        expect(self.model_picker()).to_be_enabled()
+        expect(self.page.locator("#model")).to_be_enabled()
         return self
 
     def composer(self) -> Any:
