@@ -2,7 +2,7 @@
 
 Each test gets a fresh browser context and reaches edgechat through a small
 TCP relay of its own that connects from its own loopback address
-(127.0.1.2, 127.0.1.3, …). The runner keys the rate limit on the TCP peer, so
+(127.0.200.2, 127.0.200.3, …). The runner keys the rate limit on the TCP peer, so
 tests never share a bucket, and each test's page has its own origin (its own
 localStorage). The relay can also drop every open connection, which is how a
 test cuts a stream off in the middle.
@@ -79,9 +79,9 @@ _addresses = itertools.count(2)
 
 
 def next_client_address() -> str:
-    """A loopback address no other test uses: 127.0.1.2 upward (the API suite uses 127.0.0.x)."""
+    """A loopback address of its own: 127.0.200.2 upward (the API suite counts from 127.0.0.2)."""
     while True:
-        address = str(ipaddress.IPv4Address((127 << 24) + 256 + next(_addresses)))
+        address = str(ipaddress.IPv4Address((127 << 24) + 200 * 256 + next(_addresses)))
         if address.split(".")[-1] not in ("0", "255"):
             return address
 
