@@ -27,7 +27,7 @@ from tests.api.checks import (
     system_then,
     user,
 )
-from tests.api.sse import Event, Parsed, SSEParser
+from tests.api.sse import Parsed, SSEParser
 from tests.harness import EmulatorControl
 
 PRICES = {GLM: (0.06, 0.40), KIMI: (0.95, 4.00), LLAMA: (0.15, 0.29)}
@@ -135,9 +135,10 @@ def test_meta_is_flushed_before_the_model_answers(
     deadline = time.monotonic() + 15
     with client.stream("POST", "/chat", json=user("hi")) as response:
         assert_stream_headers(response)
-        for chunk in response.iter_raw():
-            if any(isinstance(item, Event) for item in parser.feed(chunk)):
-                break
+        # One iterator, never abandoned: closing it would drop the connection.
+        chunks = response.iter_raw()
+        while not parser.parsed.events:
+            parser.feed(next(chunks))
             assert time.monotonic() < deadline, "no event while the model is silent"
         # The model has not said a word (a stalled call is logged only when it ends).
         assert ai.calls() == []

@@ -20,7 +20,9 @@ def delta(content: str) -> str:
     return f"data: {json.dumps({'object': 'chat.completion.chunk', 'choices': [choice]})}\n\n"
 
 
-def read_then_close(client: httpx.Client, until: str, limit_s: float = 15.0) -> float:
+def read_then_close(
+    client: httpx.Client, ai: EmulatorControl, until: str, limit_s: float = 15.0
+) -> float:
     """Reads events until one called ``until`` arrives, then drops the connection.
 
     Returns the moment of the close, in epoch milliseconds (the emulator's clock).
@@ -32,13 +34,15 @@ def read_then_close(client: httpx.Client, until: str, limit_s: float = 15.0) -> 
         for chunk in response.iter_raw():
             new = parser.feed(chunk)
             if any(isinstance(item, Event) and item.name == until for item in new):
+                assert_meta(parser.parsed, GLM)
+                assert ai.calls() == [], "the upstream call ended before the disconnect"
+                # Abandoning the body iterator closes the connection.
+                closed = time.time() * 1000
                 break
             assert time.monotonic() < deadline, f"no {until} event within {limit_s} s"
         else:
             pytest.fail(f"the stream closed before a {until} event")
-        assert_meta(parser.parsed, GLM)
-    # Leaving the block with the body unread closes the connection.
-    return time.time() * 1000
+    return closed
 
 
 def assert_aborted_promptly(ai: EmulatorControl, closed_ms: float) -> None:
@@ -54,7 +58,7 @@ def test_disconnect_while_the_model_is_silent_aborts_the_upstream(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
     ai.script({"chunks": [{"stall": True}]})
-    closed = read_then_close(client, "meta")
+    closed = read_then_close(client, ai, "meta")
     assert_aborted_promptly(ai, closed)
 
 
@@ -65,7 +69,7 @@ def test_disconnect_while_tokens_stream_aborts_the_upstream(
     for i in range(200):
         chunks += [delta(f" word{i}"), {"delay_ms": 100}]
     ai.script({"chunks": chunks})
-    closed = read_then_close(client, "token")
+    closed = read_then_close(client, ai, "token")
     assert_aborted_promptly(ai, closed)
 
 
