@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs everything edgechat needs to run and test offline, from the package
-# registries only: Node packages (wrangler, pyodide, a Node 22 binary), a Python
+# registries only: Node packages (wrangler, pyodide, a Node 26 binary), a Python
 # virtualenv with the dev tools, and the vendored `workers` SDK in
 # python_modules/ (what `pywrangler sync` would produce; it needs a download
 # of CPython that does not work offline). Re-running is cheap: each step is
@@ -9,7 +9,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 quiet=0
-[[ "${1:-}" == "--quiet" ]] && quiet=1
+browser=0
+for arg in "$@"; do
+  case "$arg" in
+    --quiet) quiet=1 ;;
+    --with-browser) browser=1 ;;  # also Chromium, for the browser tests
+    *) echo "setup: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
 say() { [[ $quiet == 1 ]] || echo "setup: $*"; }
 # This machine's pip configuration names package folders that may not exist;
 # pip warns about each one on every call. Those lines are noise here.
@@ -23,9 +30,14 @@ node_inputs=$(digest package.json package-lock.json)
 if ! stamp_ok node_modules/.edgechat-stamp "$node_inputs"; then
   say "installing Node packages"
   if [[ -f package-lock.json ]]; then
-    npm ci --no-audit --no-fund --loglevel=error
+    npm_install=(npm ci)
   else
-    npm install --no-audit --no-fund --loglevel=error
+    npm_install=(npm install)
+  fi
+  if [[ $quiet == 1 ]]; then
+    "${npm_install[@]}" --no-audit --no-fund --loglevel=error >/dev/null
+  else
+    "${npm_install[@]}" --no-audit --no-fund --loglevel=error
   fi
   echo "$node_inputs" > node_modules/.edgechat-stamp
 fi
@@ -74,7 +86,7 @@ fi
 # --- Chromium for the browser tests ---------------------------------------------
 # tests/browser drive Debian's Chromium through Playwright (never a browser
 # download). Installed when missing and we are root; otherwise say how.
-if [[ ! -x /usr/bin/chromium ]]; then
+if [[ $browser == 1 && ! -x /usr/bin/chromium ]]; then
   if [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null 2>&1; then
     say "installing Debian's chromium for the browser tests"
     apt-get update -qq >/dev/null
