@@ -132,7 +132,8 @@ class WorkerPlatform:
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise PayloadTooLarge(detail=f"Content-Length {declared}")
         body = self._request.js_object.body
-        if body is None:
+        # No body at all is JS null (None or jsnull, depending on Pyodide).
+        if body is None or not hasattr(body, "getReader"):
             return b""
         # Counted as it arrives, so a chunked upload stops at the limit.
         reader = body.getReader()
