@@ -117,7 +117,7 @@ async function main() {
     JSON.stringify({ rules: [{ match: { contains: "bench-long" }, reply: { content: longReply(TOKENS) } }] }),
   );
   const env = { EDGECHAT_AI_SCRIPT: script, EDGECHAT_AI_DELAY_MS: "0" };
-  const python = await startRunner(join(ROOT, "wrangler.toml"), { env });
+  const python = await startRunner(join(ROOT, "wrangler.toml"), { env, args: ["--memory-every", "0.5"] });
   const unlimited = await startRunner(configWithoutRateLimiter(), { env });
   const js = await startRunner(join(ROOT, "bench/passthrough-js/wrangler.toml"), { env });
   const importLine = python.stderr().match(/worker import (\d+) ms/);
@@ -163,7 +163,16 @@ async function main() {
       );
       clearInterval(sampler);
       const complete = results.filter((r) => r.status === 200 && /event: done\n/.test(r.text)).length;
-      waves.push({ complete, seconds: (performance.now() - t0) / 1000, rssBefore, peak, rssAfter: rssMiB(python.child.pid) });
+      await new Promise((r) => setTimeout(r, 600)); // one more memory line after the wave
+      const reports = python.stderr().match(/memory: .*/g) ?? [];
+      waves.push({
+        complete,
+        seconds: (performance.now() - t0) / 1000,
+        rssBefore,
+        peak,
+        rssAfter: rssMiB(python.child.pid),
+        live: reports.at(-1) ?? "memory: not reported",
+      });
     }
 
     const pct = (xs, p) => percentile(xs, p).toFixed(2);
@@ -189,6 +198,7 @@ async function main() {
     for (const [i, w] of waves.entries()) {
       console.log(`  wave ${i + 1}: ${w.complete}/${CONCURRENT} complete with done in ${w.seconds.toFixed(1)} s;` +
         ` RSS ${w.rssBefore.toFixed(0)} → peak ${w.peak.toFixed(0)} → ${w.rssAfter.toFixed(0)} MiB`);
+      console.log(`          after it, ${w.live.replace("memory: ", "")}`);
     }
     console.log(`Worker import in Pyodide (runner log): ${importLine ? `${importLine[1]} ms` : "not reported"}`);
   } finally {

@@ -26,6 +26,7 @@ function parseCommandLine(argv) {
       vars: { type: "string" },
       "no-snapshot": { type: "boolean", default: false },
       quiet: { type: "boolean", default: false },
+      "memory-every": { type: "string" },
     },
     strict: true,
   });
@@ -202,6 +203,17 @@ async function main() {
     process.on(signal, () => stop(signal));
   }
 
+  if (options["memory-every"]) {
+    // Live memory, for benchmarks: RSS alone keeps freed pages and says
+    // little about leaks; the JS heap in use and the interpreter's heap do.
+    const seconds = Number(options["memory-every"]);
+    setInterval(() => {
+      const { rss, heapUsed } = process.memoryUsage();
+      const wasm = worker.pyodide?._module.HEAP8.length ?? 0;
+      const mib = (bytes) => (bytes / 1048576).toFixed(1);
+      log(`memory: rss ${mib(rss)} MiB, js heap used ${mib(heapUsed)} MiB, python heap ${mib(wasm)} MiB`);
+    }, seconds * 1000).unref();
+  }
   const { port } = server.address();
   console.log(`Ready on http://${options.host}:${port}`);
 }
