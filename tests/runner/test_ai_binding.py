@@ -14,11 +14,12 @@ import httpx
 import pytest
 
 from tests.conftest import PROBE_CONFIG
-from tests.harness import EmulatorControl, Runner, start_runner
+from tests.harness import ROOT, EmulatorControl, Runner, start_runner
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8"
 # Python sees a JS error as "<ErrorName>: <message>"; the message starts with the code.
+USAGE = {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}
 BINDING_ERROR = re.compile(r"^(?:\w+: )?(\d{4}): ")
 
 
@@ -87,6 +88,14 @@ def test_script_and_call_log_seams_work_through_python(
     assert call["error"].startswith("3040:")
 
 
+STREAMED = [
+    json.dumps({"choices": [{"index": 0, "delta": {"content": "Hello from"}}]}),
+    json.dumps({"choices": [{"index": 0, "delta": {"content": " the REST API"}}]}),
+    json.dumps({"response": "", "usage": USAGE}),
+    "[DONE]",
+]
+
+
 class FakeWorkersAI(BaseHTTPRequestHandler):
     seen: ClassVar[list[dict[str, Any]]] = []
 
@@ -96,6 +105,15 @@ class FakeWorkersAI(BaseHTTPRequestHandler):
         FakeWorkersAI.seen.append(
             {"path": self.path, "auth": self.headers["authorization"], "body": body}
         )
+        if body.get("stream"):
+            # The REST API streams the same SSE bytes the binding does.
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.end_headers()
+            for event in STREAMED:
+                self.wfile.write(f"data: {event}\n\n".encode())
+                self.wfile.flush()
+            return
         payload = json.dumps({"success": True, "result": {"response": "from the fake API"}})
         self.send_response(200)
         self.send_header("content-type", "application/json")
@@ -131,3 +149,26 @@ def test_credentials_switch_ai_to_the_rest_api(fake_api: str) -> None:
     assert request["path"] == f"/accounts/acct123/ai/run/{LLAMA}"
     assert request["auth"] == "Bearer tok-456"
     assert request["body"] == {"prompt": "hello"}
+
+
+def test_chat_streams_from_the_rest_api_when_credentials_are_set(fake_api: str) -> None:
+    env = {
+        "CLOUDFLARE_ACCOUNT_ID": "acct123",
+        "CLOUDFLARE_API_TOKEN": "tok-456",
+        "EDGECHAT_AI_BASE_URL": fake_api,
+    }
+    body = {"messages": [{"role": "user", "content": "hi"}]}
+    with start_runner(ROOT / "wrangler.toml", env=env) as runner:
+        response = httpx.post(runner.base_url + "/chat", json=body, timeout=15)
+    assert response.status_code == 200
+    events = [json.loads(line) for line in data_lines(response.text)]
+    names = [
+        line[len("event: ") :] for line in response.text.split("\n") if line.startswith("event: ")
+    ]
+    assert names == ["meta", "token", "token", "done"]
+    assert events[1]["text"] + events[2]["text"] == "Hello from the REST API"
+    assert events[3]["usage"] == USAGE
+    (request,) = FakeWorkersAI.seen
+    assert request["path"] == "/accounts/acct123/ai/run/@cf/zai-org/glm-4.7-flash"
+    assert request["body"]["stream"] is True
+    assert request["body"]["messages"][-1] == {"role": "user", "content": "hi"}

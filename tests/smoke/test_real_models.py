@@ -1,0 +1,58 @@
+"""Opt-in smoke test against the real Workers AI: one short answer per model.
+
+It calls real models and is billed to the account, so it runs only when asked:
+set CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN and EDGECHAT_REAL_MODELS=1.
+Everywhere else (CI included) it is reported as skipped, with that reason.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from tests.harness import ROOT, start_runner
+
+CREDENTIALS = ("CLOUDFLARE_ACCOUNT_ID", "CLOUDFLARE_API_TOKEN")
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("EDGECHAT_REAL_MODELS") != "1" or not all(map(os.environ.get, CREDENTIALS)),
+    reason="real-model smoke test: set CLOUDFLARE_ACCOUNT_ID, CLOUDFLARE_API_TOKEN "
+    "and EDGECHAT_REAL_MODELS=1 to call the real Workers AI (billed)",
+)
+
+
+@pytest.fixture(scope="module")
+def real_edgechat() -> Iterator[str]:
+    env = {name: os.environ[name] for name in CREDENTIALS}
+    with start_runner(ROOT / "wrangler.toml", env=env) as runner:
+        yield runner.base_url
+
+
+@pytest.mark.parametrize("model", ["glm", "llama"])
+def test_a_real_model_answers_with_tokens_and_done(real_edgechat: str, model: str) -> None:
+    body = {
+        "messages": [{"role": "user", "content": "Reply with the single word: pong"}],
+        "model": model,
+        "max_tokens": 256,
+    }
+    events: list[tuple[str, dict[str, object]]] = []
+    with httpx.stream("POST", real_edgechat + "/chat", json=body, timeout=120) as response:
+        assert response.status_code == 200
+        name = ""
+        for line in response.iter_lines():
+            if line.startswith("event: "):
+                name = line[len("event: ") :]
+            elif line.startswith("data: "):
+                events.append((name, json.loads(line[len("data: ") :])))
+    names = [name for name, _ in events]
+    assert names[0] == "meta"
+    assert names[-1] == "done", events[-1]
+    assert "token" in names
+    done = events[-1][1]
+    usage = done["usage"]
+    assert isinstance(usage, dict)
+    assert usage["completion_tokens"] > 0
