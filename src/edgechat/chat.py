@@ -174,7 +174,7 @@ class ChatSession:
                 # A model may be switched only while the client has seen no text.
                 if self.outcome.ttft_ms is not None or not exc.fallback_worthy:
                     raise
-                if not self._candidates or self._expired is not None:
+                if not self._candidates:
                     raise
                 await self._release_upstream()
                 await self.open()

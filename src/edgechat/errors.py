@@ -285,7 +285,7 @@ class DeadlineExceeded(UpstreamError):
 
 # Workers AI binding error codes, as documented in
 # https://developers.cloudflare.com/workers-ai/platform/errors/
-# (mirrors the table in /work/shared/PLATFORM.md; a test keeps them in step).
+# (a test asserts every documented code is mapped).
 BINDING_CODES: Mapping[int, type[UpstreamError]] = MappingProxyType(
     {
         3040: UpstreamBusy,

@@ -24,9 +24,10 @@ from pyodide.ffi import JsException, create_proxy, to_js
 from workers import Request, Response
 
 from edgechat import app
-from edgechat.errors import PayloadTooLarge, from_binding_error
+from edgechat.errors import from_binding_error
 from edgechat.http import Incoming, Reply
 from edgechat.ports import ClientGone, Sink
+from edgechat.validation import body_too_large
 
 # The upstream may fail or end while the response goes on: fallback pipes the
 # next model into the same sink, and the final event is written after the pipe.
@@ -130,7 +131,7 @@ class WorkerPlatform:
     async def read_body(self, limit: int) -> bytes:
         declared = self._request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise PayloadTooLarge(detail=f"Content-Length {declared}")
+            raise body_too_large(limit, f"Content-Length {declared}")
         body = self._request.js_object.body
         # No body at all is JS null (None or jsnull, depending on Pyodide).
         if body is None or not hasattr(body, "getReader"):
@@ -147,7 +148,7 @@ class WorkerPlatform:
             size += len(chunk)
             if size > limit:
                 await reader.cancel()
-                raise PayloadTooLarge(detail="chunked body over the limit")
+                raise body_too_large(limit, "chunked body over the limit")
             parts.append(chunk)
         return b"".join(parts)
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from edgechat.errors import BadRequest, PayloadTooLarge
 from edgechat.models import Model, lookup
 
-__all__ = ["ChatRequest", "Limits", "Message", "parse_chat_request"]
+__all__ = ["ChatRequest", "Limits", "Message", "body_too_large", "parse_chat_request"]
 
 Role = Literal["user", "assistant"]
 
@@ -79,15 +79,18 @@ def _reject_constant(_name: str) -> None:
     raise ValueError("not JSON")
 
 
+def body_too_large(limit: int, detail: str) -> PayloadTooLarge:
+    """The one 413 for a body over ``limit`` bytes, however it was noticed
+    (Content-Length, counting a chunked upload, or the body in hand)."""
+    return PayloadTooLarge(f"The request body is larger than {limit} bytes.", detail=detail)
+
+
 def parse_chat_request(
     body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
 ) -> ChatRequest:
     """Validate a ``/chat`` body; raises only ``PayloadTooLarge`` or ``BadRequest``."""
     if len(body) > limits.max_body_bytes:
-        raise PayloadTooLarge(
-            f"The request body is larger than {limits.max_body_bytes} bytes.",
-            detail=f"body of {len(body)} bytes",
-        )
+        raise body_too_large(limits.max_body_bytes, f"body of {len(body)} bytes")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:

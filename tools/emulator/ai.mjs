@@ -1,7 +1,7 @@
 // edgechat's local stand-in for the Workers AI binding (`env.AI`).
 //
 // `new Ai(io).run(model, inputs, options)` answers like the real binding does
-// (see /work/shared/PLATFORM.md, "wire formats" and "errors"): a ReadableStream
+// (the binding's two streaming wire formats and its "<code>: …" errors): a ReadableStream
 // of SSE bytes when `inputs.stream` is true, a plain object otherwise, and
 // errors thrown as `Error("<code>: message")`. It never pretends to be a model:
 // the default reply says it is the emulator and echoes the question.
