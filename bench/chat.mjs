@@ -1,14 +1,16 @@
 // What /chat costs, measured side by side in one run: edgechat's Python
 // Worker against a JavaScript Worker that passes the same upstream stream
 // straight through (bench/passthrough-js), both on the runner with the Workers
-// AI emulator at zero delay.
+// AI emulator, at zero delay and at 20 ms per token.
 //
-//   npm run bench:chat [-- --answers N --tokens N --concurrent N]
+//   npm run bench:chat [-- --answers N --tokens N --paced N --concurrent N]
 //
 // Prints: time to the first byte and to the first token over the pass-through's
-// first byte (the upstream's first chunk), CPU per long answer for each and
-// their ratio, 100 concurrent streams (all complete? memory before/after), and
-// the Worker's import time in Pyodide.
+// first byte (the upstream's first chunk), with and without the rate
+// limiter's local proxy; CPU per long answer for each Worker and their ratio,
+// at zero delay and at 20 ms per token; the longest answer whose added CPU
+// stays under the Free plan's 10 ms; 100 concurrent streams (all complete?
+// live memory after each wave); and the Worker's import time in Pyodide.
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
@@ -23,6 +25,9 @@ const { values } = parseArgs({
     latency: { type: "string", default: "60" },
     concurrent: { type: "string", default: "100" },
     waves: { type: "string", default: "3" },
+    paced: { type: "string", default: "10" },
+    "paced-tokens": { type: "string", default: "2000" },
+    "delay-ms": { type: "string", default: "20" },
   },
 });
 const ANSWERS = Number(values.answers);
@@ -30,6 +35,10 @@ const TOKENS = Number(values.tokens);
 const LATENCY_SAMPLES = Number(values.latency);
 const CONCURRENT = Number(values.concurrent);
 const WAVES = Number(values.waves);
+const PACED = Number(values.paced);
+const PACED_TOKENS = Number(values["paced-tokens"]);
+const DELAY_MS = Number(values["delay-ms"]);
+const FREE_PLAN_CPU_MS = 10;
 const MODEL = "@cf/zai-org/glm-4.7-flash";
 
 // Each request comes from its own loopback address so that the rate limiter
@@ -61,7 +70,9 @@ function chat(baseUrl, path, content, { maxTokens = 4096 } = {}) {
           const now = performance.now();
           firstByte ??= now;
           text += chunk;
-          if (firstToken === null && /event: token|"content":"[^"]/.test(text)) firstToken = now;
+          // The first answer text, in either Worker's stream (both relay the
+          // model's own chunks).
+          if (firstToken === null && /"(content|reasoning_content|response)":"[^"]/.test(text)) firstToken = now;
         });
         res.on("end", () =>
           resolve({
@@ -85,13 +96,20 @@ function longReply(tokens) {
   return words.join("");
 }
 
-async function cpuPerAnswer(runner, path) {
+// CPU milliseconds the runner process spends per answer, over `count`
+// answers run `parallel` at a time (paced answers are mostly waiting, so
+// several at once keep the run short without changing the work per answer).
+async function cpuPerAnswer(runner, prompt, { count = ANSWERS, parallel = 1 } = {}) {
   const before = cpuSeconds(runner.child.pid);
-  for (let i = 0; i < ANSWERS; i += 1) {
-    const answer = await chat(runner.url, path, "bench-long please");
-    if (answer.status !== 200) throw new Error(`${path} answered ${answer.status}: ${answer.text.slice(0, 200)}`);
+  for (let done = 0; done < count; done += parallel) {
+    const batch = Array.from({ length: Math.min(parallel, count - done) }, () => chat(runner.url, "/chat", prompt));
+    for (const answer of await Promise.all(batch)) {
+      if (answer.status !== 200 || !/event: done\n|"usage"/.test(answer.text)) {
+        throw new Error(`answered ${answer.status}: ${answer.text.slice(0, 200)}`);
+      }
+    }
   }
-  return ((cpuSeconds(runner.child.pid) - before) / ANSWERS) * 1000;
+  return ((cpuSeconds(runner.child.pid) - before) / count) * 1000;
 }
 
 // edgechat's config without its rate limiter. In the runner the limiter is a
@@ -114,19 +132,30 @@ async function main() {
   const script = join(folder, "script.json");
   writeFileSync(
     script,
-    JSON.stringify({ rules: [{ match: { contains: "bench-long" }, reply: { content: longReply(TOKENS) } }] }),
+    JSON.stringify({
+      rules: [
+        { match: { contains: "bench-long" }, reply: { content: longReply(TOKENS) } },
+        { match: { contains: "bench-paced" }, reply: { content: longReply(PACED_TOKENS) } },
+        { match: { contains: "bench-short" }, reply: { content: longReply(50) } },
+      ],
+    }),
   );
   const env = { EDGECHAT_AI_SCRIPT: script, EDGECHAT_AI_DELAY_MS: "0" };
+  const pacedEnv = { ...env, EDGECHAT_AI_DELAY_MS: String(DELAY_MS) };
+  const jsConfig = join(ROOT, "bench/passthrough-js/wrangler.toml");
   const python = await startRunner(join(ROOT, "wrangler.toml"), { env, args: ["--memory-every", "0.5"] });
   const unlimited = await startRunner(configWithoutRateLimiter(), { env });
-  const js = await startRunner(join(ROOT, "bench/passthrough-js/wrangler.toml"), { env });
+  const js = await startRunner(jsConfig, { env });
+  const pythonPaced = await startRunner(configWithoutRateLimiter(), { env: pacedEnv });
+  const jsPaced = await startRunner(jsConfig, { env: pacedEnv });
   const importLine = python.stderr().match(/worker import (\d+) ms/);
 
   try {
     // Warm both: first requests compile code paths in V8 and Python.
     for (let i = 0; i < 5; i += 1) {
-      await chat(python.url, "/chat", "warm up");
-      await chat(js.url, "/chat", "warm up");
+      for (const runner of [python, unlimited, js, pythonPaced, jsPaced]) {
+        await chat(runner.url, "/chat", "bench-short warm up");
+      }
     }
 
     // Latency of a short answer, alternating so noise hits both alike.
@@ -144,12 +173,22 @@ async function main() {
       base.push(b.firstByteMs);
     }
 
-    // CPU per long answer, alternating blocks.
-    const cpu = { python: [], js: [] };
+    // CPU per long answer, alternating blocks; the same for short answers,
+    // whose cost is mostly the fixed cost per request.
+    const cpu = { python: [], js: [], pythonShort: [], jsShort: [] };
     for (let round = 0; round < 3; round += 1) {
-      cpu.python.push(await cpuPerAnswer(python, "/chat"));
-      cpu.js.push(await cpuPerAnswer(js, "/chat"));
+      cpu.python.push(await cpuPerAnswer(unlimited, "bench-long please"));
+      cpu.js.push(await cpuPerAnswer(js, "bench-long please"));
+      cpu.pythonShort.push(await cpuPerAnswer(unlimited, "bench-short please", { count: 4 * ANSWERS }));
+      cpu.jsShort.push(await cpuPerAnswer(js, "bench-short please", { count: 4 * ANSWERS }));
     }
+
+    // At a model's pace: every chunk arrives on a turn of the event loop of
+    // its own. Both Workers at once, so noise hits both alike.
+    const [pacedPython, pacedJs] = await Promise.all([
+      cpuPerAnswer(pythonPaced, "bench-paced please", { count: PACED, parallel: PACED }),
+      cpuPerAnswer(jsPaced, "bench-paced please", { count: PACED, parallel: PACED }),
+    ]);
 
     // Concurrency and memory: waves of simultaneous streams on the Python Worker.
     const waves = [];
@@ -179,6 +218,8 @@ async function main() {
     const added = (xs, p) => (percentile(xs, p) - percentile(base, p)).toFixed(2);
     const cpuPy = median(cpu.python);
     const cpuJs = median(cpu.js);
+    const shortPy = median(cpu.pythonShort);
+    const shortJs = median(cpu.jsShort);
     console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
     console.log(`short answers, ${LATENCY_SAMPLES} each, alternating (ms from request sent):`);
     console.log(`  JS pass-through, first byte (= upstream's first chunk): p50 ${pct(base, 0.5)}, p95 ${pct(base, 0.95)}`);
@@ -191,9 +232,20 @@ async function main() {
       `  → added p50 ${added(pyUnlimited.firstByte, 0.5)}, p95 ${added(pyUnlimited.firstByte, 0.95)}`);
     console.log(`    first token event:               p50 ${pct(pyUnlimited.firstToken, 0.5)}, p95 ${pct(pyUnlimited.firstToken, 0.95)}` +
       `  → added p50 ${added(pyUnlimited.firstToken, 0.5)}, p95 ${added(pyUnlimited.firstToken, 0.95)}`);
-    console.log(`CPU per ${TOKENS}-token answer (whole runner process: emulator + Worker + HTTP; median of 3 × ${ANSWERS}):`);
-    console.log(`  Python Worker ${cpuPy.toFixed(1)} ms, JS pass-through ${cpuJs.toFixed(1)} ms, ratio ${(cpuPy / cpuJs).toFixed(2)}×` +
-      ` (added by Python: ${(cpuPy - cpuJs).toFixed(1)} ms)`);
+    console.log(`CPU per answer (whole runner process: emulator + Worker + HTTP; rate limiter unbound):`);
+    console.log(`  zero delay, ${TOKENS} tokens (median of 3 × ${ANSWERS}): Python ${cpuPy.toFixed(1)} ms, ` +
+      `JS pass-through ${cpuJs.toFixed(1)} ms, ratio ${(cpuPy / cpuJs).toFixed(2)}× (added ${(cpuPy - cpuJs).toFixed(1)} ms)`);
+    console.log(`  zero delay, 50 tokens (median of 3 × ${4 * ANSWERS}): Python ${shortPy.toFixed(1)} ms, ` +
+      `JS pass-through ${shortJs.toFixed(1)} ms, ratio ${(shortPy / shortJs).toFixed(2)}× (added ${(shortPy - shortJs).toFixed(1)} ms)`);
+    console.log(`  ${DELAY_MS} ms per token, ${PACED_TOKENS} tokens (${PACED} answers at once): Python ${pacedPython.toFixed(1)} ms, ` +
+      `JS pass-through ${pacedJs.toFixed(1)} ms, ratio ${(pacedPython / pacedJs).toFixed(2)}× (added ${(pacedPython - pacedJs).toFixed(1)} ms)`);
+    // Added CPU as a line through the short and the long answer at zero
+    // delay: a fixed cost per request plus a cost per token.
+    const perToken = (cpuPy - cpuJs - (shortPy - shortJs)) / (TOKENS - 50);
+    const fixed = shortPy - shortJs - 50 * perToken;
+    const longest = perToken > 0 ? Math.floor((FREE_PLAN_CPU_MS - fixed) / perToken) : Infinity;
+    console.log(`  added by Python ≈ ${fixed.toFixed(2)} ms per request + ${(perToken * 1000).toFixed(2)} µs per token` +
+      ` → longest answer under ${FREE_PLAN_CPU_MS} ms added: ${Number.isFinite(longest) ? `${longest} tokens` : "no limit (no cost per token measured)"}`);
     console.log(`${CONCURRENT} concurrent ${TOKENS}-token streams on the Python Worker:`);
     for (const [i, w] of waves.entries()) {
       console.log(`  wave ${i + 1}: ${w.complete}/${CONCURRENT} complete with done in ${w.seconds.toFixed(1)} s;` +
@@ -205,6 +257,8 @@ async function main() {
     await stopRunner(python.child);
     await stopRunner(unlimited.child);
     await stopRunner(js.child);
+    await stopRunner(pythonPaced.child);
+    await stopRunner(jsPaced.child);
   }
 }
 

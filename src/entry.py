@@ -1,10 +1,19 @@
-"""edgechat's entry point: the runtime makes a ``Default(ctx, env)`` per request."""
+"""edgechat's entry point: the runtime makes a ``Default(ctx, env)`` per request.
+
+This is where the core (``app``) meets the platform seam (``platform``); the
+settings are read from ``[vars]`` once per isolate, on its first request.
+"""
 
 from workers import WorkerEntrypoint
 
-from edgechat.platform import on_fetch
+from edgechat import app
+from edgechat.platform import WorkerPlatform, to_response
+
+_settings = app.SettingsOnce()
 
 
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
-        return await on_fetch(request, self.env, self.ctx)
+        platform = WorkerPlatform(request, self.env)
+        reply = await app.handle(platform.incoming(), platform, _settings)
+        return to_response(reply, self.ctx)

@@ -112,8 +112,27 @@ def _allowed(methods: Mapping[str, Handler]) -> tuple[str, ...]:
     return tuple(names)
 
 
-async def handle(request: Incoming, platform: Platform) -> Reply:
-    """Answers one request. Never raises: every failure becomes an error reply."""
+class SettingsOnce:
+    """The settings of one isolate: its ``[vars]`` do not change while it
+    lives, so they are read on the first request and kept. A bad value is not
+    kept: every request reports it until the configuration is fixed."""
+
+    __slots__ = ("_settings",)
+
+    def __init__(self) -> None:
+        self._settings: Settings | None = None
+
+    def get(self, platform: Platform) -> Settings:
+        if self._settings is None:
+            self._settings = Settings.from_vars(platform.var)
+        return self._settings
+
+
+async def handle(
+    request: Incoming, platform: Platform, settings: SettingsOnce | None = None
+) -> Reply:
+    """Answers one request. Never raises: every failure becomes an error reply.
+    Without ``settings`` the ``[vars]`` are read for this request alone."""
     ctx = Context(
         request=request,
         platform=platform,
@@ -123,7 +142,7 @@ async def handle(request: Incoming, platform: Platform) -> Reply:
         log={"route": request.path, "method": request.method},
     )
     try:
-        ctx.settings = Settings.from_vars(platform.var)
+        ctx.settings = (settings or SettingsOnce()).get(platform)
         methods = ROUTES.get(request.path)
         if methods is None:
             raise NotFound(detail=f"no route for {request.path}")

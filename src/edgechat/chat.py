@@ -1,20 +1,44 @@
-"""One chat answer: call the model (with fallback), relay its stream as our
-events, keep the deadlines, and end with exactly one ``done`` or ``error``.
+"""One chat answer: call the model (with fallback), relay its stream, keep the
+deadlines, and end with exactly one ``done`` or ``error``.
 
-The relay is the hot path: every upstream chunk (about one token) costs billed
-CPU at the edge. The platform pipes the model's stream into the response
-natively and calls ``_on_chunk`` synchronously per chunk: one parse and one
-encode, no await, no task switch. Deadlines and heartbeats live in a separate
-watchdog that wakes a few times per deadline, not once per chunk.
+The stream the client gets is ``meta``, then the model's own SSE events byte
+for byte, then ``done`` or ``error``. Every chunk of a model's stream is about
+one token, and at the edge every microsecond Python spends on one is billed
+CPU (the Free plan allows 10 ms per request), so Python does not touch the
+stream per token. It works in two phases:
+
+1. **Until the model says something**, Python reads the stream itself
+   (``UpstreamStream.read``; a handful of chunks) and holds those bytes back.
+   That gives an exact time to first token, keeps the first-token deadline,
+   sends ``: ping`` while the model is silent, and, because nothing of the
+   model has reached the client yet, lets a failing model be swapped for the
+   next one in the fallback chain.
+2. **The rest is relayed natively** (``UpstreamStream.relay``): the platform
+   copies it into the response without Python. Python wakes at most once per
+   ``watch`` interval (about a second) to look at what went by
+   (``Relay.observe``): that is enough for the idle and total deadlines and,
+   from the last bytes (``upstream.Tail``), the finish reason, usage and
+   truncation.
+
+Heartbeats (``: ping``) are sent in phase 1, while the model is silent before
+its first words: queueing and prompt processing are where long silences
+happen (a thinking model streams its reasoning). In phase 2 nothing can be
+written between two relayed chunks: workerd's native pipe cannot be paused
+without losing the chunk it holds (``pipeTo``'s signal errors the source,
+``src/workerd/api/streams/internal.c++``, ``writeLoopAfterFrontOutputLock``),
+so a silence mid-answer is bounded by the idle deadline instead, which is
+shorter than the usual proxy timeouts.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from edgechat import sse
 from edgechat.config import Settings
@@ -26,16 +50,23 @@ from edgechat.errors import (
 )
 from edgechat.models import Model, Usage, WireFormat, cost_usd
 from edgechat.ports import Ai, ClientGone, Sink, UpstreamStream
-from edgechat.upstream import Delta, DeltaKind, UpstreamReader
+from edgechat.upstream import Tail, UpstreamReader
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
-_CONTENT = DeltaKind.CONTENT
+T = TypeVar("T")
 
-# The watchdog wakes this many times per shortest deadline or heartbeat, so
-# each fires at most a quarter late; never more often than every 50 ms.
-_WATCH_DIVISOR = 4
-_WATCH_MIN_S = 0.05
+# Bytes a model may send before its first text (role chunks, empty deltas),
+# held back so a fallback leaves nothing of the failed model behind; a stream
+# that says nothing in this much is not a usable answer.
+MAX_HELD_BYTES = 64 << 10
+
+# How often Python looks at a relayed stream: seldom enough that a long
+# answer costs a few wakes, often enough that deadlines fire on time (a
+# quarter of the shortest one) and memory stays small (the platform keeps
+# what Python has not looked at yet).
+WATCH_MAX_S = 1.0
+WATCH_MIN_S = 0.05
 
 
 def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> dict[str, Any]:
@@ -52,6 +83,11 @@ def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> d
     if request.temperature is not None:
         inputs["temperature"] = request.temperature
     return inputs
+
+
+def watch_interval(settings: Settings) -> float:
+    shortest = min(settings.heartbeat_s, settings.first_token_timeout_s, settings.idle_timeout_s)
+    return min(WATCH_MAX_S, max(WATCH_MIN_S, shortest / 4))
 
 
 @dataclass(slots=True)
@@ -82,18 +118,20 @@ class ChatSession:
         self._settings = settings
         self._ai = ai
         self._clock = clock
+        self._watch_s = watch_interval(settings)
         self.request_id = request_id
         self.first_model = request.model
         self._candidates = [request.model, *settings.fallbacks_after(request.model)]
         self._upstream: UpstreamStream | None = None
         self._started = clock()
-        # Progress counters: the hot path only counts; the watchdog turns
-        # counts into times when it wakes, so no clock is read per chunk.
-        self._chunks = 0
-        self._writes = 0
-        self._expired: DeadlineExceeded | None = None
-        self._client_gone = False
-        self._reader = UpstreamReader()
+        # When bytes last came from the model (None: none yet) and when we
+        # last wrote to the client, for the idle deadline and the heartbeat.
+        self._last_chunk: float | None = None
+        self._last_write = self._started
+        # Whether the client's stream is known to be between two events.
+        self._between_events = True
+        # What phase 1 wrote of the model's stream.
+        self._head = b""
         self.outcome = Outcome()
 
     async def open(self) -> None:
@@ -127,11 +165,10 @@ class ChatSession:
 
     async def pump(self, sink: Sink) -> None:
         """Writes the whole event stream; never raises."""
-        watchdog = asyncio.ensure_future(self._watch(sink))
         try:
             await self._write(sink, sse.event("meta", self._meta()))
-            await self._relay_with_fallback(sink)
-            await self._write(sink, sse.event("done", self._done()))
+            await self._answer_with_fallback(sink)
+            await self._write(sink, self._closing() + sse.event("done", self._done()))
         except ClientGone:
             self.outcome.client_gone = True
         except EdgechatError as exc:
@@ -142,7 +179,6 @@ class ChatSession:
             self.outcome.error = EdgechatError(f"{type(exc).__name__}: {exc}")
             await self._final_error(sink, self.outcome.error)
         finally:
-            watchdog.cancel()
             if self._upstream is not None:
                 await self._upstream.cancel()
             await sink.close()
@@ -165,13 +201,16 @@ class ChatSession:
             done["fallback_from"] = outcome.fallback_from.id
         return done
 
-    async def _relay_with_fallback(self, sink: Sink) -> None:
+    def _closing(self) -> bytes:
+        return b"" if self._between_events else sse.CLOSE_EVENT
+
+    async def _answer_with_fallback(self, sink: Sink) -> None:
         while True:
             try:
-                await self._relay(sink)
+                await self._answer(sink)
                 return
             except UpstreamError as exc:
-                # A model may be switched only while the client has seen no text.
+                # A model may be switched only while the client has seen none of it.
                 if self.outcome.ttft_ms is not None or not exc.fallback_worthy:
                     raise
                 if not self._candidates:
@@ -179,64 +218,188 @@ class ChatSession:
                 await self._release_upstream()
                 await self.open()
 
-    async def _relay(self, sink: Sink) -> None:
+    async def _answer(self, sink: Sink) -> None:
         upstream = self._upstream
         assert upstream is not None
-        reader = self._reader = UpstreamReader()
         try:
-            await upstream.pipe(sink, self._on_chunk)
-            if self._client_gone:
-                raise ClientGone()
-            if self._expired is not None:
-                raise self._expired
-            tail = self._encode(reader.finish())
-            if tail:
-                await self._write(sink, tail)
+            reader = await self._first_words(upstream, sink)
+            if reader is None:
+                reader = await self._relay_rest(upstream, sink)
         except UpstreamError:
-            # The upstream failed because the watchdog stopped it.
-            if self._client_gone:
+            # The upstream failed because we stopped it (or the client left).
+            if self.outcome.client_gone:
                 raise ClientGone() from None
-            if self._expired is not None:
-                raise self._expired from None
             raise
-        finally:
-            self.outcome.usage = reader.usage
-            self.outcome.finish_reason = reader.finish_reason
+        self.outcome.usage = reader.usage
+        self.outcome.finish_reason = reader.finish_reason
+        self.outcome.truncated = not reader.saw_done and reader.finish_reason is None
+
+    # --- phase 1: Python reads until the model says something ----------------
+
+    async def _first_words(self, upstream: UpstreamStream, sink: Sink) -> UpstreamReader | None:
+        """Reads and holds the model's first bytes. Returns None once text
+        came (the bytes are written, the rest is for the relay), or the
+        finished reader when the stream ended first."""
+        reader = UpstreamReader()
+        held: list[bytes] = []
+        held_size = 0
+        while True:
+            data = await self._waiting(upstream, sink, upstream.read(), ping=True)
+            if data is None:
+                break
+            self._last_chunk = self._clock()
+            held.append(data)
+            held_size += len(data)
+            if reader.feed(data):
+                self._first_text()
+                self._head = b"".join(held)
+                await self._write(sink, self._head)
+                return None
+            if held_size > MAX_HELD_BYTES:
+                raise UpstreamMalformed(f"no text in the first {held_size} bytes")
+        reader.finish()
         if not reader.produced:
             raise UpstreamMalformed(
                 f"no text from the model ({reader.malformed_lines} malformed lines)"
             )
-        self.outcome.truncated = not reader.saw_done and reader.finish_reason is None
+        self._first_text()
+        if reader.whole_body is not None:
+            # One JSON document although a stream was asked for: sent as one
+            # event of the model's own shape, so the client reads it like a chunk.
+            await self._write(sink, sse.data(reader.whole_body))
+        else:
+            tail = Tail()
+            tail.add(b"".join(held))
+            await self._write(sink, b"".join(held))
+            self._between_events = tail.between_events
+        return reader
 
-    def _on_chunk(self, chunk: bytes) -> bytes | None:
-        """The hot path, called synchronously once per upstream chunk: the
-        events to send for it, or None."""
-        self._chunks += 1
-        deltas = self._reader.feed(chunk)
-        if not deltas:
-            return None
-        self._writes += 1
-        return self._encode(deltas)
+    def _first_text(self) -> None:
+        self.outcome.ttft_ms = round((self._clock() - self._started) * 1000, 1)
 
-    def _encode(self, deltas: list[Delta]) -> bytes:
-        if not deltas:
-            return b""
+    # --- phase 2: the platform relays, Python looks in now and then ----------
+
+    async def _relay_rest(self, upstream: UpstreamStream, sink: Sink) -> UpstreamReader:
+        tail = Tail()
+        tail.add(self._head)
+        self._between_events = False  # unknown until the observer has seen the end
+        relay = await upstream.relay(sink)
+        finished = asyncio.ensure_future(relay.finished())
+        observing: asyncio.Future[bytes | None] | None = None
+        next_look = self._clock() + self._watch_s
+        try:
+            while not finished.done():
+                now = self._clock()
+                if observing is None and now >= next_look:
+                    observing = asyncio.ensure_future(relay.observe())
+                waits: set[asyncio.Future[Any]] = {finished}
+                wake = self._next_deadline(now)
+                if observing is not None:
+                    waits.add(observing)
+                else:
+                    wake = min(wake, next_look)
+                await asyncio.wait(
+                    waits, timeout=max(wake - now, 0.0), return_when=asyncio.FIRST_COMPLETED
+                )
+                now = self._clock()
+                if observing is not None and observing.done():
+                    seen = observing.result()
+                    observing = None
+                    if seen is None:
+                        next_look = math.inf  # the stream ended; the copy finishes
+                    else:
+                        tail.add(seen)
+                        self._last_chunk = now
+                        next_look = now + self._watch_s
+                if not finished.done():
+                    await self._check_deadlines(upstream, now)
+            finished.result()
+            if observing is not None:
+                seen = await observing
+                if seen is not None:
+                    tail.add(seen)
+            while (seen := await relay.observe()) is not None:
+                tail.add(seen)
+        finally:
+            for task in (finished, observing):
+                if task is not None and not task.done():
+                    task.cancel()
+        self._between_events = tail.between_events
+        return tail.read()
+
+    # --- deadlines and heartbeats -------------------------------------------
+
+    async def _waiting(
+        self,
+        upstream: UpstreamStream,
+        sink: Sink,
+        work: Coroutine[Any, Any, T],
+        *,
+        ping: bool,
+    ) -> T:
+        """Awaits ``work`` while keeping the deadlines (aborting the upstream
+        when one passes) and, if ``ping``, sending heartbeats meanwhile."""
+        task = asyncio.ensure_future(work)
+        try:
+            while True:
+                now = self._clock()
+                wake = self._next_deadline(now)
+                if ping:
+                    wake = min(wake, self._next_ping(now))
+                done, _ = await asyncio.wait({task}, timeout=max(wake - now, 0.0))
+                if done:
+                    return task.result()
+                now = self._clock()
+                await self._check_deadlines(upstream, now)
+                if ping and now >= self._next_ping(now):
+                    await self._write(sink, sse.PING)
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+
+    def _next_ping(self, now: float) -> float:
+        last = self._last_write
+        if self._last_chunk is not None:
+            last = max(last, self._last_chunk)
+        return last + self._settings.heartbeat_s
+
+    def _next_deadline(self, now: float) -> float:
+        s = self._settings
+        deadline = self._started + s.total_timeout_s
         if self.outcome.ttft_ms is None:
-            self.outcome.ttft_ms = round((self._clock() - self._started) * 1000, 1)
-        if len(deltas) == 1:
-            kind, text = deltas[0]
-            return sse.token(text) if kind is _CONTENT else sse.reasoning(text)
-        return b"".join(
-            sse.token(text) if kind is _CONTENT else sse.reasoning(text) for kind, text in deltas
-        )
+            deadline = min(deadline, self._started + s.first_token_timeout_s)
+        if self._last_chunk is not None:
+            deadline = min(deadline, self._last_chunk + s.idle_timeout_s)
+        return deadline
+
+    async def _check_deadlines(self, upstream: UpstreamStream, now: float) -> None:
+        s = self._settings
+        if now - self._started >= s.total_timeout_s:
+            reason = f"total deadline of {s.total_timeout_s} s"
+        elif self.outcome.ttft_ms is None and now - self._started >= s.first_token_timeout_s:
+            reason = f"no first token within {s.first_token_timeout_s} s"
+        elif self._last_chunk is not None and now - self._last_chunk >= s.idle_timeout_s:
+            reason = f"upstream silent for {s.idle_timeout_s} s"
+        else:
+            return
+        await upstream.cancel()
+        raise DeadlineExceeded(reason)
+
+    # --- writing ------------------------------------------------------------
 
     async def _write(self, sink: Sink, data: bytes) -> None:
-        self._writes += 1
-        await sink.write(data)
+        try:
+            await sink.write(data)
+        except ClientGone:
+            self.outcome.client_gone = True
+            raise
+        self._last_write = self._clock()
 
     async def _final_error(self, sink: Sink, exc: EdgechatError) -> None:
         try:
-            await sink.write(sse.error(exc))
+            await sink.write(self._closing() + sse.error(exc))
         except ClientGone:
             self.outcome.client_gone = True
 
@@ -244,46 +407,3 @@ class ChatSession:
         if self._upstream is not None:
             await self._upstream.cancel()
             self._upstream = None
-
-    async def _watch(self, sink: Sink) -> None:
-        """Heartbeats while the model is silent; aborts the upstream on a deadline."""
-        s = self._settings
-        period = min(s.heartbeat_s, s.first_token_timeout_s, s.idle_timeout_s)
-        tick = max(_WATCH_MIN_S, period / _WATCH_DIVISOR)
-        clock = self._clock
-        chunks_seen, last_chunk = 0, None
-        writes_seen, last_write = self._writes, self._started
-        while True:
-            await asyncio.sleep(tick)
-            now = clock()
-            if self._chunks != chunks_seen:
-                chunks_seen, last_chunk = self._chunks, now
-            if self._writes != writes_seen:
-                writes_seen, last_write = self._writes, now
-            expired = self._deadline_passed(now, last_chunk)
-            if expired is not None:
-                self._expired = DeadlineExceeded(expired)
-                if self._upstream is not None:
-                    await self._upstream.cancel()
-                return
-            if now - last_write >= s.heartbeat_s:
-                try:
-                    await self._write(sink, sse.PING)
-                except ClientGone:
-                    # While the model is silent the ping is the only write, so
-                    # it is what notices the client left: stop paying for it.
-                    self._client_gone = True
-                    if self._upstream is not None:
-                        await self._upstream.cancel()
-                    return
-                writes_seen, last_write = self._writes, now
-
-    def _deadline_passed(self, now: float, last_chunk: float | None) -> str | None:
-        s = self._settings
-        if now - self._started >= s.total_timeout_s:
-            return f"total deadline of {s.total_timeout_s} s"
-        if self.outcome.ttft_ms is None and now - self._started >= s.first_token_timeout_s:
-            return f"no first token within {s.first_token_timeout_s} s"
-        if last_chunk is not None and now - last_chunk >= s.idle_timeout_s:
-            return f"upstream silent for {s.idle_timeout_s} s"
-        return None

@@ -67,6 +67,7 @@ __all__ = [
     "UpstreamRateLimited",
     "UpstreamRequestTooLarge",
     "UpstreamTimeout",
+    "body_too_large",
     "from_binding_error",
 ]
 
@@ -171,6 +172,12 @@ class PayloadTooLarge(ClientError):
     status = 413
     code = "payload_too_large"
     public_message = "The request body is too large."
+
+
+def body_too_large(limit: int, detail: str) -> PayloadTooLarge:
+    """The one 413 for a body over ``limit`` bytes, however it was noticed
+    (Content-Length, counting a chunked upload, or the body in hand)."""
+    return PayloadTooLarge(f"The request body is larger than {limit} bytes.", detail=detail)
 
 
 class UnsupportedMediaType(ClientError):

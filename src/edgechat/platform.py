@@ -1,10 +1,18 @@
 """The one seam to the Workers runtime.
 
-Only this module touches ``js``, ``pyodide`` and ``workers``: it turns the
-runtime's request into an ``Incoming``, implements the ``ports`` protocols
-over the bindings (``AI``, ``RATE_LIMITER``) and turns a ``Reply`` into a
-``Response`` — streamed bodies through a ``TransformStream`` written by a task
-kept alive with ``ctx.waitUntil``.
+Only this module (and ``entry.py``) touches ``js``, ``pyodide`` and
+``workers``: it turns the runtime's request into an ``Incoming``, implements
+the ``ports`` protocols over the bindings (``AI``, ``RATE_LIMITER``) and
+turns a ``Reply`` into a ``Response``.
+
+A streamed reply's body is the readable side of an ``IdentityTransformStream``
+(workerd's native one; ``new TransformStream()`` is JavaScript at current
+compatibility dates). Our own events are written to it from Python; the
+model's answer is piped into it with ``pipeTo``, which workerd pumps in C++
+with no JavaScript per chunk when both sides are native (workerd
+``docs/streams.md``, "Pipe Loop Selection"). Python watches a ``tee()`` of the
+answer with a BYOB reader, whose one ``read`` returns everything that has
+arrived, filled natively from as many chunks as are queued.
 
 Binding errors are translated here, with chaining: a JavaScript error whose
 message starts with a Workers AI code becomes the matching ``UpstreamError``.
@@ -15,102 +23,245 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from js import AbortController, AbortSignal, Object, TransformStream
+from js import (
+    AbortController,
+    AbortSignal,
+    ArrayBuffer,
+    IdentityTransformStream,
+    Object,
+    Uint8Array,
+)
+from js import Response as JsResponse
 from pyodide.ffi import JsException, create_proxy, to_js
-from workers import Request, Response
+from workers import Request
 
-from edgechat import app
-from edgechat.errors import from_binding_error
+from edgechat.errors import body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import ClientGone, Sink
-from edgechat.validation import body_too_large
+from edgechat.ports import ClientGone
 
-# The upstream may fail or end while the response goes on: fallback pipes the
-# next model into the same sink, and the final event is written after the pipe.
-# (Built per call: JS objects made at import time would not survive the
-# runtime's memory snapshot.)
-_KEEP_SINK_OPEN = {"preventClose": True, "preventAbort": True}
+# One read takes up to this much of what has arrived. workerd detaches the
+# buffer a BYOB read fills and hands it back as ``result.value.buffer``
+# (``readable.c++``, ``ReaderImpl::read``), so one buffer serves every read.
+READ_BYTES = 64 << 10
+
+
+def _js_object(values: dict[str, Any]) -> Any:
+    # A Python dict handed to JavaScript arrives as a proxy whose keys are not
+    # properties; options objects must be real JS objects. (Built per call: JS
+    # objects made at import time would not survive the memory snapshot.)
+    return to_js(values, dict_converter=Object.fromEntries)
+
+
+class ByteReader:
+    """A BYOB reader of a native byte stream: each ``read`` returns every byte
+    that has arrived (at least one, at most ``READ_BYTES``), or None at the end."""
+
+    __slots__ = ("_buffer", "reader")
+
+    def __init__(self, stream: Any) -> None:
+        self.reader = stream.getReader(_js_object({"mode": "byob"}))
+        self._buffer = ArrayBuffer.new(READ_BYTES)
+
+    async def read(self) -> bytes | None:
+        result = await self.reader.read(Uint8Array.new(self._buffer))
+        value = result.value
+        if result.done:
+            return None
+        self._buffer = value.buffer
+        return bytes(value.to_bytes())
+
+
+class StreamSink:
+    """``ports.Sink`` over an ``IdentityTransformStream`` whose readable side is
+    the response body. A write resolves once the client's side has taken it."""
+
+    __slots__ = ("_piping", "_writer", "readable", "writable")
+
+    def __init__(self) -> None:
+        pipe = IdentityTransformStream.new()
+        self.readable = pipe.readable
+        self.writable = pipe.writable
+        self._writer: Any = None
+        self._piping: Any = None  # the relay's pipe into ``writable``, while it runs
+
+    def pipe_from(self, stream: Any) -> Any:
+        """Pipes ``stream`` in natively; returns the pipe's promise. The
+        response stays open for our closing event whether the upstream ends
+        or fails (``preventClose``, ``preventAbort``)."""
+        if self._writer is not None:
+            self._writer.releaseLock()  # a pipe cannot start while we hold the writer
+            self._writer = None
+        self._piping = stream.pipeTo(
+            self.writable, _js_object({"preventClose": True, "preventAbort": True})
+        )
+        return self._piping
+
+    async def _own(self) -> Any:
+        if self._piping is not None:
+            # The relay ended or was aborted; its pipe lets go of the writable
+            # when it settles, which it does promptly once the source is done.
+            piping, self._piping = self._piping, None
+            with contextlib.suppress(JsException):
+                await piping
+        if self._writer is None:
+            self._writer = self.writable.getWriter()
+        return self._writer
+
+    async def write(self, data: bytes) -> None:
+        try:
+            writer = await self._own()
+            await writer.write(to_js(data))
+        except JsException as exc:
+            # The response body was cancelled: the client went away.
+            raise ClientGone() from exc
+
+    async def close(self) -> None:
+        with contextlib.suppress(JsException):
+            writer = await self._own()
+            await writer.close()
+
+
+class BindingRelay:
+    """``ports.Relay``: one branch of a ``tee()`` piped into the response, the
+    other read by Python now and then. Both branches stay native."""
+
+    __slots__ = ("_piping", "_upstream", "_watch")
+
+    def __init__(self, upstream: BindingUpstream, stream: Any, sink: StreamSink) -> None:
+        self._upstream = upstream
+        copy, watched = stream.tee()
+        self._watch = ByteReader(watched)
+        self._piping = sink.pipe_from(copy)
+
+    async def observe(self) -> bytes | None:
+        try:
+            data = await self._watch.read()
+        except JsException as exc:
+            raise self._upstream.failure(exc) from exc
+        if data is None:
+            self._upstream.ended()
+        return data
+
+    async def finished(self) -> None:
+        try:
+            await self._piping
+        except JsException as exc:
+            raise self._upstream.failure(exc) from exc
+
+    async def cancel(self) -> None:
+        with contextlib.suppress(JsException):
+            await self._watch.reader.cancel()
 
 
 class BindingUpstream:
-    """The binding's streamed answer (``ports.UpstreamStream``): piped into the
-    response natively, with the core's transform called once per chunk."""
+    """``ports.UpstreamStream`` over the binding's streamed answer."""
 
-    __slots__ = ("_client_signal", "_controller", "_stream", "_whole")
+    __slots__ = ("_client_signal", "_controller", "_done", "_reader", "_relay", "_stream")
 
     def __init__(self, result: Any, controller: Any, client_signal: Any) -> None:
         self._controller = controller
         self._client_signal = client_signal
-        if isinstance(result, dict):
-            # A complete answer although a stream was asked for.
-            self._stream = None
-            self._whole: bytes | None = json.dumps(result).encode()
-        else:
-            self._stream = result
-            self._whole = None
+        self._reader: ByteReader | None = None
+        self._relay: BindingRelay | None = None
+        # Ended (read to the end) or cancelled: nothing left to abort.
+        self._done = False
+        # A complete answer (a dict) although a stream was asked for: the
+        # binding parses an application/json reply (``ai-api.ts``, ``run``).
+        self._stream: Any = json.dumps(result).encode() if isinstance(result, dict) else result
 
-    async def pipe(self, sink: Sink, transform: Callable[[bytes], bytes | None]) -> None:
-        assert isinstance(sink, StreamSink)
+    def ended(self) -> None:
+        self._done = True
+
+    def failure(self, exc: JsException) -> Exception:
+        """What a failed read or pipe means: the client left, or the model failed."""
+        if self._client_signal is not None and self._client_signal.aborted:
+            return ClientGone()
+        return from_binding_error(str(exc))
+
+    async def read(self) -> bytes | None:
+        if isinstance(self._stream, bytes):
+            whole, self._stream = self._stream, None
+            return whole
         if self._stream is None:
-            whole, self._whole = self._whole, None
-            out = transform(whole) if whole else None
-            if out:
-                await sink.write(out)
-            return
-        stream, self._stream = self._stream, None
-        sink.transform = transform
+            return None
+        if self._reader is None:
+            self._reader = ByteReader(self._stream)
         try:
-            await stream.pipeTo(
-                sink.writable, to_js(_KEEP_SINK_OPEN, dict_converter=Object.fromEntries)
-            )
+            data = await self._reader.read()
         except JsException as exc:
-            if sink.gone or (self._client_signal is not None and self._client_signal.aborted):
-                raise ClientGone() from exc
-            raise from_binding_error(str(exc)) from exc
-        finally:
-            sink.transform = None
+            raise self.failure(exc) from exc
+        if data is None:
+            self._done = True
+        return data
+
+    async def relay(self, sink: Any) -> BindingRelay:
+        assert isinstance(sink, StreamSink)
+        if self._reader is not None:
+            self._reader.reader.releaseLock()  # no read is outstanding here
+            self._reader = None
+        self._relay = BindingRelay(self, self._stream, sink)
+        return self._relay
 
     async def cancel(self) -> None:
+        if self._done:
+            return
+        self._done = True
+        # The signal given to AI.run also errors the body it returned (workerd
+        # ``http.c++`` wraps it), which ends the relay's pipe and both branches.
         self._controller.abort()
-        stream, self._stream = self._stream, None
-        if stream is not None and not stream.locked:
-            with contextlib.suppress(JsException):
-                await stream.cancel()
+        with contextlib.suppress(JsException):
+            if self._relay is not None:
+                await self._relay.cancel()
+            elif self._reader is not None:
+                await self._reader.reader.cancel()
+            elif self._stream is not None and not isinstance(self._stream, bytes):
+                await self._stream.cancel()
+
+
+def _raw(binding: Any) -> Any:
+    # The SDK fronts each binding with a wrapper that converts every argument
+    # and result generically (``workers/rpc.py``, ``_BindingWrapper``): about
+    # 0.3 ms a call in Pyodide. The seam converts what it sends itself.
+    return getattr(binding, "_binding", binding)
 
 
 class BindingAi:
     """``ports.Ai`` over the ``AI`` binding; aborts when the client goes away."""
 
     def __init__(self, binding: Any, client_signal: Any) -> None:
-        self._binding = binding
+        self._binding = _raw(binding)
         self._client_signal = client_signal
 
     async def stream(self, model_id: str, inputs: dict[str, Any]) -> BindingUpstream:
         controller = AbortController.new()
-        signals = [controller.signal]
+        signal = controller.signal
         if self._client_signal is not None:
-            signals.append(self._client_signal)
-        signal = AbortSignal.any(to_js(signals))
+            signal = AbortSignal.any(to_js([signal, self._client_signal]))
         try:
-            result = await self._binding.run(model_id, inputs, {"signal": signal})
+            result = await self._binding.run(
+                model_id, _js_object(inputs), _js_object({"signal": signal})
+            )
         except JsException as exc:
             raise from_binding_error(str(exc)) from exc
-        except asyncio.CancelledError:
-            controller.abort()
+        except BaseException:
+            controller.abort()  # the caller gave up waiting (a deadline, a cancel)
             raise
+        if not hasattr(result, "getReader"):
+            # A complete answer although a stream was asked for: the binding
+            # parses an application/json reply (``ai-api.ts``, ``run``).
+            result = result.to_py()
         return BindingUpstream(result, controller, self._client_signal)
 
 
 class BindingRateLimiter:
     def __init__(self, binding: Any) -> None:
-        self._binding = binding
+        self._binding = _raw(binding)
 
     async def allow(self, key: str) -> bool:
-        outcome = await self._binding.limit({"key": key})
+        outcome = await self._binding.limit(_js_object({"key": key}))
         return bool(outcome.success)
 
 
@@ -118,10 +269,12 @@ class WorkerPlatform:
     """``ports.Platform`` for one request on the Workers runtime."""
 
     def __init__(self, request: Request, env: Any) -> None:
-        self._request = request
+        self._request = request.js_object
         self._env = env
-        js_request = request.js_object
-        self.ai = BindingAi(env.AI, getattr(js_request, "signal", None))
+        # One conversion of the whole Headers object (its names are already
+        # lower-case), not one FFI call per header.
+        self._headers: dict[str, str] = Object.fromEntries(self._request.headers).to_py()
+        self.ai = BindingAi(env.AI, getattr(self._request, "signal", None))
         limiter = getattr(env, "RATE_LIMITER", None)
         self.rate_limiter = BindingRateLimiter(limiter) if limiter is not None else None
 
@@ -129,10 +282,10 @@ class WorkerPlatform:
         return getattr(self._env, name, None)
 
     async def read_body(self, limit: int) -> bytes:
-        declared = self._request.headers.get("content-length")
+        declared = self._headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise body_too_large(limit, f"Content-Length {declared}")
-        body = self._request.js_object.body
+        body = self._request.body
         # No body at all is JS null (None or jsnull, depending on Pyodide).
         if body is None or not hasattr(body, "getReader"):
             return b""
@@ -152,77 +305,32 @@ class WorkerPlatform:
             parts.append(chunk)
         return b"".join(parts)
 
-
-class StreamSink:
-    """``ports.Sink`` over a TransformStream whose readable side is the
-    response body. The upstream is piped into its writable side; the transform
-    hands each chunk to the core synchronously and enqueues what comes back.
-    Events of our own (meta, done, ping) are enqueued directly."""
-
-    __slots__ = ("_controller", "_proxies", "gone", "readable", "transform", "writable")
-
-    def __init__(self) -> None:
-        self.transform: Callable[[bytes], bytes | None] | None = None
-        self.gone = False
-        self._controller: Any = None
-        self._proxies = [create_proxy(self._start), create_proxy(self._transform)]
-        transformer = to_js(
-            {"start": self._proxies[0], "transform": self._proxies[1]},
-            dict_converter=Object.fromEntries,
+    def incoming(self) -> Incoming:
+        request = self._request
+        parts = urlsplit(request.url)
+        return Incoming(
+            method=request.method,
+            path=parts.path,
+            origin=f"{parts.scheme}://{parts.netloc}".lower(),
+            headers=self._headers,
         )
-        pipe = TransformStream.new(transformer)
-        self.readable = pipe.readable
-        self.writable = pipe.writable
-
-    def _start(self, controller: Any) -> None:
-        self._controller = controller
-
-    def _transform(self, chunk: Any, controller: Any) -> None:
-        transform = self.transform
-        if transform is not None:
-            out = transform(chunk.to_bytes())
-            if out:
-                controller.enqueue(to_js(out))
-
-    async def write(self, data: bytes) -> None:
-        try:
-            self._controller.enqueue(to_js(data))
-        except JsException as exc:
-            # The readable side was cancelled: the client went away.
-            self.gone = True
-            raise ClientGone() from exc
-
-    async def close(self) -> None:
-        with contextlib.suppress(JsException):
-            self._controller.terminate()
-        for proxy in self._proxies:
-            proxy.destroy()
-        self._proxies = []
 
 
-def to_incoming(request: Request) -> Incoming:
-    parts = urlsplit(request.url)
-    headers = {name.lower(): value for name, value in request.headers.items()}
-    return Incoming(
-        method=request.method,
-        path=parts.path,
-        origin=f"{parts.scheme}://{parts.netloc}".lower(),
-        headers=headers,
-    )
+def _js_response(body: Any, reply: Reply) -> Any:
+    # A JS Response, returned as it is: the runtime passes a JsProxy result of
+    # ``fetch`` straight through (workerd ``introspection.py``, ``wrapper_func``
+    # → ``python_to_rpc``), which spares the SDK's Response wrapper.
+    init = {"status": reply.status, "headers": _js_object(reply.headers)}
+    return JsResponse.new(body, _js_object(init))
 
 
-def to_response(reply: Reply, ctx: Any) -> Response:
+def to_response(reply: Reply, ctx: Any) -> Any:
     if reply.stream is None:
-        return Response(reply.body or None, status=reply.status, headers=reply.headers)
+        return _js_response(to_js(reply.body) if reply.body else None, reply)
     sink = StreamSink()
     task = asyncio.ensure_future(reply.stream(sink))
     # The proxy keeps the task alive for the runtime until the stream is written.
     keep_alive = create_proxy(task)
     task.add_done_callback(lambda _: keep_alive.destroy())
     ctx.waitUntil(keep_alive)
-    return Response(sink.readable, status=reply.status, headers=reply.headers)
-
-
-async def on_fetch(request: Request, env: Any, ctx: Any) -> Response:
-    reply = await app.handle(to_incoming(request), WorkerPlatform(request, env))
-    return to_response(reply, ctx)
+    return _js_response(sink.readable, reply)

@@ -2,11 +2,16 @@
 
 ``platform.py`` implements them on the Workers runtime; tests implement them
 with plain Python fakes. Nothing here imports the runtime.
+
+A model's streamed answer reaches the client in two phases (``chat.py``):
+Python reads the first bytes itself (``UpstreamStream.read``) until the model
+has said something, then hands the rest to the platform (``relay``), which
+copies it into the response natively while Python only looks in now and then
+(``Relay.observe``). No Python runs per token.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Protocol
 
 
@@ -14,15 +19,43 @@ class ClientGone(Exception):
     """Writing to the client failed: it disconnected or cancelled the stream."""
 
 
+class Sink(Protocol):
+    """Where the response body goes."""
+
+    async def write(self, data: bytes) -> None:
+        """Raises ``ClientGone`` when the client is no longer reading."""
+        ...
+
+    async def close(self) -> None: ...
+
+
+class Relay(Protocol):
+    """The rest of an upstream stream being copied into the sink natively."""
+
+    async def observe(self) -> bytes | None:
+        """The relayed bytes Python has not seen yet: everything that arrived
+        since the last call, once there is at least one byte; None once the
+        stream has ended. The copy to the client never waits for this."""
+        ...
+
+    async def finished(self) -> None:
+        """Returns once every byte reached the sink. Raises ``UpstreamError``
+        when the upstream failed (or was cancelled) and ``ClientGone`` when the
+        client stopped reading."""
+        ...
+
+
 class UpstreamStream(Protocol):
     """The model's answer as it arrives: raw bytes of the binding's stream."""
 
-    async def pipe(self, sink: Sink, transform: Callable[[bytes], bytes | None]) -> None:
-        """Passes every chunk through ``transform`` and writes what it returns
-        to ``sink``, until the upstream ends. ``transform`` is called
-        synchronously, once per chunk: the platform does the reading and
-        writing natively. Raises ``UpstreamError`` when the upstream fails and
-        ``ClientGone`` when the client stopped reading."""
+    async def read(self) -> bytes | None:
+        """Python reads the bytes that have arrived (at least one), or None at
+        the end. Raises ``UpstreamError`` when the upstream fails."""
+        ...
+
+    async def relay(self, sink: Sink) -> Relay:
+        """Hands the rest of the stream to ``sink``; after this, ``read`` is
+        not called again. Raises ``ClientGone`` when the sink is gone."""
         ...
 
     async def cancel(self) -> None:
@@ -34,16 +67,6 @@ class Ai(Protocol):
     async def stream(self, model_id: str, inputs: dict[str, Any]) -> UpstreamStream:
         """Starts a streamed call; raises ``UpstreamError`` when the binding refuses it."""
         ...
-
-
-class Sink(Protocol):
-    """Where the response body goes (the writable side of a TransformStream)."""
-
-    async def write(self, data: bytes) -> None:
-        """Raises ``ClientGone`` when the client is no longer reading."""
-        ...
-
-    async def close(self) -> None: ...
 
 
 class RateLimiter(Protocol):

@@ -7,14 +7,16 @@ U+2028, U+2029 and U+0085 are escaped too: they are not SSE line breaks, but
 some line splitters (Python's ``str.splitlines``, old JavaScript) treat them
 as such.
 
-Events of the ``/chat`` stream:
+The ``/chat`` stream is ``meta``, then the model's own events as Workers AI
+sent them (relayed byte for byte, see ``chat.py``), then one ``done`` or
+``error``. What this module writes:
 
-- ``token``      ``{"text": …}`` a piece of the answer
-- ``reasoning``  ``{"text": …}`` a piece of the model's thinking
-- ``error``      ``{"code": …, "message": …, "retryable": …}`` (see errors.py), then the stream ends
-- anything else the chat module emits through ``event()`` (e.g. ``meta``, ``done``)
-
-and ``PING``, a comment line that keeps proxies and the browser from timing out.
+- ``event()``   a named event of ours (``meta``, ``done``)
+- ``error()``   ``{"code": …, "message": …, "retryable": …}`` (see errors.py), then the stream ends
+- ``data()``    an unnamed event in the model's own shape, for the rare upstream
+                that answered with one JSON document instead of a stream
+- ``PING``      a comment line that keeps proxies and the browser from timing out
+- ``CLOSE_EVENT`` a blank line that ends whatever event an upstream left open
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ from collections.abc import Mapping
 
 from edgechat.errors import EdgechatError
 
-__all__ = ["PING", "error", "event", "reasoning", "token"]
+__all__ = ["CLOSE_EVENT", "PING", "data", "error", "event"]
 
 PING = b": ping\n\n"
+# Before our closing event when the relayed bytes may have stopped mid-line:
+# the first LF ends that line, the second dispatches (or drops) what it held,
+# so nothing the upstream left can glue onto ``done``/``error``.
+CLOSE_EVENT = b"\n\n"
 
 _encode = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 
@@ -58,29 +64,23 @@ def _one_line(text: str) -> str:
     return text
 
 
+def _json_line(payload: Mapping[str, object]) -> bytes:
+    text = _one_line(_encode(payload if isinstance(payload, dict) else dict(payload)))
+    return text.encode("utf-8", _LONE_SURROGATES)
+
+
 def event(name: str, data: Mapping[str, object]) -> bytes:
     """One complete SSE event carrying ``data`` as one line of JSON.
 
     Raises ``ValueError`` for a name that could break framing, and for data
     JSON cannot represent (NaN, infinities); ``TypeError`` for non-JSON types.
     """
-    prefix = _prefix(name)
-    payload = _one_line(_encode(data if isinstance(data, dict) else dict(data)))
-    return prefix + payload.encode("utf-8", _LONE_SURROGATES) + b"\n\n"
+    return _prefix(name) + _json_line(data) + b"\n\n"
 
 
-_TOKEN = _prefix("token") + b'{"text":'
-_REASONING = _prefix("reasoning") + b'{"text":'
-
-
-def token(text: str) -> bytes:
-    """``event: token`` with ``{"text": text}``; the per-token hot path."""
-    return _TOKEN + _one_line(_encode(text)).encode("utf-8", _LONE_SURROGATES) + b"}\n\n"
-
-
-def reasoning(text: str) -> bytes:
-    """``event: reasoning`` with ``{"text": text}``."""
-    return _REASONING + _one_line(_encode(text)).encode("utf-8", _LONE_SURROGATES) + b"}\n\n"
+def data(payload: Mapping[str, object]) -> bytes:
+    """An unnamed event (``data: <one-line JSON>``), as the model's own events are."""
+    return b"data: " + _json_line(payload) + b"\n\n"
 
 
 def error(exc: EdgechatError) -> bytes:

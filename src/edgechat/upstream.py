@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from edgechat.models import Usage
 
-__all__ = ["Delta", "DeltaKind", "UpstreamReader"]
+__all__ = ["TAIL_BYTES", "Delta", "DeltaKind", "Tail", "UpstreamReader"]
 
 
 class DeltaKind(enum.Enum):
@@ -94,7 +94,9 @@ class UpstreamReader:
     - ``finish_reason``: the last ``finish_reason`` seen (``"stop"``, ``"length"``…);
     - ``saw_done``: whether ``data: [DONE]`` arrived;
     - ``malformed_lines``: events (or a whole body) that could not be read, skipped;
-    - ``produced``: whether any non-empty text came out.
+    - ``produced``: whether any non-empty text came out;
+    - ``whole_body``: the object, when the answer was one JSON document
+      instead of a stream (set by ``finish``).
     """
 
     __slots__ = (
@@ -109,6 +111,7 @@ class UpstreamReader:
         "malformed_lines",
         "produced",
         "saw_done",
+        "whole_body",
     )
 
     def __init__(self) -> None:
@@ -125,6 +128,7 @@ class UpstreamReader:
         self.saw_done = False
         self.malformed_lines = 0
         self.produced = False
+        self.whole_body: dict[str, Any] | None = None
 
     @property
     def usage(self) -> Usage | None:
@@ -334,6 +338,63 @@ class UpstreamReader:
         if type(obj) is dict and type(obj.get("result")) is dict:
             obj = obj["result"]  # the REST API's envelope, should it ever appear
         if type(obj) is dict:
+            self.whole_body = obj
             self._absorb(obj, out)
         else:
             self.malformed_lines += 1
+
+
+# --- the end of a relayed stream ----------------------------------------------
+
+# The closing events (the last choice with its finish_reason, the usage
+# chunk, [DONE]) are a few hundred bytes; 16 KiB holds them even after a long
+# last delta, and parsing that much at the end costs well under a millisecond.
+TAIL_BYTES = 16 << 10
+# The last choice with its finish_reason, a usage-only chunk, the native
+# usage chunk, [DONE]: the ending is at most four events; a few more spare.
+TAIL_EVENTS = 6
+
+_BLANK_LINES = (b"\n\n", b"\r\n\r\n", b"\r\r")
+
+
+class Tail:
+    """The last ``TAIL_BYTES`` of a stream whose events Python does not read
+    one by one: enough to learn how it ended (finish reason, usage, ``[DONE]``)
+    and whether it stopped between two events."""
+
+    __slots__ = ("_bytes", "_cut")
+
+    def __init__(self) -> None:
+        self._bytes = b""
+        self._cut = False  # whether the stream's start has fallen out
+
+    def add(self, data: bytes) -> None:
+        if len(data) > TAIL_BYTES:
+            self._bytes, self._cut = data[-TAIL_BYTES:], True
+            return
+        kept = self._bytes + data
+        if len(kept) > TAIL_BYTES:
+            kept, self._cut = kept[-TAIL_BYTES:], True
+        self._bytes = kept
+
+    @property
+    def between_events(self) -> bool:
+        """Whether the stream so far ends with a complete event (or is empty)."""
+        return not self._bytes or self._bytes.endswith(_BLANK_LINES)
+
+    def read(self) -> UpstreamReader:
+        """A finished reader of the tail's last ``TAIL_EVENTS`` complete
+        events (one cut off at the front is skipped): its ``usage``,
+        ``finish_reason`` and ``saw_done`` are the stream's. Only the last few
+        are read because parsing costs (about 25 µs an event in Pyodide) and
+        the stream's ending is all they are read for."""
+        data = self._bytes
+        if b"\r" in data:
+            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        events = data.rsplit(b"\n\n", TAIL_EVENTS + 1)
+        if self._cut or len(events) > TAIL_EVENTS + 1:
+            del events[0]  # cut off at the front, or older than the last few
+        reader = UpstreamReader()
+        reader.feed(b"\n\n".join(events))
+        reader.finish()
+        return reader

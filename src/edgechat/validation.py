@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from edgechat.errors import BadRequest, PayloadTooLarge
+from edgechat.errors import BadRequest, body_too_large
 from edgechat.models import Model, lookup
 
-__all__ = ["ChatRequest", "Limits", "Message", "body_too_large", "parse_chat_request"]
+__all__ = ["ChatRequest", "Limits", "Message", "parse_chat_request"]
 
 Role = Literal["user", "assistant"]
 
@@ -77,12 +77,6 @@ _MESSAGE_FIELD_SET = frozenset(("role", "content"))
 def _reject_constant(_name: str) -> None:
     # NaN and Infinity are not JSON; Python's parser accepts them by default.
     raise ValueError("not JSON")
-
-
-def body_too_large(limit: int, detail: str) -> PayloadTooLarge:
-    """The one 413 for a body over ``limit`` bytes, however it was noticed
-    (Content-Length, counting a chunked upload, or the body in hand)."""
-    return PayloadTooLarge(f"The request body is larger than {limit} bytes.", detail=detail)
 
 
 def parse_chat_request(

@@ -4,7 +4,7 @@
 
 import { applyStrings, initialLang, saveLang, strings } from "./i18n.js";
 import { renderMarkdown } from "./markdown.js";
-import { readEvents } from "./sse.js";
+import { modelDelta, readEvents } from "./sse.js";
 import { requestMessages, Store } from "./store.js";
 
 const $ = (id) => document.getElementById(id);
@@ -364,11 +364,13 @@ async function run(conversation) {
     } else {
       await readEvents(res.body, (name, data) => {
         if (final) return;
-        if (name === "token" || name === "reasoning") {
-          if (typeof data.text !== "string") return;
+        if (name === "message") {
+          // The model's own events, as Workers AI sent them.
+          const { reasoning, content } = modelDelta(data);
+          if (!reasoning && !content) return;
           firstAt ||= performance.now();
-          if (name === "token") message.content += data.text;
-          else message.reasoning += data.text;
+          message.reasoning += reasoning;
+          message.content += content;
           scheduleRender();
         } else if (name === "done") {
           final = "done";

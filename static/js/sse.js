@@ -83,3 +83,20 @@ export async function readEvents(body, onEvent) {
   // SSE spec says; the caller sees no done/error and reports truncation.
   emit(parser.push(decoder.decode()));
 }
+
+const text = (value) => (typeof value === "string" ? value : "");
+
+/**
+ * The reasoning and answer text of one of the model's events, in either of
+ * Workers AI's shapes: an OpenAI chat.completion.chunk (GLM, Kimi; a whole
+ * chat.completion has `message` instead of `delta`) or {"response": …} (Llama).
+ */
+export function modelDelta(data) {
+  if (!data || typeof data !== "object") return { reasoning: "", content: "" };
+  if (Array.isArray(data.choices)) {
+    const choice = data.choices[0];
+    const delta = (choice && (choice.delta || choice.message)) || {};
+    return { reasoning: text(delta.reasoning_content || delta.reasoning), content: text(delta.content) };
+  }
+  return { reasoning: "", content: text(data.response) };
+}

@@ -1,15 +1,25 @@
-"""Shared assertions and requests of the black-box suite (edgechat's HTTP contract)."""
+"""Shared assertions and requests of the black-box suite (edgechat's HTTP contract).
+
+Streams are read with the one parser every suite shares (``tests/kit/sse.py``):
+``meta``, then the model's own events byte for byte, then one ``done`` or
+``error``. The builders here write upstream bytes the way Workers AI does, for
+emulator ``chunks`` scripts whose every byte a test can then look for in the
+body the client got.
+"""
 
 from __future__ import annotations
 
+import json
 import re
 import time
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
-from tests.api.sse import Parsed, SSEParser
+from tests.harness import EmulatorControl
+from tests.kit.sse import MODEL, PING, Event, Parsed, SSEParser
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 KIMI = "@cf/moonshotai/kimi-k2.6"
@@ -18,7 +28,10 @@ LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8"
 SSE_CONTENT_TYPE = "text/event-stream; charset=utf-8"
 SSE_CACHE_CONTROL = "no-cache, no-transform"
 
-# What must never reach a client: binding names, exception text, tracebacks.
+PING_BYTES = f"{PING}\n\n".encode()
+
+# What must never reach a client in edgechat's own words: binding names,
+# exception text, tracebacks, the system prompt.
 _LEAKS = (
     re.compile(r"\bAI\b"),
     re.compile(r"\bRATE_LIMITER\b"),
@@ -39,11 +52,60 @@ def user(text: str, **extra: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}], **extra}
 
 
+# --- upstream bytes, as Workers AI streams them ---------------------------------------
+
+DONE_MARKER = "data: [DONE]\n\n"
+
+
+def oa(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
+    """One OpenAI ``chat.completion.chunk`` event (GLM, Kimi)."""
+    choice: dict[str, Any] = {"index": 0, "delta": delta or {}}
+    if finish is not None:
+        choice["finish_reason"] = finish
+    body = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice], **extra}
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def content(text: str) -> str:
+    return oa({"content": text})
+
+
+def native(**fields: Any) -> str:
+    """One native event (Llama's ``{"response": …}``, or the closing usage chunk)."""
+    return f"data: {json.dumps(fields)}\n\n"
+
+
+def usage_chunk(usage: dict[str, int]) -> str:
+    return native(response="", usage=usage)
+
+
+def script_bytes(chunks: list[Any]) -> bytes:
+    """The bytes a ``chunks`` script sends (its strings; pauses send nothing)."""
+    data = b""
+    for chunk in chunks:
+        if isinstance(chunk, str):
+            data += chunk.encode()
+        else:
+            assert set(chunk) <= {"delay_ms"}, f"not plain bytes: {chunk}"
+    return data
+
+
+# --- assertions on replies -------------------------------------------------------------
+
+
 def assert_no_leak(text: str, *markers: str) -> None:
     for pattern in _LEAKS:
         assert not pattern.search(text), f"{pattern.pattern!r} leaked in {text!r}"
     for marker in markers:
         assert marker not in text, f"{marker!r} leaked in {text!r}"
+
+
+def assert_no_leak_in_our_events(parsed: Parsed, *markers: str) -> None:
+    """Nothing internal in what edgechat itself wrote (meta, done, error); the
+    model's events are the model's words, whatever they say."""
+    for event in parsed.events:
+        if event.name != MODEL:
+            assert_no_leak(json.dumps(event.data, ensure_ascii=False), *markers)
 
 
 def assert_error(response: httpx.Response, status: int, code: str, *markers: str) -> None:
@@ -77,13 +139,18 @@ def assert_retry_after(response: httpx.Response) -> int:
     return int(value)
 
 
+# --- one /chat exchange ------------------------------------------------------------------
+
+
 @dataclass
 class Chat:
-    """One /chat exchange: the response (body read) and, for streams, the parsed events."""
+    """One /chat exchange: the response, its body and, for streams, the parsed events."""
 
     response: httpx.Response
     body: bytes
     stream: Parsed | None
+    # What each read of the body completed (events and pings), one list per read.
+    reads: list[list[Event | str]] = field(default_factory=list)
 
     @property
     def events(self) -> Parsed:
@@ -93,6 +160,17 @@ class Chat:
         )
         return self.stream
 
+    def read_of(self, event: Event) -> int:
+        """The index of the read that completed ``event``."""
+        for index, items in enumerate(self.reads):
+            if any(item is event for item in items):
+                return index
+        raise AssertionError(f"{event} is not in this stream")
+
+    @property
+    def relayed(self) -> bytes:
+        return relayed(self.body)
+
 
 def post_chat(
     client: httpx.Client,
@@ -101,8 +179,12 @@ def post_chat(
     headers: dict[str, str] | None = None,
     content: bytes | None = None,
     limit_s: float = 30.0,
+    errors: str = "strict",
 ) -> Chat:
-    """POSTs to /chat and reads the whole answer, failing if it takes over ``limit_s``."""
+    """POSTs to /chat and reads the whole answer, failing if it takes over ``limit_s``.
+
+    A stream is parsed as it arrives (``errors="replace"`` for one that
+    relays invalid UTF-8), noting what each read completed."""
     deadline = time.monotonic() + limit_s
     kwargs: dict[str, Any] = {"headers": headers}
     if content is not None:
@@ -112,13 +194,51 @@ def post_chat(
     with client.stream("POST", "/chat", **kwargs) as response:
         if not response.headers.get("content-type", "").startswith("text/event-stream"):
             return Chat(response, response.read(), None)
+        parser = SSEParser(errors=errors)
         raw = b""
+        reads: list[list[Event | str]] = []
         for chunk in response.iter_raw():
             raw += chunk
+            reads.append(parser.feed(chunk))
             assert time.monotonic() < deadline, f"/chat still streaming after {limit_s} s"
-    parser = SSEParser()
-    parser.feed(raw)
-    return Chat(response, raw, parser.close())
+    return Chat(response, raw, parser.close(), reads)
+
+
+def relayed(body: bytes) -> bytes:
+    """The model's bytes as the client got them: everything between edgechat's
+    ``meta`` and its closing event, less the ``: ping`` comments written before
+    the model's first byte. (When the upstream stopped mid-event, the blank
+    line edgechat writes before its closing event is part of this.)"""
+    meta = b"event: meta\ndata: "
+    assert body.startswith(meta), f"the body does not start with meta: {body[:80]!r}"
+    start = body.index(b"\n\n") + 2
+    # edgechat's closing event is one line of JSON, so the last "event: " starts it.
+    end = body.rindex(b"event: ")
+    assert end >= start, f"no closing event after meta: {body[-200:]!r}"
+    assert body[:end].endswith((b"\n\n", b"\r\n\r\n", b"\r\r")), (
+        f"the closing event does not follow a blank line: {body[end - 40 :]!r}"
+    )
+    closing = body[end:]
+    assert closing.startswith((b"event: done\ndata: ", b"event: error\ndata: ")), closing
+    assert closing.endswith(b"\n\n"), closing
+    assert closing.count(b"\n") == 3, f"more than one event after the closing one: {closing!r}"
+    model = body[start:end]
+    while model.startswith(PING_BYTES):
+        model = model[len(PING_BYTES) :]
+    return model
+
+
+def assert_relayed(chat: Chat, sent: bytes) -> None:
+    """The body between ``meta`` and the closing event is exactly ``sent``, the
+    model's bytes, then at most the blank line edgechat writes before its own
+    event: always when ``sent`` stops mid-event, and allowed after a failure,
+    when the Worker cannot tell where the model stopped."""
+    got = chat.relayed
+    if sent.endswith((b"\n\n", b"\r\n\r\n", b"\r\r")) or sent == b"":
+        allowed = (sent, sent + b"\n\n") if chat.events.final.name == "error" else (sent,)
+    else:
+        allowed = (sent + b"\n\n",)
+    assert got in allowed, f"relayed {got!r}, expected one of {allowed!r}"
 
 
 def assert_stream_headers(response: httpx.Response) -> None:
@@ -128,20 +248,29 @@ def assert_stream_headers(response: httpx.Response) -> None:
     assert response.headers.get("x-content-type-options") == "nosniff"
 
 
+def assert_shape(parsed: Parsed, final: str = "done") -> None:
+    """meta, then the model's events (if any), then the one closing event."""
+    names = parsed.names
+    assert names[0] == "meta", names
+    assert names[-1] == final, names
+    assert set(names[1:-1]) <= {MODEL}, names
+    assert parsed.final.name == final
+
+
 def assert_meta(parsed: Parsed, model: str) -> str:
     meta = parsed.meta
     assert set(meta) == {"request_id", "model"}, meta
     assert meta["model"] == model, meta
     assert isinstance(meta["request_id"], str), meta
     assert meta["request_id"], meta
-    return meta["request_id"]
+    return str(meta["request_id"])
 
 
 def assert_done(parsed: Parsed, model: str, *, fallback_from: str | None = None) -> dict[str, Any]:
     """The stream ended with exactly one done, from ``model``; returns its data."""
     final = parsed.final
     assert final.name == "done", f"stream ended with {final.name}: {final.data}"
-    done = final.data
+    done: dict[str, Any] = final.data
     keys = {"model", "finish_reason", "usage", "cost_usd", "ttft_ms"}
     if fallback_from is not None:
         keys.add("fallback_from")
@@ -151,6 +280,7 @@ def assert_done(parsed: Parsed, model: str, *, fallback_from: str | None = None)
     # null when the model did not say (Llama's native stream never does).
     assert done["finish_reason"] is None or isinstance(done["finish_reason"], str), done
     usage = done["usage"]
+    assert isinstance(usage, dict), done
     assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens"}, usage
     for value in usage.values():
         assert isinstance(value, int), usage
@@ -159,6 +289,7 @@ def assert_done(parsed: Parsed, model: str, *, fallback_from: str | None = None)
         assert isinstance(done[number], int | float), done
         assert not isinstance(done[number], bool), done
         assert done[number] >= 0, done
+    assert_no_leak_in_our_events(parsed)
     return done
 
 
@@ -166,14 +297,17 @@ def assert_error_event(parsed: Parsed, code: str, *markers: str) -> dict[str, An
     """The stream ended with exactly one error event with ``code``; returns its data."""
     final = parsed.final
     assert final.name == "error", f"stream ended with {final.name}: {final.data}"
-    data = final.data
+    data: dict[str, Any] = final.data
     assert set(data) == {"code", "message", "retryable"}, data
     assert data["code"] == code, data
     assert isinstance(data["message"], str), data
     assert data["message"].strip(), data
     assert isinstance(data["retryable"], bool), data
-    assert_no_leak(data["message"], *markers)
+    assert_no_leak_in_our_events(parsed, *markers)
     return data
+
+
+# --- the upstream calls ------------------------------------------------------------------
 
 
 def system_then(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
@@ -184,3 +318,46 @@ def system_then(messages: list[dict[str, Any]], call: dict[str, Any]) -> None:
     assert sent[0]["content"].strip(), sent
     assert sent[1:] == messages, sent
     assert "prompt" not in call["inputs"], call["inputs"]
+
+
+def last_user_text(call: dict[str, Any]) -> str:
+    messages = call["inputs"].get("messages") or [{}]
+    return str(messages[-1].get("content", ""))
+
+
+def calls_before_a_later_request(
+    ai: EmulatorControl,
+    client: httpx.Client,
+    *,
+    headers: dict[str, str] | None = None,
+    timeout: float = 15.0,
+) -> list[dict[str, Any]]:
+    """The upstream calls logged before the call of a request sent now.
+
+    This is how a test proves what a finished request did *not* call: any call
+    it made started before the later request, so it is in this list. The later
+    request must be one the server passes on to the model."""
+    later = f"later-request-{uuid.uuid4().hex}"
+    post_chat(client, user(later), headers=headers)
+    deadline = time.monotonic() + timeout
+    while True:
+        calls = ai.calls()
+        for index, call in enumerate(calls):
+            if later in last_user_text(call):
+                return calls[:index]
+        assert time.monotonic() < deadline, f"the later request's call was not logged: {calls}"
+        time.sleep(0.02)
+
+
+def wait_for_call(
+    ai: EmulatorControl, *, timeout: float = 10.0, **match: Any
+) -> tuple[dict[str, Any], float]:
+    """The first logged call with these fields, and when (epoch ms) the test
+    saw it logged; fails if none is logged within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for call in ai.calls():
+            if all(call.get(key) == value for key, value in match.items()):
+                return call, time.time() * 1000
+        assert time.monotonic() < deadline, f"no call with {match} within {timeout} s"
+        time.sleep(0.01)

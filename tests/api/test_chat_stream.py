@@ -1,7 +1,9 @@
 """A successful /chat over HTTP: headers, the event protocol, the upstream call, the reader.
 
-The emulator plays the model; each test scripts the exact answer and checks
-that the client receives exactly that, framed as edgechat's events.
+The emulator plays the model; each test scripts the answer and checks that
+the client receives ``meta``, then exactly the model's bytes, then one closing
+event. ``chunks`` scripts fix every upstream byte, so the body between
+``meta`` and ``done`` can be compared byte for byte.
 """
 
 from __future__ import annotations
@@ -16,44 +18,62 @@ import httpx
 import pytest
 
 from tests.api.checks import (
+    DONE_MARKER,
     GLM,
     KIMI,
     LLAMA,
     assert_done,
     assert_error_event,
     assert_meta,
+    assert_relayed,
+    assert_shape,
     assert_stream_headers,
+    calls_before_a_later_request,
+    content,
+    native,
+    oa,
     post_chat,
+    relayed,
+    script_bytes,
     system_then,
+    usage_chunk,
     user,
 )
-from tests.api.sse import Parsed, SSEParser
 from tests.harness import EmulatorControl
+from tests.kit.sse import MODEL, Event, Parsed, SSEParser
 
 PRICES = {GLM: (0.06, 0.40), KIMI: (0.95, 4.00), LLAMA: (0.15, 0.29)}
 USAGE = {"prompt_tokens": 123, "completion_tokens": 45, "total_tokens": 168}
 
 
-def assert_order(parsed: Parsed, final: str = "done") -> None:
-    """meta, then reasoning, then tokens, then the one closing event."""
-    shape = " ".join(parsed.names)
-    assert re.fullmatch(rf"meta( reasoning)*( token)* {final}", shape), shape
+def b64(data: bytes) -> dict[str, str]:
+    """A ``chunks`` entry of exactly these bytes."""
+    return {"b64": base64.b64encode(data).decode()}
 
 
-def oa(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
-    """One OpenAI-style chunk event as the binding streams it."""
-    choice: dict[str, Any] = {"index": 0, "delta": delta or {}}
-    if finish is not None:
-        choice["finish_reason"] = finish
-    body = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice], **extra}
-    return f"data: {json.dumps(body)}\n\n"
+def assert_openai_chunks(parsed: Parsed) -> None:
+    """Every model event is what Workers AI streams for GLM/Kimi: a
+    ``chat.completion.chunk``, the native closing usage chunk, or ``[DONE]``."""
+    assert parsed.model_events, parsed.names
+    for event in parsed.model_events:
+        data = event.data
+        if data == "[DONE]":
+            continue
+        assert isinstance(data, dict), event
+        if "choices" in data:
+            assert data["object"] == "chat.completion.chunk", event
+        else:
+            assert data.get("response") == "", event
+            assert isinstance(data.get("usage"), dict), event
 
 
-def native(**fields: Any) -> str:
-    return f"data: {json.dumps(fields)}\n\n"
-
-
-DONE = "data: [DONE]\n\n"
+def assert_native_events(parsed: Parsed) -> None:
+    assert parsed.model_events, parsed.names
+    for event in parsed.model_events:
+        if event.data != "[DONE]":
+            assert isinstance(event.data, dict), event
+            assert set(event.data) <= {"response", "usage", "p"}, event
+            assert isinstance(event.data["response"], str), event
 
 
 # --- the protocol ---------------------------------------------------------------
@@ -66,12 +86,16 @@ def test_stream_headers_and_event_sequence(client: httpx.Client, ai: EmulatorCon
     chat = post_chat(client, user("Say hello"))
     assert_stream_headers(chat.response)
     parsed = chat.events
-    assert_order(parsed)
+    assert_shape(parsed)
     assert_meta(parsed, GLM)
-    assert parsed.text("token") == "Hello there, friend."
-    assert parsed.text("reasoning") == "Be kind."
-    for event in parsed.of("token") + parsed.of("reasoning"):
-        assert set(event.data) == {"text"}, event
+    assert_openai_chunks(parsed)
+    assert parsed.text() == "Hello there, friend."
+    assert parsed.reasoning() == "Be kind."
+    assert parsed.saw_done_marker
+    # The thinking comes first, as the model streamed it.
+    deltas = [e.data["choices"][0]["delta"] for e in parsed.model_events if "choices" in e.data]
+    kinds = ["r" if d.get("reasoning_content") else "c" if d.get("content") else "" for d in deltas]
+    assert re.fullmatch("r+c+", "".join(kinds)), kinds
     done = assert_done(parsed, GLM)
     assert done["finish_reason"] == "stop"
     assert done["usage"] == USAGE
@@ -86,21 +110,19 @@ def test_default_answer_arrives_whole_with_the_emulators_usage(
     question = "What is 2 + 2? 你好"
     chat = post_chat(client, user(question))
     parsed = chat.events
-    assert_order(parsed)
-    assert parsed.text("token") == (
+    assert_shape(parsed)
+    assert parsed.text() == (
         "This is the edgechat local Workers AI emulator, not a real model "
         f"({GLM}). You asked: «{question}»"
     )
-    assert parsed.text("reasoning").startswith("No model runs here")
+    assert parsed.reasoning().startswith("No model runs here")
     done = assert_done(parsed, GLM)
     (call,) = ai.wait_for_calls(1)
     # The emulator counts each message's tokens plus 2; its final usage is what
     # done reports. Recompute it from what the emulator was sent.
     sent = call["inputs"]["messages"]
     tokens = sum(len(_emulator_tokens(m["content"])) + 2 for m in sent)
-    completion = len(_emulator_tokens(parsed.text("reasoning"))) + len(
-        _emulator_tokens(parsed.text("token"))
-    )
+    completion = len(_emulator_tokens(parsed.reasoning())) + len(_emulator_tokens(parsed.text()))
     assert done["usage"] == {
         "prompt_tokens": tokens,
         "completion_tokens": completion,
@@ -122,6 +144,7 @@ def test_meta_comes_first_and_names_the_model(client: httpx.Client, ai: Emulator
     for alias, model_id in (("kimi", KIMI), ("llama", LLAMA), (GLM, GLM)):
         chat = post_chat(client, user("hi", model=alias))
         assert_stream_headers(chat.response)
+        assert_shape(chat.events)
         assert_meta(chat.events, model_id)
         assert_done(chat.events, model_id)
         assert chat.events.text() == "ok"
@@ -151,12 +174,123 @@ def test_request_ids_differ(client: httpx.Client, ai: EmulatorControl) -> None:
     assert len(ids) == 3
 
 
+def test_the_models_events_arrive_one_by_one(client: httpx.Client, ai: EmulatorControl) -> None:
+    # Paced like a model: each word is on the wire while the next is not yet written.
+    words = ["One", " two", " three", " four"]
+    chunks: list[Any] = [oa({"role": "assistant"})]
+    for word in words:
+        chunks += [content(word), {"delay_ms": 150}]
+    chunks += [oa({}, finish="stop"), usage_chunk(USAGE), DONE_MARKER]
+    ai.script({"chunks": chunks})
+    parser = SSEParser()
+    # For each event: the read that brought it, and whether the upstream call
+    # was still running then (the emulator logs a stream when it has ended).
+    arrivals: list[tuple[Event, int, bool]] = []
+    with client.stream("POST", "/chat", json=user("hi")) as response:
+        assert_stream_headers(response)
+        body = b""
+        for index, chunk in enumerate(response.iter_raw()):
+            body += chunk
+            for item in parser.feed(chunk):
+                if isinstance(item, Event):
+                    arrivals.append((item, index, ai.calls() == []))
+    parsed = parser.close()
+    assert_shape(parsed)
+    assert parsed.text() == "".join(words)
+    texts = [(e, read, running) for e, read, running in arrivals if e.name == MODEL and e.data]
+    worded = [(read, running) for e, read, running in texts if _content(e)]
+    assert len(worded) == len(words), arrivals
+    reads = [read for read, _ in worded]
+    assert reads == sorted(set(reads)), f"words arrived together, in reads {reads}"
+    assert all(running for _, running in worded), "a word arrived only after the model finished"
+    done_read = next(read for e, read, _ in arrivals if e.name == "done")
+    assert done_read > reads[-1]
+    assert relayed(body) == script_bytes(chunks)
+    assert_done(parsed, GLM)
+
+
+def _content(event: Event) -> str:
+    data = event.data
+    if not isinstance(data, dict) or not data.get("choices"):
+        return ""
+    return str(data["choices"][0].get("delta", {}).get("content") or "")
+
+
+# --- byte for byte -------------------------------------------------------------------
+
+_OPENAI = [
+    # Nothing to show yet: held back until the first text, then sent as it was.
+    oa({"role": "assistant", "content": ""}),
+    oa({}),
+    oa({"reasoning_content": "Let me think: <b>\"quoted\"</b>\\n 🤔"}),
+    content("Hello, 世界 \u2028 é"),
+    content(" and\nmore\r\nlines"),
+    oa({}, finish="stop"),
+    usage_chunk(USAGE),
+    DONE_MARKER,
+]
+_CRLF = [piece.replace("\n", "\r\n") for piece in _OPENAI]
+_NATIVE = [
+    native(response="Llama "),
+    native(response="says 你好"),
+    native(response="", usage=USAGE),
+    DONE_MARKER,
+]
+_NO_MARKER = [content("Without"), content(" a marker"), oa({}, finish="stop"), usage_chunk(USAGE)]
+_WITH_JUNK = [
+    ": a comment the model sent\n\n",
+    content("Junk"),
+    "data: {not json at all\n\n",
+    "id: 7\ndata: " + json.dumps({"choices": [{"index": 0, "delta": {"content": " in"}}]}) + "\n\n",
+    "data:" + json.dumps({"choices": [{"index": 0, "delta": {"content": " between"}}]}) + "\n\n",
+    usage_chunk(USAGE),
+    DONE_MARKER,
+]
+_WHOLE = "".join(_OPENAI).encode()
+_CUTS = [1, 3, 7, 61, 62, 63, 200, 201, 202, 350, len(_WHOLE) - 5]
+_SPLIT = [b64(_WHOLE[a:b]) for a, b in zip([0, *_CUTS], [*_CUTS, len(_WHOLE)], strict=True)]
+
+
+@pytest.mark.parametrize(
+    ("model", "chunks", "expected", "text"),
+    [
+        ("glm", _OPENAI, script_bytes(_OPENAI), "Hello, 世界 \u2028 é and\nmore\r\nlines"),
+        ("glm", _CRLF, script_bytes(_CRLF), "Hello, 世界 \u2028 é and\nmore\r\nlines"),
+        ("glm", _SPLIT, _WHOLE, "Hello, 世界 \u2028 é and\nmore\r\nlines"),
+        ("llama", _NATIVE, script_bytes(_NATIVE), "Llama says 你好"),
+        ("glm", _NO_MARKER, script_bytes(_NO_MARKER), "Without a marker"),
+        ("glm", _WITH_JUNK, script_bytes(_WITH_JUNK), "Junk in between"),
+    ],
+    ids=["openai", "crlf", "split-anywhere", "native", "no-done-marker", "comment-junk-fields"],
+)
+def test_the_body_between_meta_and_done_is_exactly_what_the_model_sent(
+    client: httpx.Client,
+    ai: EmulatorControl,
+    model: str,
+    chunks: list[Any],
+    expected: bytes,
+    text: str,
+) -> None:
+    ai.script({"chunks": chunks})
+    chat = post_chat(client, user("hi", model=model))
+    assert_stream_headers(chat.response)
+    parsed = chat.events
+    assert_shape(parsed)
+    assert chat.relayed == expected
+    assert parsed.text() == text
+    model_id = {"glm": GLM, "llama": LLAMA}[model]
+    assert_meta(parsed, model_id)
+    assert assert_done(parsed, model_id)["usage"] == USAGE
+
+
 def test_llama_native_stream(client: httpx.Client, ai: EmulatorControl) -> None:
     ai.script({"reply": {"content": "Native words arrive.", "usage": USAGE}})
     parsed = post_chat(client, user("hi", model="llama")).events
-    assert_order(parsed)
-    assert parsed.of("reasoning") == []
+    assert_shape(parsed)
+    assert_native_events(parsed)
+    assert parsed.reasoning() == ""
     assert parsed.text() == "Native words arrive."
+    assert parsed.saw_done_marker
     done = assert_done(parsed, LLAMA)
     assert done["usage"] == USAGE
     price_in, price_out = PRICES[LLAMA]
@@ -238,7 +372,8 @@ def test_temperature_is_passed_when_given(
 
 def test_reasoning_false_turns_thinking_off(client: httpx.Client, ai: EmulatorControl) -> None:
     parsed = post_chat(client, user("hi", reasoning=False)).events
-    assert parsed.of("reasoning") == []
+    assert parsed.reasoning() == ""
+    assert parsed.text()
     assert_done(parsed, GLM)
     (call,) = ai.wait_for_calls(1)
     assert call["inputs"]["chat_template_kwargs"] == {"enable_thinking": False}
@@ -249,7 +384,7 @@ def test_reasoning_is_streamed_when_not_turned_off(
     client: httpx.Client, ai: EmulatorControl, body_extra: dict[str, Any]
 ) -> None:
     parsed = post_chat(client, user("hi", **body_extra)).events
-    assert parsed.text("reasoning").startswith("No model runs here")
+    assert parsed.reasoning().startswith("No model runs here")
     assert_done(parsed, GLM)
     (call,) = ai.wait_for_calls(1)
     kwargs = call["inputs"].get("chat_template_kwargs", {})
@@ -269,14 +404,16 @@ INJECTION = (
 def test_model_text_cannot_inject_sse_fields(
     client: httpx.Client, ai: EmulatorControl, model: str
 ) -> None:
-    ai.script({"reply": {"content": INJECTION, "reasoning": "think\r\nevent: token\n\n"}})
+    ai.script({"reply": {"content": INJECTION, "reasoning": "think\r\nevent: done\n\n"}})
     chat = post_chat(client, user("hi", model=model))
-    parsed = chat.events  # the strict parser refuses any extra field or raw CR
-    assert_order(parsed)
+    parsed = chat.events  # the parser refuses an event: line that is not edgechat's
+    assert_shape(parsed)
+    assert parsed.pings == 0
+    assert b"\r" not in chat.body, "the model's text left its JSON string"
     assert parsed.text() == INJECTION
     if model == "glm":
-        assert parsed.text("reasoning") == "think\r\nevent: token\n\n"
-    assert parsed.final.name == "done"
+        assert parsed.reasoning() == "think\r\nevent: done\n\n"
+    assert parsed.final.data["model"] == {"glm": GLM, "llama": LLAMA}[model]
 
 
 # --- the reader, end to end ------------------------------------------------------------
@@ -291,9 +428,10 @@ def test_multibyte_text_split_anywhere_renders_exactly(
 ) -> None:
     ai.script({"reply": {"content": CJK_EMOJI, "reasoning": "想一想 🤔", "split_bytes": split}})
     parsed = post_chat(client, user("hi", model=model)).events
+    assert_shape(parsed)
     assert parsed.text() == CJK_EMOJI
     if model == "glm":
-        assert parsed.text("reasoning") == "想一想 🤔"
+        assert parsed.reasoning() == "想一想 🤔"
     assert_done(parsed, model_id)
 
 
@@ -303,39 +441,41 @@ def test_stream_without_done_marker_still_ends_with_done(
 ) -> None:
     ai.script({"reply": {"content": "No marker at the end.", "usage": USAGE, "done": False}})
     parsed = post_chat(client, user("hi", model=model, reasoning=False)).events
-    assert_order(parsed)
+    assert_shape(parsed)
+    assert not parsed.saw_done_marker
     assert parsed.text() == "No marker at the end."
     assert assert_done(parsed, model_id)["usage"] == USAGE
+
+
+WHOLE_OPENAI = {
+    "id": "c1",
+    "object": "chat.completion",
+    "model": GLM,
+    "choices": [
+        {
+            "index": 0,
+            "message": {
+                "role": "assistant",
+                "content": "Whole answer, 一次.",
+                "reasoning_content": "Quietly.",
+            },
+            "finish_reason": "stop",
+        }
+    ],
+    "usage": USAGE,
+}
 
 
 def test_whole_json_object_instead_of_stream_openai(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
-    ai.script(
-        {
-            "json": {
-                "id": "c1",
-                "object": "chat.completion",
-                "model": GLM,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {
-                            "role": "assistant",
-                            "content": "Whole answer, 一次.",
-                            "reasoning_content": "Quietly.",
-                        },
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": USAGE,
-            }
-        }
-    )
+    ai.script({"json": WHOLE_OPENAI})
     parsed = post_chat(client, user("hi")).events
-    assert_order(parsed)
+    # One event of the model's own shape, then the one closing event.
+    assert parsed.names == ["meta", MODEL, "done"]
+    assert parsed.model_events[0].data == WHOLE_OPENAI
     assert parsed.text() == "Whole answer, 一次."
-    assert parsed.text("reasoning") == "Quietly."
+    assert parsed.reasoning() == "Quietly."
     done = assert_done(parsed, GLM)
     assert done["usage"] == USAGE
     assert done["finish_reason"] == "stop"
@@ -344,28 +484,32 @@ def test_whole_json_object_instead_of_stream_openai(
 def test_whole_json_object_instead_of_stream_native(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
-    ai.script({"json": {"response": "Native whole answer.", "usage": USAGE}})
+    whole = {"response": "Native whole answer.", "usage": USAGE}
+    ai.script({"json": whole})
     parsed = post_chat(client, user("hi", model="llama")).events
-    assert_order(parsed)
+    assert parsed.names == ["meta", MODEL, "done"]
+    assert parsed.model_events[0].data == whole
     assert parsed.text() == "Native whole answer."
     assert assert_done(parsed, LLAMA)["usage"] == USAGE
 
 
-def test_malformed_line_is_skipped(client: httpx.Client, ai: EmulatorControl) -> None:
-    ai.script(
-        {
-            "chunks": [
-                oa({"content": "Hel"}),
-                "data: {not json at all\n\n",
-                oa({"content": "lo"}),
-                oa({}, finish="stop"),
-                native(response="", usage=USAGE),
-                DONE,
-            ]
-        }
-    )
-    parsed = post_chat(client, user("hi")).events
-    assert_order(parsed)
+def test_malformed_line_is_relayed_and_the_answer_still_ends_with_done(
+    client: httpx.Client, ai: EmulatorControl
+) -> None:
+    chunks = [
+        content("Hel"),
+        "data: {not json at all\n\n",
+        content("lo"),
+        oa({}, finish="stop"),
+        usage_chunk(USAGE),
+        DONE_MARKER,
+    ]
+    ai.script({"chunks": chunks})
+    chat = post_chat(client, user("hi"))
+    parsed = chat.events
+    assert_shape(parsed)
+    assert chat.relayed == script_bytes(chunks)
+    assert "{not json at all" in [event.data for event in parsed.model_events]
     assert parsed.text() == "Hello"
     done = assert_done(parsed, GLM)
     assert done["usage"] == USAGE
@@ -376,69 +520,96 @@ def test_reader_variants_in_one_stream(client: httpx.Client, ai: EmulatorControl
     # `reasoning` instead of `reasoning_content`, empty deltas, content null,
     # running usage on every chunk (the last one counts), then a native chunk.
     running = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
-    ai.script(
-        {
-            "chunks": [
-                oa({"reasoning": "Hmm, "}, usage=running),
-                oa({"reasoning_content": "yes."}),
-                oa({}),
-                oa({"content": None}),
-                oa({"role": "assistant", "content": ""}),
-                oa({"content": "Ans"}, usage=running),
-                oa({"content": "wer"}),
-                oa({}, finish="stop", usage={**running, "completion_tokens": 9}),
-                native(response="", usage=USAGE),
-                DONE,
-            ]
-        }
-    )
-    parsed = post_chat(client, user("hi")).events
-    assert_order(parsed)
-    assert parsed.text("reasoning") == "Hmm, yes."
+    chunks = [
+        oa({"reasoning": "Hmm, "}, usage=running),
+        oa({"reasoning_content": "yes."}),
+        oa({}),
+        oa({"content": None}),
+        oa({"role": "assistant", "content": ""}),
+        oa({"content": "Ans"}, usage=running),
+        oa({"content": "wer"}),
+        oa({}, finish="stop", usage={**running, "completion_tokens": 9}),
+        usage_chunk(USAGE),
+        DONE_MARKER,
+    ]
+    ai.script({"chunks": chunks})
+    chat = post_chat(client, user("hi"))
+    parsed = chat.events
+    assert_shape(parsed)
+    assert chat.relayed == script_bytes(chunks)
+    assert parsed.reasoning() == "Hmm, yes."
     assert parsed.text() == "Answer"
-    assert all(event.data["text"] for event in parsed.of("token")), "empty token events"
-    assert assert_done(parsed, GLM)["usage"] == USAGE
+    done = assert_done(parsed, GLM)
+    assert done["usage"] == USAGE
+    assert done["finish_reason"] == "stop"
 
 
 def test_split_events_across_chunks(client: httpx.Client, ai: EmulatorControl) -> None:
-    whole = oa({"content": "Sp"}) + oa({"content": "lit 字"}) + native(response="", usage=USAGE)
+    whole = content("Sp") + content("lit 字") + usage_chunk(USAGE)
     data = whole.encode()
-    pieces = [data[:7], data[7:8], data[8:41], data[41:90], data[90:], DONE.encode()]
-    ai.script({"chunks": [{"b64": base64.b64encode(p).decode()} for p in pieces]})
-    parsed = post_chat(client, user("hi")).events
-    assert parsed.text() == "Split 字"
-    assert assert_done(parsed, GLM)["usage"] == USAGE
+    pieces = [data[:7], data[7:8], data[8:41], data[41:90], data[90:], DONE_MARKER.encode()]
+    ai.script({"chunks": [b64(p) for p in pieces]})
+    chat = post_chat(client, user("hi"))
+    assert chat.relayed == b"".join(pieces)
+    assert chat.events.text() == "Split 字"
+    assert assert_done(chat.events, GLM)["usage"] == USAGE
+
+
+# --- upstreams that say nothing usable: exactly one error ----------------------------
 
 
 @pytest.mark.parametrize(
     "chunks",
     [
-        ["data: {garbage\n\n", "data: also not json\n\n", DONE],
+        ["data: {garbage\n\n", "data: also not json\n\n", DONE_MARKER],
         ["data: {garbage\n\n"],
         ["<html>502 Bad Gateway</html>"],
+        [b64(b"\xff\xfe\x00\x01garbage\x80\xc3(\n\n\x9f")],
+        [oa({"role": "assistant"}), oa({}), DONE_MARKER],
+        [],
+        ["\n\n  \r\n"],
     ],
-    ids=["garbage-then-done", "garbage-only", "html"],
+    ids=["garbage-then-done", "garbage-only", "html", "binary", "no-text", "empty", "blank"],
 )
-def test_nothing_but_garbage_ends_with_upstream_malformed(
-    client: httpx.Client, ai: EmulatorControl, chunks: list[str]
+def test_an_upstream_without_text_ends_with_one_upstream_malformed(
+    client: httpx.Client, ai: EmulatorControl, chunks: list[Any]
 ) -> None:
     ai.script({"chunks": chunks})
     chat = post_chat(client, user("hi"))
     assert_stream_headers(chat.response)
     parsed = chat.events
-    assert_order(parsed, final="error")
-    assert parsed.of("token") == []
+    # What the model sent was held back (no text came), so none of it is here.
+    assert parsed.names == ["meta", "error"]
+    assert chat.relayed == b""
     assert_error_event(parsed, "upstream_malformed", "garbage", "502 Bad Gateway")
+    assert b"garbage" not in chat.body
+
+
+def test_binary_after_text_is_relayed_then_one_closing_event(
+    client: httpx.Client, ai: EmulatorControl
+) -> None:
+    junk = b"\xff\xfe\x00\x01binary\x80\xc3("
+    ai.script({"chunks": [content("Text first"), b64(junk)]})
+    chat = post_chat(client, user("hi"), errors="replace")
+    parsed = chat.events
+    assert parsed.text() == "Text first"
+    # The model stopped mid-line; edgechat ends that line before its own event.
+    assert_relayed(chat, content("Text first").encode() + junk)
+    assert parsed.final.name in ("done", "error")
+    assert [event.name for event in parsed.events if event.name != MODEL] == [
+        "meta",
+        parsed.final.name,
+    ]
 
 
 def test_mid_stream_error_after_tokens_is_one_error_event(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
+    chunks: list[Any] = [content("Partial "), content("answer")]
     ai.script(
         {
             "chunks": [
-                oa({"content": "Partial "}),
-                oa({"content": "answer"}),
+                *chunks,
                 {"error": "3040: Capacity temporarily exceeded (detail-X81)"},
             ]
         }
@@ -446,9 +617,25 @@ def test_mid_stream_error_after_tokens_is_one_error_event(
     chat = post_chat(client, user("hi"))
     assert_stream_headers(chat.response)
     parsed = chat.events
-    assert_order(parsed, final="error")
+    assert_shape(parsed, final="error")
+    assert_relayed(chat, script_bytes(chunks))
     assert parsed.text() == "Partial answer"
     data = assert_error_event(parsed, "model_busy", "detail-X81", "Capacity")
     assert data["retryable"] is True
-    calls = ai.wait_for_calls(2, timeout=1.0)
-    assert len(calls) == 1, "a model was switched after tokens were sent"
+    assert b"detail-X81" not in chat.body
+    # No other model was asked once words had reached the client.
+    calls = calls_before_a_later_request(ai, client)
+    assert [call["model"] for call in calls] == [GLM]
+
+
+def test_mid_event_error_closes_the_event_before_the_error(
+    client: httpx.Client, ai: EmulatorControl
+) -> None:
+    ai.script(
+        {"chunks": [content("Half a"), 'data: {"choices": [{"ind', {"error": "3040: busy"}]}
+    )
+    chat = post_chat(client, user("hi"))
+    parsed = chat.events
+    assert_relayed(chat, (content("Half a") + 'data: {"choices": [{"ind').encode())
+    assert parsed.text() == "Half a"
+    assert_error_event(parsed, "model_busy")

@@ -1,38 +1,46 @@
 """Deadlines and heartbeats over HTTP, on a runner with small ones (FIRST_TOKEN_TIMEOUT_S,
 IDLE_TIMEOUT_S, TOTAL_TIMEOUT_S, HEARTBEAT_S): no request can hang, the upstream is
-aborted, and a silent model still keeps the connection visibly alive."""
+aborted and the stream ends with exactly one ``error``; a model silent before its
+first words is covered by ``: ping``, a silence mid-answer by the idle deadline."""
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 import httpx
 import pytest
 
 from tests.api.checks import (
+    DONE_MARKER,
     GLM,
     assert_done,
     assert_error_event,
     assert_meta,
+    assert_relayed,
+    assert_shape,
     assert_stream_headers,
+    content,
+    oa,
     post_chat,
+    script_bytes,
+    usage_chunk,
     user,
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
-from tests.api.sse import PING
+from tests.kit.sse import MODEL, PING, Event
 
+IDLE_S = 1.2
 DEADLINES = {
     "FIRST_TOKEN_TIMEOUT_S": "1.5",
-    "IDLE_TIMEOUT_S": "1.2",
+    "IDLE_TIMEOUT_S": str(IDLE_S),
     "TOTAL_TIMEOUT_S": "3",
     "HEARTBEAT_S": "0.2",
 }
+USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
 
 
-def delta(content: str) -> str:
-    choice = {"index": 0, "delta": {"content": content} if content else {}}
-    body = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice]}
-    return f"data: {json.dumps(body)}\n\n"
+def pause(seconds: float) -> dict[str, int]:
+    return {"delay_ms": round(seconds * 1000)}
 
 
 @pytest.fixture
@@ -46,6 +54,7 @@ def client(server: Server, new_client: ClientFactory) -> httpx.Client:
 
 
 def assert_aborted(server: Server) -> None:
+    """The one upstream call ended because edgechat aborted it."""
     calls = server.ai.wait_for_calls(1, timeout=5)
     assert len(calls) == 1, calls
     assert calls[0]["aborted"] is True, calls[0]
@@ -53,12 +62,14 @@ def assert_aborted(server: Server) -> None:
 
 def test_first_token_deadline(server: Server, client: httpx.Client) -> None:
     # Chunks keep coming (so the idle deadline never fires) but none has text.
-    server.ai.script({"chunks": [c for _ in range(20) for c in (delta(""), {"delay_ms": 400})]})
+    server.ai.script({"chunks": [c for _ in range(20) for c in (oa({}), pause(0.4))]})
     chat = post_chat(client, user("hi"), limit_s=15)
     assert_stream_headers(chat.response)
     parsed = chat.events
     assert_meta(parsed, GLM)
-    assert parsed.of("token") == []
+    # What the model sent had no text: held back, never relayed.
+    assert parsed.names == ["meta", "error"]
+    assert chat.relayed == b""
     data = assert_error_event(parsed, "deadline_exceeded")
     assert data["retryable"] is True
     assert_aborted(server)
@@ -68,16 +79,21 @@ def test_first_token_deadline_on_a_model_that_never_answers(
     server: Server, client: httpx.Client
 ) -> None:
     server.ai.script({"chunks": [{"stall": True}]})
-    parsed = post_chat(client, user("hi"), limit_s=15).events
+    chat = post_chat(client, user("hi"), limit_s=15)
+    parsed = chat.events
     assert parsed.names == ["meta", "error"]
+    assert parsed.pings > 0
     assert_error_event(parsed, "deadline_exceeded")
     assert_aborted(server)
 
 
 def test_idle_deadline_keeps_the_text_so_far(server: Server, client: httpx.Client) -> None:
-    server.ai.script({"chunks": [delta("Start"), delta(" of it"), {"stall": True}]})
-    parsed = post_chat(client, user("hi"), limit_s=15).events
-    assert " ".join(parsed.names) in ("meta token error", "meta token token error")
+    chunks: list[Any] = [content("Start"), content(" of it")]
+    server.ai.script({"chunks": [*chunks, {"stall": True}]})
+    chat = post_chat(client, user("hi"), limit_s=15)
+    parsed = chat.events
+    assert_shape(parsed, final="error")
+    assert_relayed(chat, script_bytes(chunks))
     assert parsed.text() == "Start of it"
     assert_error_event(parsed, "deadline_exceeded")
     assert_aborted(server)
@@ -85,48 +101,93 @@ def test_idle_deadline_keeps_the_text_so_far(server: Server, client: httpx.Clien
 
 def test_total_deadline_on_a_model_that_never_stops(server: Server, client: httpx.Client) -> None:
     words = [f" w{i}" for i in range(40)]
-    server.ai.script({"chunks": [c for word in words for c in (delta(word), {"delay_ms": 300})]})
-    parsed = post_chat(client, user("hi"), limit_s=20).events
+    server.ai.script({"chunks": [c for word in words for c in (content(word), pause(0.3))]})
+    chat = post_chat(client, user("hi"), limit_s=20)
+    parsed = chat.events
+    assert_shape(parsed, final="error")
     text = parsed.text()
     assert text, "no token before the total deadline"
     assert "".join(words).startswith(text)
     assert text != "".join(words)
-    assert parsed.names[-1] == "error"
+    # The model's first events, each as it was sent.
+    sent = len(parsed.model_events)
+    assert_relayed(chat, "".join(content(word) for word in words[:sent]).encode())
     assert_error_event(parsed, "deadline_exceeded")
     assert_aborted(server)
 
 
-def test_heartbeat_while_the_model_is_silent(server: Server, client: httpx.Client) -> None:
-    server.ai.script(
-        {
-            "chunks": [
-                {"delay_ms": 900},
-                delta("After a pause"),
-                {"delay_ms": 900},
-                delta(", more."),
-                'data: {"response":"","usage":{"prompt_tokens":3,"completion_tokens":2,'
-                '"total_tokens":5}}\n\n',
-                "data: [DONE]\n\n",
-            ]
-        }
-    )
-    parsed = post_chat(client, user("hi"), limit_s=15).events
+def test_heartbeat_while_the_model_is_silent_before_its_first_words(
+    server: Server, client: httpx.Client
+) -> None:
+    chunks: list[Any] = [
+        pause(0.9),
+        oa({"role": "assistant"}),  # no text yet: still silent for the client
+        pause(0.5),
+        content("After a pause"),
+        content(", more."),
+        usage_chunk(USAGE),
+        DONE_MARKER,
+    ]
+    server.ai.script({"chunks": chunks})
+    chat = post_chat(client, user("hi"), limit_s=15)
+    parsed = chat.events
     assert parsed.text() == "After a pause, more."
     assert_done(parsed, GLM)
     items = parsed.items
-    first_token = next(i for i, item in enumerate(items) if item != PING and item.name == "token")
-    assert PING in items[1:first_token], "no ping while waiting for the first token"
-    second_token = next(
-        i
-        for i, item in enumerate(items)
-        if i > first_token and item != PING and item.name == "token"
-    )
-    assert PING in items[first_token:second_token], "no ping during a silent gap"
+    first_model = next(i for i, item in enumerate(items) if isinstance(item, Event) and i > 0)
+    assert isinstance(items[first_model], Event)
+    assert items[first_model].name == MODEL
+    pings = items[1:first_model]
+    assert pings, "no ping while waiting for the first token"
+    assert set(pings) == {PING}, pings
+    assert parsed.pings == len(pings), "a ping after the model's first words"
+    # The pings came before the model's bytes, which follow untouched.
+    assert_relayed(chat, script_bytes(chunks))
+
+
+def test_a_silence_mid_answer_shorter_than_the_idle_deadline_ends_in_done(
+    server: Server, client: httpx.Client
+) -> None:
+    chunks: list[Any] = [
+        content("Before the pause"),
+        pause(IDLE_S / 2),
+        content(", after it."),
+        oa({}, finish="stop"),
+        usage_chunk(USAGE),
+        DONE_MARKER,
+    ]
+    server.ai.script({"chunks": chunks})
+    chat = post_chat(client, user("hi"), limit_s=15)
+    parsed = chat.events
+    assert_shape(parsed)
+    assert parsed.text() == "Before the pause, after it."
+    # Nothing was written into the silence: no ping once the model has spoken.
+    assert parsed.pings == 0
+    assert_relayed(chat, script_bytes(chunks))
+    assert assert_done(parsed, GLM)["finish_reason"] == "stop"
+    assert server.ai.wait_for_calls(1)[0]["aborted"] is False
+
+
+def test_a_silence_mid_answer_longer_than_the_idle_deadline_ends_in_error(
+    server: Server, client: httpx.Client
+) -> None:
+    # The silence ends before the total deadline: only the idle one can stop it.
+    before: list[Any] = [content("Before the pause")]
+    after: list[Any] = [content(", after it."), usage_chunk(USAGE), DONE_MARKER]
+    server.ai.script({"chunks": [*before, pause(IDLE_S + 0.8), *after]})
+    chat = post_chat(client, user("hi"), limit_s=15)
+    parsed = chat.events
+    assert_shape(parsed, final="error")
+    assert parsed.text() == "Before the pause"
+    assert_relayed(chat, script_bytes(before))
+    assert_error_event(parsed, "deadline_exceeded")
+    assert_aborted(server)
 
 
 def test_quick_answer_is_untouched_by_small_deadlines(server: Server, client: httpx.Client) -> None:
     server.ai.script({"reply": {"content": "quick answer"}})
     parsed = post_chat(client, user("hi"), limit_s=15).events
+    assert_shape(parsed)
     assert parsed.text() == "quick answer"
     assert_done(parsed, GLM)
     assert server.ai.wait_for_calls(1)[0]["aborted"] is False

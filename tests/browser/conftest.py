@@ -31,6 +31,7 @@ import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from tests.harness import ROOT
+from tests.kit.upstream import usage
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -171,6 +172,48 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
+# Notes every state the last answer is shown in, as the DOM changes (the page
+# renders at most once per animation frame), so a test can read afterwards
+# how an answer grew without sampling it against the clock.
+RECORD_ANSWER = """() => {
+  const states = (window.__answerStates = []);
+  let last = "";
+  const note = () => {
+    const article = [...document.querySelectorAll("#messages article.msg.assistant")].at(-1);
+    if (!article) return;
+    const details = article.querySelector("details.reasoning");
+    const state = {
+      busy: article.getAttribute("aria-busy") === "true",
+      reasoning_shown: !details.hidden,
+      reasoning_open: details.open,
+      summary: details.querySelector("summary").textContent,
+      reasoning: article.querySelector(".reasoning-body").textContent,
+      answer: article.querySelector(".answer").textContent.trim(),
+    };
+    const key = JSON.stringify(state);
+    if (key !== last) {
+      last = key;
+      states.push(state);
+    }
+  };
+  new MutationObserver(note).observe(document.getElementById("messages"), {
+    subtree: true, childList: true, characterData: true, attributes: true,
+  });
+}"""
+
+
+@dataclass(frozen=True)
+class AnswerState:
+    """What the reader saw of the last answer at one moment."""
+
+    busy: bool
+    reasoning_shown: bool
+    reasoning_open: bool
+    summary: str
+    reasoning: str
+    answer: str
+
+
 @dataclass
 class PageLog:
     console_errors: list[str] = field(default_factory=list)
@@ -226,6 +269,24 @@ class Chat:
     def csp_violations(self) -> list[str]:
         return list(self.page.evaluate("window.__csp"))
 
+    def serve_chat(self, *parts: str) -> None:
+        """Answers this tab's ``/chat`` requests with this stream body (delivered whole)."""
+        body = "".join(parts)
+        self.page.route(
+            "**/chat",
+            lambda route: route.fulfill(
+                status=200, content_type="text/event-stream; charset=utf-8", body=body
+            ),
+        )
+
+    def record_answers(self) -> None:
+        """From now on, notes every state the last answer is shown in."""
+        self.page.evaluate(RECORD_ANSWER)
+
+    def answer_states(self) -> list[AnswerState]:
+        """The states noted since ``record_answers``, in order, each once."""
+        return [AnswerState(**state) for state in self.page.evaluate("window.__answerStates")]
+
 
 @pytest.fixture
 def new_chat(browser: Any, relay: Relay) -> Iterator[Any]:
@@ -265,27 +326,39 @@ def chat(new_chat: Any) -> Chat:
     return made.open()
 
 
-# --- emulator scripts -----------------------------------------------------------------
+# --- hand-written /chat streams ---------------------------------------------------
+# For what the offline runner cannot be made to send. Each body is built as
+# edgechat frames it: ``meta``, the model's own events (tests.kit.upstream),
+# then one ``done`` or ``error`` after a blank line.
+
+GLM = "@cf/zai-org/glm-4.7-flash"
+LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8"
+
+# The blank line edgechat writes before its closing event, so that an upstream
+# that stopped mid-line cannot glue onto it.
+CLOSE_EVENT = "\n\n"
 
 
-def openai_chunk(**delta: str) -> str:
-    """One upstream chunk in the OpenAI shape (content=… or reasoning_content=…)."""
-    body = {"object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta}]}
-    return f"data: {json.dumps(body, ensure_ascii=False)}\n\n"
+def ours(name: str, data: dict[str, Any]) -> str:
+    """One of edgechat's own events."""
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
-def openai_finish(prompt_tokens: int = 12, completion_tokens: int = 5) -> list[str]:
-    usage = {
-        "prompt_tokens": prompt_tokens,
-        "completion_tokens": completion_tokens,
-        "total_tokens": prompt_tokens + completion_tokens,
-    }
-    body = {
-        "object": "chat.completion.chunk",
-        "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
-        "usage": usage,
-    }
-    return [f"data: {json.dumps(body)}\n\n", "data: [DONE]\n\n"]
+def meta(model: str = GLM) -> str:
+    return ours("meta", {"request_id": "browser-test", "model": model})
+
+
+def done(model: str = GLM, **extra: Any) -> str:
+    counts = usage()
+    data = {"model": model, "finish_reason": "stop", "usage": counts, "cost_usd": 1e-05}
+    return CLOSE_EVENT + ours("done", {**data, "ttft_ms": 40.0, **extra})
+
+
+def error(code: str, message: str, *, retryable: bool) -> str:
+    return CLOSE_EVENT + ours("error", {"code": code, "message": message, "retryable": retryable})
+
+
+# --- emulator calls -------------------------------------------------------------------
 
 
 def chat_messages(call: dict[str, Any]) -> list[tuple[str, str]]:

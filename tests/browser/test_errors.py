@@ -10,8 +10,18 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Chat, Relay, next_client_address, openai_chunk
+from tests.browser.conftest import (
+    GLM,
+    LLAMA,
+    Chat,
+    Relay,
+    done,
+    error,
+    meta,
+    next_client_address,
+)
 from tests.harness import ROOT, EmulatorControl, start_runner
+from tests.kit.upstream import native_chunk, openai_chunk, openai_end
 
 
 def test_an_error_event_mid_answer_keeps_the_partial_text_and_retry_answers(
@@ -116,18 +126,65 @@ def test_a_dropped_connection_mid_answer_is_shown_as_interrupted(
     expect(answer.get_by_role("button", name="Retry")).to_be_visible()
 
 
-def test_a_stream_that_ends_without_done_is_shown_as_interrupted(chat: Chat) -> None:
-    body = (
-        'event: meta\ndata: {"request_id":"r","model":"@cf/zai-org/glm-4.7-flash"}\n\n'
-        'event: token\ndata: {"text":"Cut short"}\n\n'
-    )
-    chat.page.route(
-        "**/chat",
-        lambda route: route.fulfill(status=200, content_type="text/event-stream", body=body),
-    )
+@pytest.mark.parametrize(
+    ("model", "events"),
+    [
+        pytest.param(GLM, [openai_chunk(content="Cut"), openai_chunk(content=" short")], id="glm"),
+        pytest.param(LLAMA, [native_chunk("Cut"), native_chunk(" short")], id="llama"),
+        # The upstream stopped mid-event, and nothing closed the stream.
+        pytest.param(
+            LLAMA, [native_chunk("Cut short"), 'data: {"response":" and th'], id="mid-line"
+        ),
+    ],
+)
+def test_a_stream_that_ends_without_done_is_shown_as_interrupted(
+    chat: Chat, model: str, events: list[str]
+) -> None:
+    chat.serve_chat(meta(model), *events)
     answer = chat.ask("Hi")
     expect(answer.locator(".answer")).to_have_text("Cut short")
     expect(answer.get_by_role("alert")).to_contain_text("cut off before it finished")
+    expect(answer.get_by_role("button", name="Retry")).to_be_visible()
+
+
+def test_done_markers_and_unreadable_model_events_are_not_shown(chat: Chat) -> None:
+    chat.serve_chat(
+        meta(),
+        ": ping\n\n",
+        openai_chunk(content=""),  # the opening chunk: an empty delta
+        openai_chunk(content="Only"),
+        "data: not json at all\n\n",
+        'data: {"choices": []}\n\n',
+        "data: 42\n\n",
+        openai_chunk(content=" this"),
+        native_chunk(" shows."),
+        *openai_end(),
+        # An upstream that stopped mid-line: edgechat's blank line ends it.
+        'data: {"response": "half',
+        done(),
+    )
+    answer = chat.ask("Hi")
+    expect(answer.locator(".answer")).to_have_text("Only this shows.")
+    expect(answer.locator(".stats")).to_contain_text("GLM 4.7 Flash")
+    expect(answer.get_by_role("alert")).to_have_count(0)
+    expect(answer.locator("details.reasoning")).to_be_hidden()
+    assert chat.log.page_errors == []
+
+
+def test_an_error_event_after_the_models_events_is_shown_with_the_partial_text(
+    chat: Chat,
+) -> None:
+    chat.serve_chat(
+        meta(),
+        openai_chunk(reasoning="Thinking it over."),
+        openai_chunk(content="Half of"),
+        'data: {"choices":[{"index":0,"delta":{"content":" it, cut',
+        error("model_busy", "The model is busy.", retryable=True),
+    )
+    answer = chat.ask("Hi")
+    expect(answer.locator(".answer")).to_have_text("Half of")
+    expect(answer.get_by_role("alert")).to_contain_text("The model is busy right now.")
+    expect(answer.get_by_role("button", name="Retry")).to_be_visible()
 
 
 def test_a_fallback_model_is_named_after_the_answer(chat: Chat, ai: EmulatorControl) -> None:

@@ -9,8 +9,9 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import ARTIFACTS, Chat, openai_chunk, openai_finish
+from tests.browser.conftest import ARTIFACTS, Chat
 from tests.harness import EmulatorControl
+from tests.kit.upstream import openai_chunk, openai_end
 
 SHOWCASE = """Here is a quick comparison of the two families:
 
@@ -34,12 +35,12 @@ Docs: [Workers AI](https://developers.cloudflare.com/workers-ai/)."""
 
 def _showcase(ai: EmulatorControl) -> None:
     chunks: list[object] = [
-        openai_chunk(reasoning_content="The user wants an overview. I'll add a table."),
+        openai_chunk(reasoning="The user wants an overview. I'll add a table."),
     ]
     for piece in SHOWCASE.split(" "):
         chunks.append(openai_chunk(content=piece + " "))
     ai.script(
-        {"match": {"contains": "compare"}, "chunks": [*chunks, *openai_finish(58, 120)]},
+        {"match": {"contains": "compare"}, "chunks": [*chunks, *openai_end(58, 120)]},
     )
 
 

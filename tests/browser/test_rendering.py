@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Chat
+from tests.browser.conftest import CLOSE_EVENT, Chat
 from tests.harness import EmulatorControl
+from tests.kit.upstream import native_chunk, openai_chunk, openai_end
 
 XSS_ANSWER = """Here are some tricks:
 
@@ -127,34 +129,48 @@ def test_markdown_renders_lists_code_with_a_copy_button_links_and_tables(
     expect(answer.locator("blockquote")).to_have_text("Eat well.")
 
 
+@pytest.mark.parametrize(
+    ("alias", "reasoning"),
+    [pytest.param("glm", "先想一想……", id="glm"), pytest.param("llama", None, id="llama")],
+)
 def test_chinese_split_inside_multibyte_characters_renders_correctly(
-    chat: Chat, ai: EmulatorControl
+    chat: Chat, ai: EmulatorControl, alias: str, reasoning: str | None
 ) -> None:
-    # Full-width punctuation on purpose: three bytes each in UTF-8.
+    # Full-width punctuation on purpose: three bytes each in UTF-8. The
+    # emulator cuts the model's whole byte stream after every byte.
     text = "你好，世界！边缘计算让模型离用户更近。😀 Emoji and 中文 mixed."  # noqa: RUF001
-    ai.script({"reply": {"content": text, "reasoning": "先想一想……", "split_bytes": 1}})
+    ai.script({"reply": {"content": text, "reasoning": reasoning, "split_bytes": 1}})
+    chat.model_picker().select_option(alias)
     answer = chat.ask("用中文回答")
     expect(answer.locator(".answer")).to_have_text(text)
-    answer.locator("summary").click()
-    expect(answer.locator(".reasoning-body")).to_have_text("先想一想……")
+    if reasoning is not None:
+        answer.locator("summary").click()
+        expect(answer.locator(".reasoning-body")).to_have_text(reasoning)
+    expect(answer.get_by_role("alert")).to_have_count(0)
     assert "\ufffd" not in answer.inner_text()
 
 
 def test_the_page_reader_reassembles_events_and_characters_cut_at_every_byte(
     chat: Chat,
 ) -> None:
-    """The page's SSE reader against a body delivered one byte per read, with
-    CRLF and CR line ends, comments and an unfinished last event."""
+    """The page's SSE reader and its reading of the model's events, against a
+    body delivered one byte per read: CRLF and CR line ends, comments, both
+    upstream shapes, [DONE], an upstream cut mid-line, an unfinished last event."""
+    body = (
+        'event: meta\r\ndata: {"request_id":"r1","model":"m"}\r\n\r\n'
+        ": ping\n\n"
+        + openai_chunk(reasoning="想一想")
+        + openai_chunk(content="你好").replace("\n", "\r\n")
+        + native_chunk("🙂 world").replace("\n", "\r")
+        + "".join(openai_end())
+        + 'data: {"response":"cut mid-li'
+        + CLOSE_EVENT
+        + 'event: done\ndata: {"model":"m"}\n\n'
+        + 'data: {"response":"unfinished"}\n'
+    )
     result = chat.page.evaluate(
-        """async () => {
-          const { readEvents } = await import("/js/sse.js");
-          const text =
-            'event: meta\\r\\ndata: {"request_id":"r1","model":"m"}\\r\\n\\r\\n' +
-            ': ping\\n\\n' +
-            'event: token\\ndata: {"text":"你好"}\\n\\n' +
-            'event: token\\rdata: {"text":"🙂 world"}\\r\\r' +
-            'event: done\\ndata: {"model":"m"}\\n\\n' +
-            'event: token\\ndata: {"text":"unfinished"}\\n';
+        """async (text) => {
+          const { modelDelta, readEvents } = await import("/js/sse.js");
           const bytes = new TextEncoder().encode(text);
           let i = 0;
           const body = new ReadableStream({
@@ -164,13 +180,20 @@ def test_the_page_reader_reassembles_events_and_characters_cut_at_every_byte(
             },
           });
           const events = [];
-          await readEvents(body, (name, data) => events.push([name, data]));
+          await readEvents(body, (name, data) =>
+            events.push(name === "message" ? [name, modelDelta(data)] : [name, data]),
+          );
           return events;
-        }"""
+        }""",
+        body,
     )
+    nothing = {"reasoning": "", "content": ""}
     assert result == [
         ["meta", {"request_id": "r1", "model": "m"}],
-        ["token", {"text": "你好"}],
-        ["token", {"text": "🙂 world"}],
+        ["message", {"reasoning": "想一想", "content": ""}],
+        ["message", {"reasoning": "", "content": "你好"}],
+        ["message", {"reasoning": "", "content": "🙂 world"}],
+        ["message", nothing],  # the choice that finishes, with the usage
+        ["message", nothing],  # the binding's {"response": "", "usage": …}
         ["done", {"model": "m"}],
     ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,43 +97,89 @@ Step = bytes | Delay | Fail | Stall
 class FakeUpstream:
     """``ports.UpstreamStream`` playing a script of chunks, delays, failures and stalls.
 
-    ``pipe`` passes each chunk through the transform and writes what it
-    returns, as the platform's native pipe does; a failed write raises
-    ``ClientGone``. As with the binding, a pipe that is running or started
-    after ``cancel`` fails with an ``UpstreamError`` (the abort errors the
-    stream).
+    Like the binding: ``read`` returns the next chunk as Python reads it;
+    after ``relay`` the rest is copied into the sink by a task of its own (the
+    platform's native pipe) while ``observe`` hands Python what went by. A
+    failed write ends the copy with ``ClientGone``; a cancel (abort) fails
+    whatever is running or starts later with an ``UpstreamError``.
+
+    ``reads`` and ``looks`` count the times Python touched the stream, and
+    ``chunks_relayed`` the chunks that went by without it.
     """
 
     def __init__(self, steps: Iterable[Step]) -> None:
         self._steps = list(steps)
         self._cancelled = asyncio.Event()
         self.cancel_calls = 0
-        self.pipes = 0
-        self.chunks_piped = 0
+        self.reads = 0
+        self.looks = 0
+        self.chunks_relayed = 0
+        self.relays = 0
+        self._seen: list[bytes] = []
+        self._seen_changed = asyncio.Event()
+        self._copy: asyncio.Task[None] | None = None
 
     @property
     def cancelled(self) -> bool:
         return self._cancelled.is_set()
 
-    async def pipe(self, sink: Sink, transform: Callable[[bytes], bytes | None]) -> None:
-        self.pipes += 1
+    def _abort_error(self) -> UpstreamError:
+        return UpstreamError("AbortError: The operation was aborted")
+
+    async def _next(self) -> bytes | None:
+        """The next chunk of the script, playing delays, failures and stalls."""
         while True:
             if self.cancelled:
-                raise UpstreamError("AbortError: The operation was aborted")
+                raise self._abort_error()
             if not self._steps:
-                return
+                return None
             step = self._steps.pop(0)
             if isinstance(step, bytes):
-                self.chunks_piped += 1
-                out = transform(step)
-                if out:
-                    await sink.write(out)
-            elif isinstance(step, Fail):
+                return step
+            if isinstance(step, Fail):
                 raise step.error
-            elif isinstance(step, Delay):
+            if isinstance(step, Delay):
                 await self._sleep(step.seconds)
             else:
                 await self._cancelled.wait()
+
+    async def read(self) -> bytes | None:
+        assert self._copy is None, "read() after relay()"
+        self.reads += 1
+        return await self._next()
+
+    async def relay(self, sink: Sink) -> FakeRelay:
+        assert self._copy is None, "relay() twice"
+        self.relays += 1
+        self._copy = asyncio.ensure_future(self._pump(sink))
+        self._copy.add_done_callback(lambda _: self._seen_changed.set())
+        return FakeRelay(self)
+
+    async def _pump(self, sink: Sink) -> None:
+        while (chunk := await self._next()) is not None:
+            self.chunks_relayed += 1
+            await sink.write(chunk)
+            self._seen.append(chunk)
+            self._seen_changed.set()
+
+    async def observe(self) -> bytes | None:
+        self.looks += 1
+        copy = self._copy
+        assert copy is not None
+        while not self._seen and not copy.done():
+            self._seen_changed.clear()
+            await self._seen_changed.wait()
+        if self._seen:
+            seen = b"".join(self._seen)
+            self._seen.clear()
+            return seen
+        if copy.exception() is not None:
+            raise copy.exception()  # type: ignore[misc]
+        return None
+
+    async def finished(self) -> None:
+        assert self._copy is not None
+        await asyncio.shield(self._copy)
 
     async def _sleep(self, seconds: float) -> None:
         # A delay ends early when the call is aborted, as a real fetch would.
@@ -143,6 +189,19 @@ class FakeUpstream:
     async def cancel(self) -> None:
         self.cancel_calls += 1
         self._cancelled.set()
+
+
+class FakeRelay:
+    """``ports.Relay`` of a ``FakeUpstream``."""
+
+    def __init__(self, upstream: FakeUpstream) -> None:
+        self._upstream = upstream
+
+    async def observe(self) -> bytes | None:
+        return await self._upstream.observe()
+
+    async def finished(self) -> None:
+        await self._upstream.finished()
 
 
 @dataclass

@@ -12,6 +12,7 @@ from edgechat import app
 from edgechat.errors import UpstreamBusy, UpstreamMisconfigured, UpstreamRateLimited
 from edgechat.http import Incoming, Reply
 from edgechat.models import catalog_json, find
+from tests.kit.sse import MODEL, Parsed, parse
 
 from .fakes import (
     STALL,
@@ -24,7 +25,6 @@ from .fakes import (
     usage,
 )
 from .fakes import openai_stream as openai
-from .sse_parser import parse_stream
 
 SELF = "https://chat.example.com"
 GLM_ID = "@cf/zai-org/glm-4.7-flash"
@@ -65,11 +65,16 @@ def platform(
     )
 
 
-def serve(request: Incoming, where: FakePlatform, sink: FakeSink | None = None) -> Reply:
+def serve(
+    request: Incoming,
+    where: FakePlatform,
+    sink: FakeSink | None = None,
+    settings: app.SettingsOnce | None = None,
+) -> Reply:
     """``handle`` then, for a stream, the whole body into ``sink``, as the runtime does."""
 
     async def run() -> Reply:
-        reply = await app.handle(request, where)
+        reply = await app.handle(request, where, settings)
         if reply.stream is not None:
             await asyncio.wait_for(reply.stream(sink or FakeSink()), 1.5)
         return reply
@@ -92,9 +97,8 @@ def error_body(reply: Reply) -> dict[str, str]:
     return result
 
 
-def events(sink: FakeSink) -> list[tuple[str, dict[str, Any]]]:
-    parsed, _ = parse_stream(sink.body)
-    return [(name, json.loads(data)) for name, data in parsed]
+def events(sink: FakeSink) -> Parsed:
+    return parse(sink.body)
 
 
 # --- routing ----------------------------------------------------------------------
@@ -259,10 +263,12 @@ def test_chat_streams_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
         "X-Request-Id": request_id,
     }
     got = events(sink)
-    assert [name for name, _ in got] == ["meta", "token", "done"]
-    assert got[0][1] == {"request_id": request_id, "model": GLM_ID}
-    assert got[1][1] == {"text": "Hi!"}
-    assert got[2][1]["usage"] == USAGE
+    # meta, the model's chunk, its usage chunk and [DONE], then done.
+    assert got.names == ["meta", MODEL, MODEL, MODEL, "done"]
+    assert got.meta == {"request_id": request_id, "model": GLM_ID}
+    assert got.text() == "Hi!"
+    assert got.saw_done_marker
+    assert got.final.data["usage"] == USAGE
     assert sink.closed == 1
     assert where.body_reads == [65536]
     assert where.ai.models_called == [GLM_ID]
@@ -298,9 +304,10 @@ def test_chat_logs_fallback_and_reports_it(capsys: pytest.CaptureFixture[str]) -
     ai = FakeAi({GLM_ID: UpstreamBusy("3040"), LLAMA_ID: native_stream("Hi", usage=USAGE)})
     sink = FakeSink()
     serve(chat_request(), platform(ai=ai), sink)
-    done = events(sink)[-1]
-    assert done[0] == "done"
-    assert done[1]["fallback_from"] == GLM_ID
+    done = events(sink).final
+    assert done.name == "done"
+    assert done.data["fallback_from"] == GLM_ID
+    assert events(sink).text() == "Hi"
     record = log_record(capsys)
     assert record["model"] == LLAMA_ID
     assert record["fallback_from"] == GLM_ID
@@ -313,7 +320,15 @@ def test_chat_logs_an_error_after_the_stream_started(capsys: pytest.CaptureFixtu
     sink = FakeSink()
     reply = serve(chat_request(), platform(ai=ai), sink)
     assert reply.status == 200
-    assert [name for name, _ in events(sink)] == ["meta", "token", "error"]
+    got = events(sink)
+    assert got.names == ["meta", MODEL, "error"]
+    assert got.text() == "Hi"
+    assert got.final.data == {
+        "code": "model_unavailable",
+        "message": UpstreamMisconfigured.public_message,
+        "retryable": False,
+    }
+    assert b"5007" not in sink.body
     record = log_record(capsys)
     assert record["status"] == 200
     assert record["error_code"] == "model_unavailable"
@@ -504,6 +519,66 @@ def test_chat_binding_that_never_answers_is_a_timeout(capsys: pytest.CaptureFixt
     record = log_record(capsys)
     assert record["status"] == 504
     assert record["error_code"] == "deadline_exceeded"
+
+
+# --- settings: read once per isolate -------------------------------------------------
+
+
+class CountingPlatform(FakePlatform):
+    """Counts the ``[vars]`` look-ups."""
+
+    var_reads: int = 0
+
+    def var(self, name: str) -> object:
+        self.var_reads += 1
+        return super().var(name)
+
+
+def test_settings_once_reads_the_vars_on_the_first_request_only() -> None:
+    once = app.SettingsOnce()
+    first = CountingPlatform(vars={"MODELS": "llama,glm", "DEFAULT_MODEL": "llama"})
+    later = CountingPlatform(vars={"MODELS": "glm"})
+    for where in (first, later, later):
+        reply = serve(incoming("GET", "/api/models"), where, settings=once)
+        # The isolate's settings are the first request's: [vars] do not change
+        # while an isolate lives.
+        assert [entry["alias"] for entry in json.loads(reply.body)] == ["llama", "glm"]
+    assert first.var_reads > 0
+    assert later.var_reads == 0
+
+
+def test_without_settings_once_every_request_reads_its_vars() -> None:
+    for models, aliases in (("llama", ["llama"]), ("glm,kimi", ["glm", "kimi"])):
+        where = CountingPlatform(vars={"MODELS": models, "DEFAULT_MODEL": aliases[0],
+                                       "FALLBACK_CHAIN": aliases[0]})  # fmt: skip
+        reply = serve(incoming("GET", "/api/models"), where)
+        assert [entry["alias"] for entry in json.loads(reply.body)] == aliases
+        assert where.var_reads > 0
+
+
+def test_settings_once_does_not_keep_a_bad_configuration(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    once = app.SettingsOnce()
+    bad = serve(incoming("GET", "/healthz"), platform(MODELS="gpt-4o"), settings=once)
+    assert bad.status == 500
+    assert log_record(capsys)["error_detail"].startswith("ValueError: MODELS")
+    again = serve(incoming("GET", "/healthz"), platform(MODELS="gpt-4o"), settings=once)
+    assert again.status == 500  # reported on every request until it is fixed
+    capsys.readouterr()
+    fixed = serve(incoming("GET", "/api/models"), platform(MODELS="llama",
+                  DEFAULT_MODEL="llama", FALLBACK_CHAIN="llama"), settings=once)  # fmt: skip
+    assert fixed.status == 200
+    assert [entry["alias"] for entry in json.loads(fixed.body)] == ["llama"]
+
+
+def test_settings_once_serves_a_whole_chat() -> None:
+    once = app.SettingsOnce()
+    sink = FakeSink()
+    reply = serve(chat_request(), platform(), sink, settings=once)
+    assert reply.status == 200
+    assert events(sink).text() == "Hi!"
+    assert events(sink).final.name == "done"
 
 
 # --- failures of our own ---------------------------------------------------------------

@@ -1,15 +1,12 @@
 from __future__ import annotations
 
-import json
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from edgechat import sse
 from edgechat.errors import UpstreamBusy
-
-from .sse_parser import parse_stream
+from tests.kit.sse import MODEL, Event, parse
 
 LINE_BREAKERS = "\r\n\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e"
 INJECTIONS = ["event: done", "data: x", "\n\nevent: error\ndata: {}\n\n", "id: 1", "\r\r"]
@@ -20,6 +17,23 @@ tricky_text = st.lists(
     ),
     max_size=8,
 ).map("".join)
+json_values = st.recursive(
+    st.one_of(tricky_text, st.integers(), st.booleans(), st.none()),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(tricky_text, inner)),
+    max_leaves=10,
+)
+payloads = st.dictionaries(tricky_text, json_values, max_size=5)
+
+
+def one_physical_line(chunk: bytes, prefix_lines: int) -> None:
+    """The event is its prefix lines, one line of JSON and the blank line, for
+    any line splitter, even one that breaks on more than CR and LF."""
+    assert b"\r" not in chunk
+    assert chunk.count(b"\n") == prefix_lines + 2
+    assert len(chunk.decode().splitlines()) == prefix_lines + 2  # ..., JSON, ""
+
+
+# --- event: our named events -----------------------------------------------------
 
 
 def test_event_exact_bytes() -> None:
@@ -29,20 +43,9 @@ def test_event_exact_bytes() -> None:
 
 
 def test_event_keeps_unicode_readable() -> None:
-    assert sse.event("token", {"text": "你好 🙂"}) == (
-        'event: token\ndata: {"text":"你好 🙂"}\n\n'.encode()
+    assert sse.event("done", {"text": "你好 🙂"}) == (
+        'event: done\ndata: {"text":"你好 🙂"}\n\n'.encode()
     )
-
-
-def test_token_and_reasoning_match_generic_event() -> None:
-    for text in ["", "a", 'say "hi"\n', "x\u2028y", "\\"]:
-        assert sse.token(text) == sse.event("token", {"text": text})
-        assert sse.reasoning(text) == sse.event("reasoning", {"text": text})
-
-
-def test_ping_is_a_comment() -> None:
-    assert sse.PING == b": ping\n\n"
-    assert parse_stream(sse.PING) == ([], 1)
 
 
 @pytest.mark.parametrize("name", ["", "a\nb", "a\rb", "a:b", "x\u2028", "tab\t", "\x00"])
@@ -65,57 +68,134 @@ def test_event_accepts_any_mapping() -> None:
 
 
 def test_unicode_line_separators_are_escaped() -> None:
-    assert sse.token("a\u2028b\u2029c\x85d") == (
-        b'event: token\ndata: {"text":"a\\u2028b\\u2029c\\u0085d"}\n\n'
+    assert sse.event("done", {"text": "a\u2028b\u2029c\x85d"}) == (
+        b'event: done\ndata: {"text":"a\\u2028b\\u2029c\\u0085d"}\n\n'
     )
 
 
 def test_lone_surrogate_becomes_a_json_escape() -> None:
-    chunk = sse.token("a\ud800b")
-    assert chunk == b'event: token\ndata: {"text":"a\\ud800b"}\n\n'
-    events, _ = parse_stream(chunk)
-    assert json.loads(events[0][1]) == {"text": "a\ud800b"}
+    chunk = sse.event("meta", {"text": "a\ud800b"})
+    assert chunk == b'event: meta\ndata: {"text":"a\\ud800b"}\n\n'
+    assert parse(chunk).meta == {"text": "a\ud800b"}
+
+
+# --- data: an unnamed event in the model's own shape -----------------------------
+
+
+def test_data_exact_bytes() -> None:
+    assert sse.data({"response": "Hi", "n": 1}) == b'data: {"response":"Hi","n":1}\n\n'
+
+
+def test_data_is_read_as_a_model_event() -> None:
+    body = {"choices": [{"message": {"content": "你好", "reasoning_content": "hmm"}}]}
+    parsed = parse(sse.data(body))
+    assert parsed.model_events == [Event(MODEL, body)]
+    assert (parsed.text(), parsed.reasoning()) == ("你好", "hmm")
+
+
+def test_data_escapes_line_separators_and_lone_surrogates() -> None:
+    chunk = sse.data({"response": "a\u2028b\x85c\ud800"})
+    assert chunk == b'data: {"response":"a\\u2028b\\u0085c\\ud800"}\n\n'
+    assert parse(chunk).model_events[0].data == {"response": "a\u2028b\x85c\ud800"}
+
+
+def test_data_refuses_non_json_values() -> None:
+    with pytest.raises(ValueError, match="JSON compliant"):
+        sse.data({"response": "x", "score": float("inf")})
+
+
+# --- error, PING, CLOSE_EVENT --------------------------------------------------------
 
 
 def test_error_event_carries_only_public_fields() -> None:
     exc = UpstreamBusy("3040: internal detail about binding AI")
     chunk = sse.error(exc)
-    events, _ = parse_stream(chunk)
-    ((name, data),) = events
-    assert name == "error"
-    assert json.loads(data) == {
-        "code": "model_busy",
-        "message": exc.public_message,
-        "retryable": True,
-    }
+    final = parse(chunk).final
+    assert final == Event(
+        "error", {"code": "model_busy", "message": exc.public_message, "retryable": True}
+    )
     assert b"internal" not in chunk
     assert b"binding" not in chunk
 
 
-@given(text=tricky_text)
-def test_token_is_exactly_one_event_whatever_the_text(text: str) -> None:
-    chunk = sse.token(text)
-    events, comments = parse_stream(chunk)
-    assert comments == 0
-    assert len(events) == 1
-    name, data = events[0]
-    assert name == "token"
-    assert json.loads(data) == {"text": text}
-    # One physical line of data, even for splitters that break on more than CR/LF.
-    assert chunk.count(b"\n") == 3
-    assert b"\r" not in chunk
-    assert len(chunk.decode().splitlines()) == 3
+def test_ping_is_a_comment() -> None:
+    parsed = parse(sse.PING)
+    assert parsed.pings == 1
+    assert parsed.events == []
 
 
-@given(
-    name=st.sampled_from(["meta", "done", "error", "reasoning", "x-y_z"]),
-    data=st.dictionaries(st.text(), st.one_of(tricky_text, st.integers(), st.booleans())),
-    text=tricky_text,
+@pytest.mark.parametrize(
+    "left_open",
+    [
+        b'data: {"response":"cut mid-str',  # inside a line
+        b'data: {"response":"x"}\n',  # a complete line, the event not dispatched
+        b'data: {"response":"x"}\r',  # a CR that may be half of a CRLF
+        b"data: [DONE]\n\n",  # between events: the blank line is harmless
+        b"",
+    ],
 )
-def test_event_round_trips_arbitrary_data(name: str, data: dict[str, object], text: str) -> None:
-    stream = sse.event(name, data) + sse.PING + sse.event("token", {"text": text})
-    events, comments = parse_stream(stream)
-    assert comments == 1
-    assert [event for event, _ in events] == [name, "token"]
-    assert json.loads(events[0][1]) == data
-    assert json.loads(events[1][1]) == {"text": text}
+def test_close_event_ends_whatever_the_upstream_left_open(left_open: bytes) -> None:
+    done = {"model": "glm"}
+    parsed = parse(left_open + sse.CLOSE_EVENT + sse.event("done", done))
+    assert parsed.final == Event("done", done)
+    # What the upstream left is its own event, not glued onto ours.
+    assert all(event.name == MODEL for event in parsed.events[:-1])
+
+
+# --- properties ------------------------------------------------------------------------
+
+
+@given(payload=payloads)
+def test_data_is_exactly_one_event_whatever_the_payload(payload: dict[str, object]) -> None:
+    chunk = sse.data(payload)
+    parsed = parse(chunk)
+    assert parsed.pings == 0
+    assert parsed.events == [Event(MODEL, payload)]
+    one_physical_line(chunk, prefix_lines=0)
+
+
+@given(name=st.sampled_from(["meta", "done", "error"]), payload=payloads)
+def test_event_is_exactly_one_event_whatever_the_payload(
+    name: str, payload: dict[str, object]
+) -> None:
+    chunk = sse.event(name, payload)
+    assert parse(chunk).events == [Event(name, payload)]
+    one_physical_line(chunk, prefix_lines=1)
+
+
+@given(meta=payloads, model=payloads, text=tricky_text, done=payloads)
+def test_a_whole_stream_round_trips_arbitrary_data(
+    meta: dict[str, object], model: dict[str, object], text: str, done: dict[str, object]
+) -> None:
+    stream = (
+        sse.event("meta", meta)
+        + sse.PING
+        + sse.data(model)
+        + sse.data({"response": text})
+        + sse.event("done", done)
+    )
+    parsed = parse(stream)
+    assert parsed.pings == 1
+    assert parsed.events == [
+        Event("meta", meta),
+        Event(MODEL, model),
+        Event(MODEL, {"response": text}),
+        Event("done", done),
+    ]
+
+
+# Bytes an upstream may have stopped in the middle of (no event: lines: those
+# are ours alone, and Workers AI does not send them).
+LEFTOVERS = ['data: {"response":"x"}', "data: [DON", "data", ":", ": ping", "id: 1", "retry: 9"]
+LINE_ENDS_AND_BITS = ["\r", "\n", "\r\n", " ", "你", '"', "{"]
+upstream_leftovers = st.lists(st.sampled_from([*LEFTOVERS, *LINE_ENDS_AND_BITS]), max_size=12).map(
+    "".join
+)
+
+
+@given(left_open=upstream_leftovers, done=payloads)
+def test_close_event_then_ours_is_our_event_whatever_came_before(
+    left_open: str, done: dict[str, object]
+) -> None:
+    parsed = parse(left_open.encode() + sse.CLOSE_EVENT + sse.event("done", done))
+    assert parsed.final == Event("done", done)

@@ -507,3 +507,177 @@ def test_any_cut_of_a_whole_json_body_reads_the_same(
     deltas, reader = read(cut(body, positions))
     assert texts(deltas) == (reasoning, text)
     assert reader.malformed_lines == 0
+
+
+# --- Tail: the end of a relayed stream -------------------------------------------
+
+TAIL = upstream.TAIL_BYTES
+
+
+def openai_event(delta: dict[str, str], finish_reason: str | None = None) -> bytes:
+    choice: dict[str, Any] = {"index": 0, "delta": delta}
+    if finish_reason is not None:
+        choice["finish_reason"] = finish_reason
+    obj = {"object": "chat.completion.chunk", "choices": [choice]}
+    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
+
+
+USAGE_EVENT = (
+    b'data: {"response":"","usage":{"prompt_tokens":7,"completion_tokens":900,'
+    b'"total_tokens":907}}\n\n'
+)
+ENDING = openai_event({"content": "."}, "length") + USAGE_EVENT + b"data: [DONE]\n\n"
+
+
+def long_stream(size: int) -> bytes:
+    """An answer of about ``size`` bytes of token events, then the closing events."""
+    body = b"".join(openai_event({"content": f"tok{i} 你"}) for i in range(size // 60 + 1))
+    return body + ENDING
+
+
+def tail_of(chunks: Iterable[bytes]) -> upstream.Tail:
+    tail = upstream.Tail()
+    for chunk in chunks:
+        tail.add(chunk)
+    return tail
+
+
+def assert_reads_the_ending(reader: UpstreamReader) -> None:
+    assert reader.finish_reason == "length"
+    assert reader.usage == {"prompt_tokens": 7, "completion_tokens": 900, "total_tokens": 907}
+    assert reader.saw_done
+    assert reader.malformed_lines == 0
+
+
+def test_tail_of_a_short_stream_reads_like_the_whole_stream() -> None:
+    for stream in (NATIVE_EXAMPLE, OPENAI_EXAMPLE):
+        _, whole = read([stream])
+        got = tail_of(bytewise(stream)).read()
+        assert (got.usage, got.finish_reason, got.saw_done) == (
+            whole.usage,
+            whole.finish_reason,
+            whole.saw_done,
+        )
+        assert got.malformed_lines == 0
+
+
+def test_tail_without_the_closing_events_reports_none_of_them() -> None:
+    reader = tail_of([openai_event({"content": "Hi"}), openai_event({"content": "!"})]).read()
+    assert (reader.usage, reader.finish_reason, reader.saw_done) == (None, None, False)
+
+
+@pytest.mark.parametrize(
+    ("data", "between"),
+    [
+        (b"", True),
+        (b"data: x\n\n", True),
+        (b"data: x\r\n\r\n", True),
+        (b"data: x\r\r", True),
+        (b"data: x\n\ndata: [DONE]\n\n", True),
+        (b'data: {"response":"cut', False),
+        (b"data: x\n", False),  # the line ended, the event did not
+        (b"data: x\r\n", False),
+        (b"data: x\r", False),
+        (b"data: x\n\ndata", False),
+    ],
+)
+def test_between_events(data: bytes, between: bool) -> None:
+    assert tail_of([data]).between_events is between
+    assert tail_of(bytewise(data)).between_events is between
+
+
+def test_between_events_follows_the_latest_bytes() -> None:
+    tail = upstream.Tail()
+    tail.add(b'data: {"response":"a"}\n\n')
+    assert tail.between_events
+    tail.add(b'data: {"resp')
+    assert not tail.between_events
+    tail.add(b'onse":"b"}\n')
+    assert not tail.between_events
+    tail.add(b"\n")
+    assert tail.between_events
+
+
+def test_between_events_after_the_start_fell_out() -> None:
+    stream = long_stream(3 * TAIL)
+    assert tail_of([stream]).between_events
+    assert not tail_of([stream, b'data: {"respo']).between_events
+    assert not tail_of([stream[:-1]]).between_events
+
+
+@pytest.mark.parametrize("step", [1000, 4096, TAIL - 1, TAIL, TAIL + 1])
+def test_a_long_stream_is_read_from_its_last_bytes(step: int) -> None:
+    stream = long_stream(5 * TAIL)
+    assert len(stream) > 5 * TAIL
+    tail = tail_of(stream[i : i + step] for i in range(0, len(stream), step))
+    # The stream's start fell out, and with it an event cut in two: that
+    # half is skipped, not counted as a malformed line.
+    assert_reads_the_ending(tail.read())
+
+
+def test_a_big_single_chunk() -> None:
+    stream = long_stream(10 * TAIL)
+    assert len(stream) > 10 * TAIL
+    tail = tail_of([stream])
+    assert_reads_the_ending(tail.read())
+    assert tail.between_events
+    # Small chunks after the big one are kept with the big one's end.
+    tail.add(openai_event({"content": "more"}, "stop"))
+    assert tail.read().finish_reason == "stop"
+    assert tail.read().usage is not None
+
+
+def test_a_tail_that_starts_in_the_middle_of_the_last_event_reads_nothing_of_it() -> None:
+    event = openai_event({"content": "x" * (2 * TAIL)}, "stop")
+    reader = tail_of([long_stream(TAIL), event]).read()
+    # The only event left has lost its start: it is not read, and not malformed.
+    assert reader.finish_reason is None
+    assert reader.malformed_lines == 0
+
+
+def test_read_after_a_cut_does_not_mistake_the_cut_half_for_an_event() -> None:
+    # The first kept bytes would read as an event with usage if taken from
+    # where the cut fell; in the stream they are the end of a comment line.
+    lookalike = USAGE_EVENT
+    after = openai_event({"content": "end"}, "stop")
+    # A comment line fills the tail up to exactly TAIL_BYTES, so that the cut
+    # falls right after the ": " that makes the lookalike a comment.
+    fill = TAIL - len(lookalike) - len(after)
+    kept = lookalike + b":" + b"." * (fill - 2) + b"\n" + after
+    assert len(kept) == TAIL
+    stream = openai_event({"content": "start"}) + b": " + kept
+    _, whole = read([stream])
+    assert whole.usage is None  # the lookalike is a comment
+
+    reader = tail_of([stream]).read()
+    assert reader.usage is None
+    assert reader.finish_reason == "stop"
+    assert reader.malformed_lines == 0
+    reader = tail_of(cut(stream, range(0, len(stream), 777))).read()
+    assert reader.usage is None
+    assert reader.finish_reason == "stop"
+
+
+def test_a_stream_of_exactly_tail_bytes_keeps_its_first_event() -> None:
+    # Nothing has fallen out of a tail that holds exactly TAIL_BYTES, however
+    # the bytes arrived: the one event is read.
+    head = b'data: {"choices":[{"index":0,"delta":{"content":"'
+    end = b'"},"finish_reason":"stop"}]}\n\n'
+    event = head + b"x" * (TAIL - len(head) - len(end)) + end
+    assert len(event) == TAIL
+    for chunks in ([event], [event[:10], event[10:]]):
+        reader = tail_of(chunks).read()
+        assert reader.finish_reason == "stop"
+        assert reader.malformed_lines == 0
+
+
+@settings(max_examples=50)
+@given(data=st.data())
+def test_any_cut_of_a_long_stream_reads_the_same_ending(data: st.DataObject) -> None:
+    stream = long_stream(data.draw(st.integers(0, 3 * TAIL)))
+    if data.draw(st.booleans()):
+        stream = stream.replace(b"\n", b"\r\n")
+    positions = data.draw(st.lists(st.integers(0, len(stream)), max_size=30))
+    tail = tail_of(cut(stream, positions))
+    assert_reads_the_ending(tail.read())
+    assert tail.between_events

@@ -4,6 +4,7 @@
 // real Workers AI REST API when Cloudflare credentials are in the environment.
 import { readFileSync } from "node:fs";
 import { getPlatformProxy } from "wrangler";
+import { systemStream } from "./streams.mjs";
 
 // The Python `workers` SDK decides how to convert arguments and results by a
 // binding's JS class name (KvNamespace, Ratelimit, Fetcher, Ai, …). The
@@ -42,17 +43,33 @@ export function parseDotenv(text) {
   return vars;
 }
 
+// `env.AI` as workerd hands it over: `run()` resolves a streamed answer to an
+// internal byte stream (ai-api.ts returns the fetch body), so BYOB reads,
+// `readAtLeast`, a native tee() and the native pipe work on it as at the edge.
+// The stream pulls one upstream chunk per read; cancelling it cancels the
+// upstream, and an upstream error errors it with the same reason.
+export class Ai {
+  #inner;
+  constructor(inner) {
+    this.#inner = inner;
+  }
+  async run(model, inputs, options) {
+    const result = await this.#inner.run(model, inputs, options);
+    return result instanceof ReadableStream ? systemStream(result) : result;
+  }
+}
+
 async function makeAi(log) {
   const { CLOUDFLARE_ACCOUNT_ID: accountId, CLOUDFLARE_API_TOKEN: apiToken } = process.env;
   if (accountId && apiToken) {
     const baseUrl = process.env.EDGECHAT_AI_BASE_URL || undefined;
     log(`AI: real Workers AI via the REST API${baseUrl ? ` at ${baseUrl}` : ""}`);
-    const { Ai } = await import("../emulator/rest.mjs");
-    return new Ai({ accountId, apiToken, baseUrl });
+    const { Ai: RestClient } = await import("../emulator/rest.mjs");
+    return new Ai(new RestClient({ accountId, apiToken, baseUrl }));
   }
   log("AI: local Workers AI emulator (set CLOUDFLARE_ACCOUNT_ID and CLOUDFLARE_API_TOKEN for real models)");
   const { createEmulator } = await import("../emulator/node.mjs");
-  return createEmulator();
+  return new Ai(createEmulator());
 }
 
 export async function createEnv({ config, configPath, varsFile, log }) {

@@ -12,6 +12,7 @@ import { unstable_readConfig } from "wrangler";
 import { createEnv } from "./bindings.mjs";
 import { ExecutionContext, PendingWork } from "./context.mjs";
 import { loadWorker } from "./python.mjs";
+import "./streams.mjs";
 
 // Synchronous, so the last lines before an exit are not lost.
 const log = (message) => writeSync(2, `[runner] ${message}\n`);
@@ -86,7 +87,9 @@ async function sendResponse(req, res, response) {
     return;
   }
   const reader = response.body.getReader();
-  const stop = () => reader.cancel(new Error("client disconnected")).catch(() => {});
+  // workerd cancels the body with DISCONNECTED "pump canceled", which the
+  // Worker sees as this error (internal.c++ pumpTo, jsg/util.c++).
+  const stop = () => reader.cancel(new Error("Network connection lost.")).catch(() => {});
   res.on("close", stop);
   try {
     for (;;) {

@@ -8,6 +8,9 @@ import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { loadPyodide, version as pyodideVersion } from "pyodide";
 import { ExecutionContext, PendingWork } from "./context.mjs";
+// Installs IdentityTransformStream and workerd's stream semantics on
+// globalThis before the Worker is imported (Pyodide's `js` is globalThis).
+import "./streams.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const WORKER_ROOT = "/session/metadata";

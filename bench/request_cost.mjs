@@ -1,0 +1,156 @@
+// Python's fixed cost per request, stage by stage: the Worker is loaded in
+// this process exactly as the runner loads it (same Pyodide, same bindings,
+// the emulator at zero delay), and each stage is called many times from
+// JavaScript while process.cpuUsage() counts the CPU it takes. No HTTP: the
+// figures are the Worker's own.
+//
+//   npm run bench:cost [-- --requests N]
+//
+// Stages, each including the ones before it:
+//   1. the call into Pyodide: an async Python function returning a Response
+//      made in JavaScript;
+//   2. the SDK's wrappers: Default(ctx, env), workers.Request around the JS
+//      request, a workers.Response converted back;
+//   3. GET /healthz through edgechat (routing, headers, the request log line);
+//   4. POST /chat with a 50-token answer, body read to the end;
+//   and, beside them, the JS pass-through Worker's /chat over the same binding.
+import { writeFileSync } from "node:fs";
+import { cpus } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { unstable_readConfig } from "wrangler";
+import { createEnv } from "../tools/runner/bindings.mjs";
+import { ExecutionContext } from "../tools/runner/context.mjs";
+import { loadWorker } from "../tools/runner/python.mjs";
+import { median, ROOT } from "./lib.mjs";
+
+const { values } = parseArgs({
+  options: { requests: { type: "string", default: "400" }, rounds: { type: "string", default: "3" } },
+});
+const REQUESTS = Number(values.requests);
+const ROUNDS = Number(values.rounds);
+const MODEL = "@cf/zai-org/glm-4.7-flash";
+const quiet = () => {};
+
+// A Python module beside the Worker with stages 1 and 2.
+const PROBES = `
+from workers import Request, Response, WorkerEntrypoint
+
+
+class Bare(WorkerEntrypoint):
+    async def fetch(self, request):
+        return Response("ok")
+
+
+async def call_only(js_request, js_env, js_ctx, js_response):
+    return js_response
+
+
+async def sdk_wrappers(js_request, js_env, js_ctx):
+    response = await Bare(js_ctx, js_env).fetch(Request(js_request))
+    return response.js_object
+`;
+
+function chatRequest(content) {
+  const body = JSON.stringify({ messages: [{ role: "user", content }], model: MODEL, max_tokens: 256 });
+  return new Request("http://127.0.0.1/chat", {
+    method: "POST",
+    headers: { "content-type": "application/json", "cf-connecting-ip": "127.0.0.9" },
+    body,
+  });
+}
+
+async function drain(response) {
+  const reader = response.body.getReader();
+  let bytes = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return bytes;
+    bytes += value.byteLength;
+  }
+}
+
+// CPU microseconds per call of each stage: rounds go through the stages in
+// turn, so a burst of noise from elsewhere on the machine hits all alike;
+// the median round counts.
+async function cpuPerCall(stages) {
+  for (const [, once] of stages) for (let i = 0; i < 50; i += 1) await once(); // warm up
+  const rounds = stages.map(() => []);
+  for (let round = 0; round < ROUNDS; round += 1) {
+    for (const [index, [, once]] of stages.entries()) {
+      const before = process.cpuUsage();
+      for (let i = 0; i < REQUESTS; i += 1) await once();
+      const used = process.cpuUsage(before);
+      rounds[index].push((used.user + used.system) / REQUESTS);
+    }
+  }
+  return stages.map(([name], index) => [name, median(rounds[index])]);
+}
+
+async function main() {
+  const configPath = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
+  let config;
+  try {
+    config = unstable_readConfig({ config: configPath });
+  } catch {
+    throw new Error(`${configPath} is missing: run npm run bench:chat once, which writes it`);
+  }
+  process.env.EDGECHAT_AI_DELAY_MS = "0";
+  const script = join(ROOT, ".cache", "bench-cost-script.json");
+  const words = Array.from({ length: 50 }, (_, i) => (i ? ` w${i}` : "w0")).join("");
+  writeFileSync(script, JSON.stringify({ rules: [{ match: { contains: "short" }, reply: { content: words } }] }));
+  process.env.EDGECHAT_AI_SCRIPT = script;
+
+  const bindings = await createEnv({ config, configPath, log: quiet });
+  const { env } = bindings;
+  const worker = await loadWorker({
+    projectDir: ROOT,
+    mainPath: join(ROOT, "src/entry.py"),
+    compatibilityFlags: config.compatibility_flags ?? [],
+    env,
+    cacheDir: join(ROOT, ".cache"),
+    log: quiet,
+  });
+  const { pyodide, pending } = worker;
+  const probes = pyodide.runPython(`${PROBES}\n(call_only, sdk_wrappers)`);
+  const [callOnly, sdkWrappers] = probes.toJs({ depth: 1 });
+  const passthrough = (await import(join(ROOT, "bench/passthrough-js/worker.mjs"))).default;
+  const jsResponse = new Response("ok");
+  // The request log goes to stdout from Python; keep it out of the figures' way.
+  pyodide.setStdout({ batched: quiet });
+
+  const healthz = () => new Request("http://127.0.0.1/healthz", { headers: { "cf-connecting-ip": "127.0.0.9" } });
+  const stages = [
+    ["1. call into Pyodide", () => callOnly(healthz(), env, new ExecutionContext(pending), jsResponse)],
+    ["2. + the SDK's Request/Response wrappers", async () => (await sdkWrappers(healthz(), env, new ExecutionContext(pending))).text()],
+    ["3. GET /healthz through edgechat", async () => (await worker.fetch(healthz())).text()],
+    ["4. POST /chat, 50-token answer", async () => drain(await worker.fetch(chatRequest("short please")))],
+    ["   JS pass-through, same /chat", async () => drain(await passthrough.fetch(chatRequest("short please"), env, new ExecutionContext(pending)))],
+  ];
+  if (process.env.EDGECHAT_BENCH_PROFILE) {
+    // Where stage 4's Python time goes, by function (cProfile inside Pyodide).
+    pyodide.runPython("import cProfile\n_profile = cProfile.Profile()\n_profile.enable()");
+    for (let i = 0; i < REQUESTS; i += 1) await stages[3][1]();
+    pyodide.setStdout({ batched: (line) => console.log(line) });
+    pyodide.runPython("_profile.disable()\nimport pstats\ns = pstats.Stats(_profile); s.sort_stats('cumtime').print_stats('edgechat|workers|entry', 25); s.sort_stats('tottime').print_stats(25)");
+    pyodide.setStdout({ batched: quiet });
+  }
+  const results = await cpuPerCall(stages);
+  await pending.drain();
+
+  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}; ${ROUNDS} × ${REQUESTS} calls per stage, median`);
+  console.log("CPU per request (µs), in-process, no HTTP:");
+  for (const [name, us] of results) console.log(`  ${name.padEnd(44)} ${us.toFixed(0).padStart(6)}`);
+  const [s1, s2, s3, s4, js] = results.map(([, us]) => us);
+  console.log("where Python's cost goes:");
+  console.log(`  the call into Pyodide ${s1.toFixed(0)} µs; the SDK's wrappers ${(s2 - s1).toFixed(0)} µs;` +
+    ` edgechat's routing and log ${(s3 - s2).toFixed(0)} µs; the /chat work beyond /healthz ${(s4 - s3).toFixed(0)} µs`);
+  console.log(`  /chat added over the JS pass-through: ${(s4 - js).toFixed(0)} µs per request`);
+  await bindings.dispose();
+  process.exit(0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});

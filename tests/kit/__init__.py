@@ -1,0 +1,1 @@
+"""What every test suite shares: the stream parser, upstream builders, the catalog."""

@@ -1,0 +1,183 @@
+"""The runner's model of workerd's native streams, exercised from Python in
+the runner's Pyodide (the probe Worker's /streams/* routes run the
+experiments in tests/fixtures/probe/worker/stream_probes.py).
+
+What workerd does is cited from its source (cloudflare/workerd, HEAD
+6552d999c79e); tools/runner/README.md ("Streams") lists what the runner
+models. The JavaScript details are in tests/js/runner-streams.test.mjs.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import httpx
+
+from tests.harness import EmulatorControl, Runner
+
+SSE = ["data: 1\n\n", "data: 22\n\n", "data: 333\n\n", "data: [DONE]\n\n"]
+
+
+def probe_json(runner: Runner, name: str, **query: str) -> Any:
+    response = httpx.get(runner.base_url + f"/streams/{name}", params=query, timeout=15)
+    assert response.status_code == 200, response.text
+    return response.json()
+
+
+def kv_value(runner: Runner, key: str) -> Any:
+    response = httpx.get(runner.base_url + "/kv", params={"key": key}, timeout=10)
+    return response.json()["value"]
+
+
+def chunks_rule(*chunks: object, contains: str = "x") -> dict[str, Any]:
+    return {"match": {"contains": contains}, "chunks": list(chunks)}
+
+
+def test_identity_transform_stream_is_a_rendezvous_byte_pipe(probe: Runner) -> None:
+    seen = probe_json(probe, "identity")
+    # identity-transform-stream.c++: a write waits until a read has taken it.
+    assert seen["write_pending_before_read"] is True
+    assert seen["write_settled_after_read"] is True
+    # Its readable is a byte stream: the read above was readAtLeast on a BYOB reader.
+    assert seen["read"] == "hello "
+    # internal.c++ processChunk: a str is written as UTF-8, other values are
+    # refused per write and the stream stays usable; empty writes are no-ops.
+    assert seen["string_read"] == "w\u00f6rld"
+    assert seen["number_write"].startswith("TypeError: This TransformStream is being used as")
+    assert seen["empty_write_settles_at_once"] is True
+    assert seen["after_refusal"] == "still usable"
+    assert seen["done_after_close"] is True
+    # Cancelling the readable rejects the pending write and every later one.
+    assert seen["pending_write_after_cancel"] == "Error: client went away"
+    assert seen["next_write_after_cancel"] == "Error: client went away"
+
+
+def test_ai_result_is_a_byte_stream_read_with_a_minimum(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    probe_ai.script(chunks_rule(*SSE))
+    seen = probe_json(probe, "ai-byob", prompt="x", min="20", size="64")
+    # Each read fills from as many upstream chunks as the minimum needs; a
+    # short read only at EOF, then done (workerd: done=false with the bytes).
+    assert seen["reads"] == [
+        {"done": False, "text": SSE[0] + SSE[1] + SSE[2]},
+        {"done": False, "text": SSE[3]},
+        {"done": True, "bytes": 0},
+    ]
+    assert seen["type"] == "Uint8Array"
+
+
+def test_read_at_least_on_the_ai_result(probe: Runner, probe_ai: EmulatorControl) -> None:
+    probe_ai.script(chunks_rule(*SSE))
+    seen = probe_json(probe, "ai-byob", prompt="x", min="15", api="readAtLeast")
+    assert seen["reads"] == [
+        {"done": False, "text": SSE[0] + SSE[1]},
+        {"done": False, "text": SSE[2] + SSE[3]},
+        {"done": True, "bytes": 0},
+    ]
+
+
+def test_tee_of_the_ai_result_buffers_for_the_slow_branch(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    probe_ai.script(chunks_rule(*SSE))
+    seen = probe_json(probe, "ai-tee", prompt="x")
+    assert seen["kinds"] == ["bytes", "bytes"]
+    assert seen["fast_reads"] == SSE
+    # One BYOB read of the slow branch takes everything it has accumulated.
+    assert seen["slow_first_read"] == "".join(SSE)
+    assert seen["slow_then_done"] is True
+
+
+def test_cancelling_the_ai_result_cancels_the_upstream(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    probe_ai.script(chunks_rule("data: 1\n\n", {"stall": True}))
+    assert probe_json(probe, "ai-cancel", prompt="x") == {"first": "data: 1\n\n"}
+    (call,) = probe_ai.wait_for_calls(1)
+    assert call["aborted"] is True
+
+
+def test_an_upstream_error_errors_the_ai_result_with_its_message(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    probe_ai.script(chunks_rule("data: 1\n\n", {"error": "3040: busy"}))
+    seen = probe_json(probe, "ai-error", prompt="x")
+    assert seen == {"first": "data: 1\n\n", "error": "Error: 3040: busy"}
+
+
+def test_native_pipe_aborted_while_waiting_upstream_drops_the_source_keeps_the_body(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    probe_ai.script(chunks_rule("data: first\n\n", {"stall": True}))
+    seen = probe_json(probe, "pipe-native-abort", prompt="x")
+    assert seen["first"] == "data: first\n\n"
+    assert seen["pipe"] == "Error: stop relaying"
+    # internal.c++ handlePromise: the source is errored even with preventCancel
+    # (and its upstream dropped) ...
+    assert seen["source_locked"] is False
+    assert seen["source_read"] == "Error: stop relaying"
+    (call,) = probe_ai.wait_for_calls(1)
+    assert call["aborted"] is True
+    # ... while the destination, not aborted, still takes our closing event.
+    assert seen["dest_read"] == "closing event"
+    assert seen["dest_write_error"] is None
+
+
+def test_native_pipe_aborted_while_a_write_waits_breaks_the_body(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    probe_ai.script(chunks_rule("data: first\n\n", {"stall": True}))
+    seen = probe_json(probe, "pipe-native-abort", prompt="x", when="write-pending")
+    assert seen["first"] == "d"
+    assert seen["pipe"] == "Error: stop relaying"
+    # identity-transform-stream.c++: the cancelled write leaves the stream
+    # broken; the rest of the chunk is lost.
+    assert seen["dest_read_error"] == "Error: Network connection lost."
+    assert seen["dest_write_error"].startswith("Error: internal error")
+
+
+def test_js_pipe_aborted_while_reading_drops_that_chunk(probe: Runner) -> None:
+    seen = probe_json(probe, "pipe-js-abort")
+    # standard.c++ pipeLoop: the signal is checked between steps only ...
+    assert seen["pending_after_abort"] is True
+    assert seen["pipe"] == "Error: pause"
+    # ... both ends are released, neither cancelled nor aborted ...
+    assert seen["source_locked"] is False
+    assert seen["dest_locked"] is False
+    assert seen["source_cancelled"] is None
+    assert seen["dest_aborted"] is None
+    assert seen["next_from_source"] == "chunk 3"
+    # ... but chunk 2, read when the abort was seen, reached neither.
+    assert seen["dest_chunks"] == ["chunk 1", "after"]
+
+
+def test_relay_pipes_the_answer_into_the_body_then_writes_a_closing_event(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    probe_ai.script(chunks_rule(*SSE))
+    response = httpx.get(probe.base_url + "/streams/relay", params={"prompt": "x"}, timeout=15)
+    assert response.status_code == 200
+    assert response.text == "".join(SSE) + "event: done\n\n"
+
+
+def test_client_leaving_a_relay_fails_the_pipe_and_drops_the_upstream(
+    probe: Runner, probe_ai: EmulatorControl
+) -> None:
+    paced = []
+    for i in range(200):
+        paced += [f"data: {i}\n\n", {"delay_ms": 20}]
+    probe_ai.script(chunks_rule(*paced))
+    url = probe.base_url + "/streams/relay"
+    with httpx.stream("GET", url, params={"prompt": "x", "key": "relay-1"}, timeout=10) as response:
+        assert next(response.iter_raw()).startswith(b"data: 0")
+    # The body is cancelled; the pipe fails on its next write and errors the
+    # source, which drops the upstream.
+    (call,) = probe_ai.wait_for_calls(1, timeout=10)
+    assert call["aborted"] is True
+    deadline = time.monotonic() + 5
+    while (outcome := kv_value(probe, "relay-1")) is None:
+        assert time.monotonic() < deadline, "the relay's pipe did not settle"
+        time.sleep(0.05)
+    assert outcome == "Error: Network connection lost."

@@ -1,0 +1,879 @@
+// workerd's native ("internal", C++-backed) streams, modelled in the runner so
+// the Worker's stream code behaves here as it does at the edge. Importing this
+// module installs, once per process:
+//
+//   - globalThis.IdentityTransformStream (Pyodide's `js` module is globalThis);
+//   - ReadableStreamBYOBReader.prototype.readAtLeast (workerd, non-standard);
+//   - ReadableStream.prototype.{getReader, tee, pipeTo, pipeThrough} wrappers
+//     that give streams marked native (binding results, IdentityTransformStream
+//     halves, their tee branches) workerd's semantics, and pipes with a
+//     `signal` or into an IdentityTransformStream workerd's pipe loops. Any
+//     other stream keeps Node's standard behaviour untouched.
+//
+// `systemStream(stream)` turns a binding's streamed result into a native byte
+// stream (bindings.mjs does this for `AI`).
+//
+// Sources (cloudflare/workerd, HEAD 6552d999c79e, 2026-08-22) are cited where
+// the model relies on them; tools/runner/README.md ("Streams") lists what is
+// modelled and where the model still differs. Everything here is JavaScript,
+// so unlike workerd's C++ pump every chunk costs JS in the runner.
+
+const INSTALLED = Symbol.for("edgechat.runner.streams");
+
+// A default (non-BYOB) read of an internal stream allocates this much and
+// returns a Uint8Array over it (src/workerd/api/streams/common.h,
+// DEFAULT_AUTO_ALLOCATE_CHUNK_SIZE; 16 KiB behind an autogate).
+export const AUTO_ALLOCATE_CHUNK_SIZE = 4096;
+
+const SYSTEM = "system"; // a binding result or fetch body, or a tee branch of one
+const IDENTITY = "identity"; // an IdentityTransformStream's readable
+const TEE_BRANCH = "tee-branch"; // a tee branch of an IdentityTransformStream's readable
+
+// Native readables -> { kind, fail(reason) }. `fail` is what workerd does when
+// it "errors" a native source (internal.c++ handlePromise, `sourceRef->error`):
+// the stream errors with the reason and its upstream is dropped (cancelled).
+const nativeReadables = new WeakMap();
+// IdentityTransformStream writables -> their IdentityPipe.
+const identityWritables = new WeakMap();
+
+const original = {
+  getReader: ReadableStream.prototype.getReader,
+  tee: ReadableStream.prototype.tee,
+  pipeTo: ReadableStream.prototype.pipeTo,
+  pipeThrough: ReadableStream.prototype.pipeThrough,
+  read: ReadableStreamDefaultReader.prototype.read,
+  byobRead: ReadableStreamBYOBReader.prototype.read,
+  readerRelease: ReadableStreamDefaultReader.prototype.releaseLock,
+  byobRelease: ReadableStreamBYOBReader.prototype.releaseLock,
+  readerCancel: ReadableStreamDefaultReader.prototype.cancel,
+  getWriter: WritableStream.prototype.getWriter,
+  write: WritableStreamDefaultWriter.prototype.write,
+  close: WritableStreamDefaultWriter.prototype.close,
+  abort: WritableStreamDefaultWriter.prototype.abort,
+  writerRelease: WritableStreamDefaultWriter.prototype.releaseLock,
+  desiredSize: Object.getOwnPropertyDescriptor(WritableStreamDefaultWriter.prototype, "desiredSize").get,
+};
+
+const noop = () => {};
+const encoder = new TextEncoder();
+const EMPTY = new Uint8Array(0);
+
+// workerd's messages, so the Worker sees the errors it would see at the edge.
+const MESSAGES = {
+  nonBytes:
+    "This TransformStream is being used as a byte stream, but received an object of " +
+    "non-ArrayBuffer/ArrayBufferView type on its writable side.",
+  onlyByteTypes: "This WritableStream only supports writing byte types.",
+  interTransform: "Inter-TransformStream ReadableStream.pipeTo() is not implemented.",
+  singleRead: "This ReadableStream only supports a single pending read request at a time.",
+  releaseWithRead: "Cannot call releaseLock() on a reader with outstanding read promises.",
+  readerLocked: "This ReadableStream is currently locked to a reader.",
+  writerLocked: "This WritableStream is currently locked to a writer",
+  networkLost: "Network connection lost.",
+};
+
+/** The bytes of a chunk as a Uint8Array view (no copy), or null if it is not bytes. */
+function viewOf(chunk) {
+  if (chunk instanceof Uint8Array) return chunk;
+  if (ArrayBuffer.isView(chunk)) return new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+  if (chunk instanceof ArrayBuffer) return new Uint8Array(chunk);
+  if (typeof SharedArrayBuffer === "function" && chunk instanceof SharedArrayBuffer) return new Uint8Array(chunk);
+  return null;
+}
+
+/**
+ * What an internal writable makes of a chunk (internal.c++,
+ * WritableStreamInternalController::write, `processChunk`): any ArrayBuffer,
+ * SharedArrayBuffer or ArrayBufferView is copied; a string is UTF-8 encoded
+ * (accepted since 2026-05, commit 4b81488e6); undefined and zero-length chunks
+ * are no-ops (EMPTY); anything else is refused (null).
+ */
+function internalChunk(chunk) {
+  if (chunk === undefined) return EMPTY;
+  if (typeof chunk === "string") return chunk === "" ? EMPTY : encoder.encode(chunk);
+  const view = viewOf(chunk);
+  if (view === null) return null;
+  return view.byteLength === 0 ? EMPTY : view.slice();
+}
+
+/** Copies queued byte chunks into `target` from the front of `queue`, as far as they fit. */
+function drainInto(target, queue) {
+  let filled = 0;
+  while (queue.length && filled < target.byteLength) {
+    const head = queue[0];
+    const n = Math.min(head.byteLength, target.byteLength - filled);
+    target.set(n === head.byteLength ? head : head.subarray(0, n), filled);
+    filled += n;
+    if (n === head.byteLength) queue.shift();
+    else queue[0] = head.subarray(n);
+  }
+  return filled;
+}
+
+/** Answers a byte-stream pull with bytes from `queue` (the pending read's view, or a new chunk). */
+function respondFrom(controller, queue) {
+  const request = controller.byobRequest;
+  if (request === null) {
+    // Only reachable without a pending read; kept for safety.
+    const total = queue.reduce((n, c) => n + c.byteLength, 0);
+    const chunk = new Uint8Array(total);
+    drainInto(chunk, queue);
+    controller.enqueue(chunk);
+    return;
+  }
+  request.respond(drainInto(request.view, queue));
+}
+
+// ---------------------------------------------------------------------------
+// Readers of native streams
+
+/**
+ * workerd's internal streams serve one read at a time and refuse to release a
+ * reader with a read outstanding (internal.c++ ReadableStreamInternalController
+ * ::read and ::releaseReader). A BYOB read resolves with a Uint8Array whatever
+ * view it was given, and a `min` read cut short by EOF resolves
+ * `{done: false, value: <fewer bytes>}`, then `{done: true}` — where the Web
+ * Streams standard (and Node) resolves `{done: true, value: <the bytes>}`.
+ */
+function adaptNativeReader(reader, byob) {
+  let pending = 0;
+  const settle = (result) => {
+    pending--;
+    if (!byob || result.value === undefined) return result;
+    const value = result.value instanceof Uint8Array ? result.value : viewOf(result.value);
+    return { done: result.done && value.byteLength === 0, value };
+  };
+  const failed = (err) => {
+    pending--;
+    throw err;
+  };
+  Object.defineProperties(reader, {
+    read: {
+      configurable: true,
+      writable: true,
+      value: function read(view, options) {
+        if (pending > 0) return Promise.reject(new TypeError(MESSAGES.singleRead));
+        if (byob && options != null && options.min !== undefined && ArrayBuffer.isView(view)) {
+          const refused = minRefusal(options.min, view);
+          if (refused) return Promise.reject(refused);
+        }
+        pending++;
+        const read = byob ? original.byobRead.call(this, view, options) : original.read.call(this);
+        return read.then(settle, failed);
+      },
+    },
+    releaseLock: {
+      configurable: true,
+      writable: true,
+      value: function releaseLock() {
+        if (pending > 0) throw new TypeError(MESSAGES.releaseWithRead);
+        return (byob ? original.byobRelease : original.readerRelease).call(this);
+      },
+    },
+  });
+  return reader;
+}
+
+/** workerd's checks of a BYOB minimum (readable.c++ ReaderImpl::read); null if fine. */
+function minRefusal(min, view) {
+  const byteLength = view.byteLength;
+  if (byteLength === 0) {
+    return new TypeError('You must call read() on a "byob" reader with a positive-sized TypedArray object.');
+  }
+  const elements = Math.trunc(Number(min));
+  if (!Number.isFinite(elements) || elements === 0) {
+    return new TypeError(`Requested invalid minimum number of bytes to read (${min}).`);
+  }
+  const bytes = elements * (view.BYTES_PER_ELEMENT ?? 1);
+  if (elements < 0 || bytes > byteLength) {
+    return new TypeError(`Minimum bytes to read (${elements < 0 ? min : bytes}) exceeds size of buffer (${byteLength}).`);
+  }
+  return null;
+}
+
+/**
+ * `reader.readAtLeast(minElements, view)`: workerd's non-standard BYOB read
+ * (readable.c++ ReadableStreamBYOBReader::readAtLeast), the same as
+ * `read(view, {min: minElements})`: it resolves once at least that many
+ * elements are in the view, with fewer only at EOF, and always detaches the
+ * view's buffer (reuse `result.value.buffer`).
+ */
+function readAtLeast(minElements, view) {
+  if (!ArrayBuffer.isView(view)) {
+    return Promise.reject(new TypeError("readAtLeast() requires an ArrayBufferView as its second argument."));
+  }
+  const refused = minRefusal(minElements, view);
+  if (refused) return Promise.reject(refused);
+  return this.read(view, { min: Math.trunc(Number(minElements)) });
+}
+
+function byteStream(source) {
+  return new ReadableStream(
+    { type: "bytes", autoAllocateChunkSize: AUTO_ALLOCATE_CHUNK_SIZE, ...source },
+    { highWaterMark: 0 },
+  );
+}
+
+// ---------------------------------------------------------------------------
+// Binding results
+
+/**
+ * A binding's streamed result as workerd hands it over: an internal byte
+ * stream (ai-api.ts returns the fetch body, `res.body`). One upstream chunk is
+ * pulled per read, only when a read is waiting; a chunk larger than the read's
+ * view is served over several reads. Cancelling it cancels `source`; an error
+ * of `source` errors it with the same reason.
+ */
+export function systemStream(source) {
+  const reader = original.getReader.call(source);
+  const queue = [];
+  let controller;
+  let finished = false;
+  const stream = byteStream({
+    start(c) {
+      controller = c;
+    },
+    async pull(c) {
+      while (!queue.length) {
+        const { done, value } = await original.read.call(reader);
+        if (finished) return;
+        if (done) {
+          finished = true;
+          c.close();
+          c.byobRequest?.respond(0);
+          return;
+        }
+        const view = viewOf(value);
+        if (view === null) throw new TypeError("a binding's stream produced a chunk that is not bytes");
+        if (view.byteLength) queue.push(view);
+      }
+      respondFrom(c, queue);
+    },
+    cancel(reason) {
+      finished = true;
+      queue.length = 0;
+      return original.readerCancel.call(reader, reason);
+    },
+  });
+  nativeReadables.set(stream, {
+    kind: SYSTEM,
+    fail(reason) {
+      if (finished) return;
+      finished = true;
+      queue.length = 0;
+      controller.error(reason);
+      original.readerCancel.call(reader, reason).catch(noop);
+    },
+  });
+  return stream;
+}
+
+// ---------------------------------------------------------------------------
+// tee()
+
+/**
+ * tee() of a native stream, as workerd's kj tee does it (internal.c++
+ * ReadableStreamInternalController::tee; capnproto kj/async-io.c++ AsyncTee):
+ * both branches are native byte streams; the upstream is read only when a
+ * branch has a read waiting and nothing buffered; what one branch has not read
+ * yet accumulates for it (without limit, as in open-source workerd); and one
+ * read of a branch takes as much of its buffer as fits the read's view —
+ * several upstream chunks at once. An upstream error reaches a branch after
+ * what it has buffered. Cancelling one branch leaves the other flowing;
+ * cancelling both cancels the upstream.
+ */
+function nativeTee(source, kind) {
+  const reader = original.getReader.call(source);
+  const branches = [];
+  let reading = null;
+  let ended = false;
+  let failure = null;
+
+  const pullUpstream = () => {
+    reading ??= original.read.call(reader).then(
+      ({ done, value }) => {
+        reading = null;
+        if (done) {
+          ended = true;
+          return;
+        }
+        const view = viewOf(value);
+        if (view === null) {
+          ended = true;
+          failure = { reason: new TypeError("tee(): the stream produced a chunk that is not bytes") };
+          return;
+        }
+        if (view.byteLength) for (const b of branches) if (!b.gone) b.queue.push(view);
+      },
+      (reason) => {
+        reading = null;
+        ended = true;
+        failure = { reason };
+      },
+    );
+    return reading;
+  };
+
+  const leave = (branch, reason) => {
+    branch.gone = true;
+    branch.queue.length = 0;
+    if (branches.every((b) => b.gone)) original.readerCancel.call(reader, reason).catch(noop);
+  };
+
+  const makeBranch = () => {
+    const branch = { queue: [], gone: false, controller: null };
+    branches.push(branch);
+    const stream = byteStream({
+      start(c) {
+        branch.controller = c;
+      },
+      async pull(c) {
+        while (!branch.queue.length) {
+          if (ended) {
+            if (failure) c.error(failure.reason);
+            else {
+              c.close();
+              c.byobRequest?.respond(0);
+            }
+            branch.gone = true;
+            return;
+          }
+          await pullUpstream();
+          if (branch.gone) return;
+        }
+        respondFrom(c, branch.queue);
+      },
+      cancel(reason) {
+        leave(branch, reason);
+      },
+    });
+    nativeReadables.set(stream, {
+      kind,
+      fail(reason) {
+        if (branch.gone) return;
+        branch.controller.error(reason);
+        leave(branch, reason);
+      },
+    });
+    return stream;
+  };
+  return [makeBranch(), makeBranch()];
+}
+
+// ---------------------------------------------------------------------------
+// IdentityTransformStream
+
+/**
+ * The rendezvous between an IdentityTransformStream's two halves
+ * (identity-transform-stream.c++, IdentityTransformStreamImpl): nothing is
+ * buffered; a write waits until reads have taken all of its bytes; a read
+ * waits for a write (or the close) and takes at most one write's bytes, so a
+ * read with a minimum takes from successive writes until it is met.
+ */
+class IdentityPipe {
+  constructor() {
+    this.state = "open"; // "open" | "closed" | "errored"
+    this.error = undefined; // what writes are rejected with once errored
+    this.readError = undefined; // what reads are errored with, if not `error`
+    this.write = null; // { bytes, offset, resolve, reject, chunk }
+    this.wake = null; // resolves the pull waiting for a write or the close
+    this.readable = null; // the readable's controller
+    this.abandoned = new WeakSet(); // pipe chunks whose write was cancelled before it began
+  }
+
+  #wakeReader() {
+    const wake = this.wake;
+    this.wake = null;
+    wake?.();
+  }
+
+  // --- writable side (the WritableStream's underlying sink)
+
+  sinkWrite(chunk) {
+    if (this.abandoned.has(chunk)) return undefined; // its pipe was aborted: never delivered
+    if (this.state === "errored") return Promise.reject(this.error);
+    if (this.state === "closed") return Promise.reject(new TypeError("This WritableStream has been closed."));
+    const bytes = chunk instanceof Uint8Array ? chunk : internalChunk(chunk);
+    if (bytes === null) return Promise.reject(new TypeError(MESSAGES.nonBytes));
+    if (bytes.byteLength === 0) return undefined;
+    return new Promise((resolve, reject) => {
+      this.write = { bytes, offset: 0, resolve, reject, chunk };
+      this.#wakeReader();
+    });
+  }
+
+  sinkClose() {
+    if (this.state === "errored") throw this.error;
+    this.state = "closed";
+    this.#wakeReader();
+  }
+
+  // writer.abort(): workerd rejects the write in flight at once, without
+  // waiting for a read (compat flag internal_writable_stream_abort_clears_queue,
+  // 2024-09-02), and errors the readable side with the reason.
+  abort(reason) {
+    if (this.state === "errored") return;
+    this.state = "errored";
+    this.error = reason;
+    const write = this.write;
+    this.write = null;
+    write?.reject(reason);
+    try {
+      this.readable.error(reason);
+    } catch {
+      // already closed
+    }
+    this.#wakeReader();
+  }
+
+  // readable.cancel(): a write in flight rejects with the reason, and so does
+  // every later write (IdentityTransformStreamImpl::cancel). The writable is
+  // not errored proactively (workerd: "TODO(conform)"), only on its next write.
+  cancel(reason) {
+    if (this.state !== "open") return;
+    this.state = "errored";
+    this.error = reason;
+    const write = this.write;
+    this.write = null;
+    write?.reject(reason);
+    this.#wakeReader();
+  }
+
+  /**
+   * A pipe into this stream was aborted while it was writing `chunk`. workerd
+   * cancels the pending kj write, leaving a write request whose promise is
+   * gone: the next read errors with "Network connection lost." and a write
+   * hits an internal assertion (identity-transform-stream.c++ readHelper
+   * "writer canceled", writeHelper "write operation already in flight").
+   * A chunk the sink has not reached yet is simply never delivered.
+   */
+  abandon(chunk) {
+    if (this.write?.chunk !== chunk) {
+      this.abandoned.add(chunk);
+      return;
+    }
+    const write = this.write;
+    this.write = null;
+    this.state = "errored";
+    this.error = new Error(
+      "internal error: write operation already in flight (a pipeTo() into this " +
+        "IdentityTransformStream was aborted while its write waited for a read)",
+    );
+    this.readError = new Error(MESSAGES.networkLost);
+    write.reject(this.error);
+    this.#wakeReader();
+  }
+
+  // --- readable side (the byte stream's underlying source)
+
+  async pull(controller) {
+    for (;;) {
+      const write = this.write;
+      if (write) {
+        const request = controller.byobRequest;
+        const rest = write.bytes.subarray(write.offset);
+        const n = request ? Math.min(request.view.byteLength, rest.byteLength) : rest.byteLength;
+        write.offset += n;
+        if (write.offset === write.bytes.byteLength) {
+          // The write settles before the read is delivered, as in readHelper.
+          this.write = null;
+          write.resolve();
+        }
+        if (request) {
+          request.view.set(n === rest.byteLength ? rest : rest.subarray(0, n));
+          request.respond(n);
+        } else {
+          controller.enqueue(rest.slice());
+        }
+        return;
+      }
+      if (this.state === "closed") {
+        controller.close();
+        controller.byobRequest?.respond(0);
+        return;
+      }
+      if (this.state === "errored") {
+        controller.error(this.readError ?? this.error);
+        return;
+      }
+      await new Promise((resolve) => {
+        this.wake = resolve;
+      });
+    }
+  }
+}
+
+function adaptIdentityWriter(writer) {
+  Object.defineProperty(writer, "write", {
+    configurable: true,
+    writable: true,
+    value: function write(chunk) {
+      const bytes = internalChunk(chunk);
+      // Refused per write; the stream stays usable (capture_async_api_throws
+      // turns workerd's throw into this rejection).
+      if (bytes === null) return Promise.reject(new TypeError(MESSAGES.nonBytes));
+      if (bytes.byteLength === 0) {
+        let healthy = false;
+        try {
+          healthy = original.desiredSize.call(this) !== null;
+        } catch {
+          // released: the standard write below rejects
+        }
+        if (healthy) return Promise.resolve();
+      }
+      return original.write.call(this, bytes);
+    },
+  });
+  return writer;
+}
+
+function queuingStrategy(strategy) {
+  if (strategy === undefined || strategy === null) return undefined;
+  if (typeof strategy !== "object" && typeof strategy !== "function") {
+    throw new TypeError("Failed to construct 'IdentityTransformStream': the queuing strategy must be an object.");
+  }
+  const { highWaterMark } = strategy;
+  if (highWaterMark === undefined) return undefined;
+  const hwm = Number(highWaterMark);
+  if (!Number.isFinite(hwm) || hwm < 0) {
+    throw new TypeError("Failed to construct 'IdentityTransformStream': highWaterMark must be a non-negative number.");
+  }
+  return hwm;
+}
+
+/**
+ * workerd's IdentityTransformStream (identity-transform-stream.{h,c++}): an
+ * identity byte pipe whose write resolves once reads have taken its bytes.
+ * Writes may be queued without awaiting (each settles in turn); closing the
+ * writable ends the readable; aborting it errors the readable; cancelling the
+ * readable rejects the pending and every later write. The readable is a byte
+ * stream (BYOB reads, `min`, `readAtLeast`). `{highWaterMark}` (bytes) only
+ * drives `writer.desiredSize`/`ready`; without it `desiredSize` stays 1.
+ */
+export class IdentityTransformStream {
+  #readable;
+  #writable;
+
+  constructor(strategy = undefined) {
+    const hwm = queuingStrategy(strategy);
+    const pipe = new IdentityPipe();
+    this.#readable = byteStream({
+      start(c) {
+        pipe.readable = c;
+      },
+      pull: (c) => pipe.pull(c),
+      cancel: (reason) => pipe.cancel(reason),
+    });
+    this.#writable = new WritableStream(
+      {
+        start(c) {
+          // Fires as writer.abort() is called, while a write may be in flight.
+          c.signal.addEventListener("abort", () => pipe.abort(c.signal.reason), { once: true });
+        },
+        write: (chunk) => pipe.sinkWrite(chunk),
+        close: () => pipe.sinkClose(),
+        abort: (reason) => pipe.abort(reason),
+      },
+      hwm === undefined
+        ? { highWaterMark: 1, size: () => 0 }
+        : { highWaterMark: hwm, size: (chunk) => viewOf(chunk)?.byteLength ?? 0 },
+    );
+    Object.defineProperty(this.#writable, "getWriter", {
+      configurable: true,
+      writable: true,
+      value: function getWriter() {
+        return adaptIdentityWriter(original.getWriter.call(this));
+      },
+    });
+    nativeReadables.set(this.#readable, {
+      kind: IDENTITY,
+      fail(reason) {
+        try {
+          pipe.readable.error(reason);
+        } catch {
+          // already closed
+        }
+        pipe.cancel(reason);
+      },
+    });
+    identityWritables.set(this.#writable, pipe);
+  }
+
+  get readable() {
+    return this.#readable;
+  }
+
+  get writable() {
+    return this.#writable;
+  }
+}
+// In workerd it is a TransformStream subclass (identity-transform-stream.h).
+Object.setPrototypeOf(IdentityTransformStream.prototype, TransformStream.prototype);
+Object.setPrototypeOf(IdentityTransformStream, TransformStream);
+Object.defineProperty(IdentityTransformStream.prototype, Symbol.toStringTag, {
+  value: "IdentityTransformStream",
+  configurable: true,
+});
+
+// ---------------------------------------------------------------------------
+// pipeTo / pipeThrough
+
+function pipeOptions(options) {
+  const o = options ?? {};
+  const signal = o.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    throw new TypeError("The \"options.signal\" property must be an instance of AbortSignal.");
+  }
+  return {
+    preventClose: Boolean(o.preventClose),
+    preventAbort: Boolean(o.preventAbort),
+    preventCancel: Boolean(o.preventCancel),
+    signal,
+  };
+}
+
+function lockBoth(source, dest) {
+  return { reader: original.getReader.call(source), writer: original.getWriter.call(dest) };
+}
+
+/**
+ * Native source into an IdentityTransformStream: workerd's kj pump
+ * (internal.c++ writeLoopAfterFrontOutputLock, Pipe case, `tryPumpTo`).
+ * - The signal cancels the pump at once: the pipe rejects with its reason,
+ *   the source is errored (dropped) even with preventCancel, the destination
+ *   is aborted unless preventAbort, and a chunk read but not yet taken by the
+ *   destination's reader is lost — if a write was waiting, the destination is
+ *   left broken (see IdentityPipe.abandon).
+ * - A failed write (the destination's readable was cancelled) also errors
+ *   the source, whatever preventCancel says ("TODO(conform)" there).
+ */
+function pump(source, src, dest, pipe, opts) {
+  const { reader, writer } = lockBoth(source, dest);
+  return new Promise((resolve, reject) => {
+    let stopped = false;
+    let writing = null;
+    const release = () => {
+      original.readerRelease.call(reader);
+      original.writerRelease.call(writer);
+    };
+    const stop = (reason, cause) => {
+      if (stopped) return;
+      stopped = true;
+      opts.signal?.removeEventListener("abort", onAbort);
+      reject(reason);
+      if (cause !== "read") src.fail(reason);
+      if (!opts.preventAbort) original.abort.call(writer, reason).catch(noop);
+      else if (writing !== null && cause === "signal") pipe.abandon(writing);
+      release();
+    };
+    const onAbort = () => stop(opts.signal.reason, "signal");
+    opts.signal?.addEventListener("abort", onAbort, { once: true });
+    (async () => {
+      for (;;) {
+        let result;
+        try {
+          result = await original.read.call(reader);
+        } catch (err) {
+          return stop(err, "read");
+        }
+        if (stopped) return;
+        if (result.done) break;
+        writing = result.value;
+        try {
+          await original.write.call(writer, writing);
+        } catch (err) {
+          return stop(err, "write");
+        }
+        writing = null;
+        if (stopped) return;
+      }
+      if (!opts.preventClose) {
+        try {
+          await original.close.call(writer);
+        } catch (err) {
+          return stop(err, "write");
+        }
+      }
+      if (stopped) return;
+      stopped = true;
+      opts.signal?.removeEventListener("abort", onAbort);
+      release();
+      resolve();
+    })();
+  });
+}
+
+/**
+ * The promise-driven pipe loops: any source into a JavaScript-backed
+ * destination (standard.c++ WritableStreamJsController::pipeLoop), or a
+ * JavaScript-backed source into an IdentityTransformStream (internal.c++
+ * WritableStreamInternalController::Pipe::pipeLoop). The signal is checked
+ * only at each step, never listened to: an abort while a read is pending
+ * takes effect when that read resolves, and **its chunk is dropped**; then
+ * the source is cancelled unless preventCancel (else released) and the
+ * destination aborted unless preventAbort (else released).
+ */
+function loop(source, dest, pipe, opts) {
+  const { reader, writer } = lockBoth(source, dest);
+  return new Promise((resolve, reject) => {
+    let finished = false;
+    const end = (err, { cancelSource = false, abortDest = false } = {}) => {
+      finished = true;
+      const done = async () => {
+        if (cancelSource) await original.readerCancel.call(reader, err).catch(noop);
+        original.readerRelease.call(reader);
+        if (abortDest) await original.abort.call(writer, err).catch(noop);
+        original.writerRelease.call(writer);
+      };
+      return done().then(() => reject(err));
+    };
+    const checkSignal = () => {
+      if (!opts.signal?.aborted) return null;
+      return end(opts.signal.reason, { cancelSource: !opts.preventCancel, abortDest: !opts.preventAbort });
+    };
+    if (pipe === null) {
+      // A JS destination that errors releases the source at once (standard.c++
+      // WritableStreamJsController::doError, PipeLocked).
+      writer.closed.catch((err) => {
+        if (!finished) end(err, { cancelSource: !opts.preventCancel });
+      });
+    }
+    (async () => {
+      for (;;) {
+        if (checkSignal()) return;
+        let result;
+        try {
+          result = await original.read.call(reader);
+        } catch (err) {
+          if (!finished) end(err, { abortDest: !opts.preventAbort });
+          return;
+        }
+        if (finished) return;
+        if (checkSignal()) return; // the chunk just read is dropped
+        if (result.done) {
+          finished = true;
+          original.readerRelease.call(reader);
+          try {
+            if (!opts.preventClose) await original.close.call(writer);
+          } catch (err) {
+            original.writerRelease.call(writer);
+            return reject(err);
+          }
+          original.writerRelease.call(writer);
+          return resolve();
+        }
+        let chunk = result.value;
+        if (pipe !== null) {
+          chunk = internalChunk(chunk);
+          if (chunk === null) {
+            const err = new TypeError(MESSAGES.onlyByteTypes);
+            await original.abort.call(writer, err).catch(noop);
+            if (!finished) end(err, { cancelSource: !opts.preventCancel });
+            return;
+          }
+          if (chunk.byteLength === 0) continue;
+        }
+        try {
+          await original.write.call(writer, chunk);
+        } catch (err) {
+          if (!finished) end(err, { cancelSource: !opts.preventCancel });
+          return;
+        }
+        if (finished) return;
+      }
+    })();
+  });
+}
+
+function workerdPipeTo(source, dest, options) {
+  if (!(source instanceof ReadableStream)) {
+    return Promise.reject(new TypeError("pipeTo() must be called on a ReadableStream"));
+  }
+  if (!(dest instanceof WritableStream)) {
+    return Promise.reject(new TypeError("The destination of pipeTo() must be a WritableStream"));
+  }
+  let opts;
+  try {
+    opts = pipeOptions(options);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  if (source.locked) return Promise.reject(new TypeError(MESSAGES.readerLocked));
+  if (dest.locked) return Promise.reject(new TypeError(MESSAGES.writerLocked));
+  const pipe = identityWritables.get(dest) ?? null;
+  const src = nativeReadables.get(source);
+  if (pipe !== null) {
+    // An aborted signal rejects before any lock is taken, with nothing
+    // cancelled or aborted (internal.c++ tryPipeFrom).
+    if (opts.signal?.aborted) return Promise.reject(opts.signal.reason);
+    if (src !== undefined && src.kind !== SYSTEM) {
+      // identity-transform-stream.c++ pumpTo / internal.c++ TeeBranch pumpTo:
+      // both locks are taken, then the pipe rejects (and they stay held).
+      lockBoth(source, dest);
+      return Promise.reject(new TypeError(MESSAGES.interTransform));
+    }
+    if (src !== undefined) return pump(source, src, dest, pipe, opts);
+  }
+  return loop(source, dest, pipe, opts);
+}
+
+function pipeTo(dest, options) {
+  // Streams workerd would not treat differently keep Node's standard pipe.
+  const involved =
+    nativeReadables.has(this) || identityWritables.has(dest) || (options != null && options.signal !== undefined);
+  if (!involved) return original.pipeTo.call(this, dest, options);
+  return workerdPipeTo(this, dest, options);
+}
+
+function pipeThrough(transform, options) {
+  const dest = transform?.writable;
+  const involved =
+    nativeReadables.has(this) || identityWritables.has(dest) || (options != null && options.signal !== undefined);
+  if (!involved) return original.pipeThrough.call(this, transform, options);
+  if (!(transform?.readable instanceof ReadableStream) || !(dest instanceof WritableStream)) {
+    throw new TypeError("pipeThrough() needs a {readable, writable} pair");
+  }
+  if (this.locked) throw new TypeError(MESSAGES.readerLocked);
+  if (dest.locked) throw new TypeError(`${MESSAGES.writerLocked}.`);
+  const src = nativeReadables.get(this);
+  if (identityWritables.has(dest) && src !== undefined && src.kind !== SYSTEM) {
+    throw new TypeError(MESSAGES.interTransform); // synchronously, as pipeThrough() does in workerd
+  }
+  workerdPipeTo(this, dest, options).catch(noop);
+  return transform.readable;
+}
+
+function getReader(options) {
+  const reader = original.getReader.call(this, options);
+  if (!nativeReadables.has(this)) return reader;
+  return adaptNativeReader(reader, reader instanceof ReadableStreamBYOBReader);
+}
+
+function tee() {
+  const info = nativeReadables.get(this);
+  if (info === undefined) return original.tee.call(this);
+  if (this.locked) throw new TypeError("This ReadableStream is currently locked to a reader,");
+  return nativeTee(this, info.kind === SYSTEM ? SYSTEM : TEE_BRANCH);
+}
+
+/** Whether the runner treats `stream` as one of workerd's native streams. */
+export function isNativeStream(stream) {
+  return nativeReadables.has(stream) || identityWritables.has(stream);
+}
+
+function install() {
+  if (globalThis[INSTALLED]) return;
+  Object.defineProperty(globalThis, INSTALLED, { value: true });
+  const methods = (target, entries) => {
+    for (const [name, value] of Object.entries(entries)) {
+      Object.defineProperty(target, name, { value, writable: true, configurable: true, enumerable: false });
+    }
+  };
+  methods(globalThis, { IdentityTransformStream });
+  if (typeof ReadableStreamBYOBReader.prototype.readAtLeast !== "function") {
+    methods(ReadableStreamBYOBReader.prototype, { readAtLeast });
+  }
+  methods(ReadableStream.prototype, { getReader, tee, pipeTo, pipeThrough });
+}
+
+install();
