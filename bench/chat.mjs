@@ -11,12 +11,12 @@
 // at zero delay and at 20 ms per token; the longest answer whose added CPU
 // stays under the Free plan's 10 ms; 100 concurrent streams (all complete?
 // live memory after each wave); and the Worker's import time in Pyodide.
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { cpuSeconds, median, percentile, ROOT, rssMiB, startRunner, stopRunner } from "./lib.mjs";
+import { configWithoutRateLimiter, cpuSeconds, median, percentile, ROOT, rssMiB, startRunner, stopRunner } from "./lib.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -110,21 +110,6 @@ async function cpuPerAnswer(runner, prompt, { count = ANSWERS, parallel = 1 } = 
     }
   }
   return ((cpuSeconds(runner.child.pid) - before) / count) * 1000;
-}
-
-// edgechat's config without its rate limiter. In the runner the limiter is a
-// round trip to workerd through wrangler's local proxy (several ms); at the
-// edge it is a local counter. Timing both shows what is the Worker's own cost.
-function configWithoutRateLimiter() {
-  const text = readFileSync(join(ROOT, "wrangler.toml"), "utf8")
-    .replace(/\[\[ratelimits\]\][^[]*/, "")
-    .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
-    .replace('directory = "./static"', 'directory = "../static"');
-  if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
-  mkdirSync(join(ROOT, ".cache"), { recursive: true });
-  const path = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
-  writeFileSync(path, text);
-  return path;
 }
 
 async function main() {

@@ -1,7 +1,7 @@
 // Shared by the benchmarks: start a runner on a free port, stop it, read its
 // CPU time and memory from /proc.
 import { spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -55,4 +55,19 @@ export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length
 export function percentile(xs, p) {
   const sorted = [...xs].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
+}
+
+// edgechat's config without its rate limiter. In the runner the limiter is a
+// round trip to workerd through wrangler's local proxy (several ms); at the
+// edge it is a local counter. Timing both shows what is the Worker's own cost.
+export function configWithoutRateLimiter() {
+  const text = readFileSync(join(ROOT, "wrangler.toml"), "utf8")
+    .replace(/\[\[ratelimits\]\][^[]*/, "")
+    .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
+    .replace('directory = "./static"', 'directory = "../static"');
+  if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
+  mkdirSync(join(ROOT, ".cache"), { recursive: true });
+  const path = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
+  writeFileSync(path, text);
+  return path;
 }

@@ -22,7 +22,7 @@ import { unstable_readConfig } from "wrangler";
 import { createEnv } from "../tools/runner/bindings.mjs";
 import { ExecutionContext } from "../tools/runner/context.mjs";
 import { loadWorker } from "../tools/runner/python.mjs";
-import { median, ROOT } from "./lib.mjs";
+import { configWithoutRateLimiter, median, ROOT } from "./lib.mjs";
 
 const { values } = parseArgs({
   options: { requests: { type: "string", default: "400" }, rounds: { type: "string", default: "3" } },
@@ -32,9 +32,22 @@ const ROUNDS = Number(values.rounds);
 const MODEL = "@cf/zai-org/glm-4.7-flash";
 const quiet = () => {};
 
-// A Python module beside the Worker with stages 1 and 2.
+// A Python module beside the Worker with stages 1 and 2, and the choices
+// made on the path to the first byte, each beside what it replaced.
 const PROBES = `
+from js import Object
+from js import Response as JsResponse
+from pyodide.ffi import to_js
 from workers import Request, Response, WorkerEntrypoint
+
+from edgechat.app import SettingsOnce
+from edgechat.config import Settings
+from edgechat.platform import WorkerPlatform
+
+
+def js_object(values):
+    return to_js(values, dict_converter=Object.fromEntries)
+
 
 
 class Bare(WorkerEntrypoint):
@@ -49,7 +62,31 @@ async def call_only(js_request, js_env, js_ctx, js_response):
 async def sdk_wrappers(js_request, js_env, js_ctx):
     response = await Bare(js_ctx, js_env).fetch(Request(js_request))
     return response.js_object
+
+
+HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
+           "X-Content-Type-Options": "nosniff", "X-Request-Id": "0123456789abcdef"}
+INPUTS = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
+          "stream": True, "max_completion_tokens": 256}
+ONCE = SettingsOnce()
+
+
+def choices(js_request, js_env, js_ctx):
+    env = Bare(js_ctx, js_env).env
+    platform = WorkerPlatform(Request(js_request), env)
+    binding = env.AI
+    return {
+        "settings from [vars] on every request": lambda: Settings.from_vars(platform.var),
+        "settings once per isolate": lambda: ONCE.get(platform),
+        "headers through the SDK's Request": lambda: dict(Request(js_request).headers.items()),
+        "headers in one Object.fromEntries": lambda: Object.fromEntries(js_request.headers).to_py(),
+        "AI inputs through the SDK's wrapper": lambda: binding._convert_args((INPUTS,), {}),
+        "AI inputs by to_js at the seam": lambda: js_object(INPUTS),
+        "workers.Response": lambda: Response("ok", status=200, headers=HEADERS).js_object,
+        "a JS Response made at the seam": lambda: JsResponse.new("ok", js_object({"status": 200, "headers": js_object(HEADERS)})),
+    }
 `;
+
 
 function chatRequest(content) {
   const body = JSON.stringify({ messages: [{ role: "user", content }], model: MODEL, max_tokens: 256 });
@@ -88,13 +125,8 @@ async function cpuPerCall(stages) {
 }
 
 async function main() {
-  const configPath = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
-  let config;
-  try {
-    config = unstable_readConfig({ config: configPath });
-  } catch {
-    throw new Error(`${configPath} is missing: run npm run bench:chat once, which writes it`);
-  }
+  const configPath = configWithoutRateLimiter();
+  const config = unstable_readConfig({ config: configPath });
   process.env.EDGECHAT_AI_DELAY_MS = "0";
   const script = join(ROOT, ".cache", "bench-cost-script.json");
   const words = Array.from({ length: 50 }, (_, i) => (i ? ` w${i}` : "w0")).join("");
@@ -112,8 +144,8 @@ async function main() {
     log: quiet,
   });
   const { pyodide, pending } = worker;
-  const probes = pyodide.runPython(`${PROBES}\n(call_only, sdk_wrappers)`);
-  const [callOnly, sdkWrappers] = probes.toJs({ depth: 1 });
+  const probes = pyodide.runPython(`${PROBES}\n(call_only, sdk_wrappers, choices)`);
+  const [callOnly, sdkWrappers, makeChoices] = probes.toJs({ depth: 1 });
   const passthrough = (await import(join(ROOT, "bench/passthrough-js/worker.mjs"))).default;
   const jsResponse = new Response("ok");
   // The request log goes to stdout from Python; keep it out of the figures' way.
@@ -132,10 +164,13 @@ async function main() {
     pyodide.runPython("import cProfile\n_profile = cProfile.Profile()\n_profile.enable()");
     for (let i = 0; i < REQUESTS; i += 1) await stages[3][1]();
     pyodide.setStdout({ batched: (line) => console.log(line) });
-    pyodide.runPython("_profile.disable()\nimport pstats\ns = pstats.Stats(_profile); s.sort_stats('cumtime').print_stats('edgechat|workers|entry', 25); s.sort_stats('tottime').print_stats(25)");
+    pyodide.runPython("_profile.disable()\nimport pstats\ns = pstats.Stats(_profile); s.sort_stats('tottime').print_stats(25)");
     pyodide.setStdout({ batched: quiet });
   }
   const results = await cpuPerCall(stages);
+  const choices = makeChoices(healthz(), env, new ExecutionContext(pending)).toJs({ depth: 1 });
+  const entries = choices instanceof Map ? [...choices] : Object.entries(choices);
+  const choiceResults = await cpuPerCall(entries.map(([name, call]) => [name, async () => call()]));
   await pending.drain();
 
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}; ${ROUNDS} × ${REQUESTS} calls per stage, median`);
@@ -146,6 +181,11 @@ async function main() {
   console.log(`  the call into Pyodide ${s1.toFixed(0)} µs; the SDK's wrappers ${(s2 - s1).toFixed(0)} µs;` +
     ` edgechat's routing and log ${(s3 - s2).toFixed(0)} µs; the /chat work beyond /healthz ${(s4 - s3).toFixed(0)} µs`);
   console.log(`  /chat added over the JS pass-through: ${(s4 - js).toFixed(0)} µs per request`);
+  console.log("choices on the path to the first byte, each beside what it replaced (CPU µs per call):");
+  for (let i = 0; i < choiceResults.length; i += 2) {
+    const [[before, a], [after, b]] = [choiceResults[i], choiceResults[i + 1]];
+    console.log(`  ${before.padEnd(40)} ${a.toFixed(1).padStart(7)}   →   ${after.padEnd(36)} ${b.toFixed(1).padStart(7)}`);
+  }
   await bindings.dispose();
   process.exit(0);
 }

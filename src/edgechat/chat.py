@@ -33,12 +33,11 @@ shorter than the usual proxy timeouts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import math
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from edgechat import sse
 from edgechat.config import Settings
@@ -49,12 +48,11 @@ from edgechat.errors import (
     UpstreamMalformed,
 )
 from edgechat.models import Model, Usage, WireFormat, cost_usd
-from edgechat.ports import Ai, ClientGone, Sink, UpstreamStream
+from edgechat.ports import TIMED_OUT, Ai, ClientGone, Sink, UpstreamStream
 from edgechat.upstream import Tail, UpstreamReader
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
-T = TypeVar("T")
 
 # Bytes a model may send before its first text (role chunks, empty deltas),
 # held back so a fallback leaves nothing of the failed model behind; a stream
@@ -216,6 +214,7 @@ class ChatSession:
                 if not self._candidates:
                     raise
                 await self._release_upstream()
+                self._last_chunk = None  # the next model's silence is its own
                 await self.open()
 
     async def _answer(self, sink: Sink) -> None:
@@ -232,7 +231,10 @@ class ChatSession:
             raise
         self.outcome.usage = reader.usage
         self.outcome.finish_reason = reader.finish_reason
-        self.outcome.truncated = not reader.saw_done and reader.finish_reason is None
+        # A whole JSON answer is complete by itself; a stream says so by its end.
+        self.outcome.truncated = (
+            reader.whole_body is None and not reader.saw_done and reader.finish_reason is None
+        )
 
     # --- phase 1: Python reads until the model says something ----------------
 
@@ -244,7 +246,11 @@ class ChatSession:
         held: list[bytes] = []
         held_size = 0
         while True:
-            data = await self._waiting(upstream, sink, upstream.read(), ping=True)
+            now = self._clock()
+            data = await upstream.read(min(self._next_deadline(), self._next_ping()) - now)
+            if data is TIMED_OUT:
+                await self._on_time(upstream, sink, ping=True)
+                continue
             if data is None:
                 break
             self._last_chunk = self._clock()
@@ -284,88 +290,48 @@ class ChatSession:
         tail.add(self._head)
         self._between_events = False  # unknown until the observer has seen the end
         relay = await upstream.relay(sink)
-        finished = asyncio.ensure_future(relay.finished())
-        observing: asyncio.Future[bytes | None] | None = None
-        next_look = self._clock() + self._watch_s
-        try:
-            while not finished.done():
-                now = self._clock()
-                if observing is None and now >= next_look:
-                    observing = asyncio.ensure_future(relay.observe())
-                waits: set[asyncio.Future[Any]] = {finished}
-                wake = self._next_deadline(now)
-                if observing is not None:
-                    waits.add(observing)
-                else:
-                    wake = min(wake, next_look)
-                await asyncio.wait(
-                    waits, timeout=max(wake - now, 0.0), return_when=asyncio.FIRST_COMPLETED
-                )
-                now = self._clock()
-                if observing is not None and observing.done():
-                    seen = observing.result()
-                    observing = None
-                    if seen is None:
-                        next_look = math.inf  # the stream ended; the copy finishes
-                    else:
-                        tail.add(seen)
-                        self._last_chunk = now
-                        next_look = now + self._watch_s
-                if not finished.done():
-                    await self._check_deadlines(upstream, now)
-            finished.result()
-            if observing is not None:
-                seen = await observing
-                if seen is not None:
-                    tail.add(seen)
-            while (seen := await relay.observe()) is not None:
+        # Each turn: rest until the next look (unless the copy finishes), then
+        # take everything that went by meanwhile, or wait for the next bytes
+        # while the deadlines allow. Two wakes per watch interval, whatever the
+        # number of tokens.
+        ended = False  # the stream ended; the copy may still be writing its end
+        while True:
+            now = self._clock()
+            if await relay.rest(min(now + self._watch_s, self._next_deadline()) - now):
+                break
+            if ended:
+                await self._on_time(upstream, sink, ping=False)
+                continue
+            now = self._clock()
+            seen = await relay.observe(self._next_deadline() - now)
+            if seen is None:
+                ended = True
+                self._last_chunk = None  # a slow client is no silent model
+            elif seen is not TIMED_OUT:
                 tail.add(seen)
-        finally:
-            for task in (finished, observing):
-                if task is not None and not task.done():
-                    task.cancel()
+                self._last_chunk = self._clock()
+            await self._on_time(upstream, sink, ping=False)
+        await relay.finished()
+        while (seen := await relay.observe(math.inf)) is not None and seen is not TIMED_OUT:
+            tail.add(seen)
         self._between_events = tail.between_events
         return tail.read()
 
     # --- deadlines and heartbeats -------------------------------------------
 
-    async def _waiting(
-        self,
-        upstream: UpstreamStream,
-        sink: Sink,
-        work: Coroutine[Any, Any, T],
-        *,
-        ping: bool,
-    ) -> T:
-        """Awaits ``work`` while keeping the deadlines (aborting the upstream
-        when one passes) and, if ``ping``, sending heartbeats meanwhile."""
-        task = asyncio.ensure_future(work)
-        try:
-            while True:
-                now = self._clock()
-                wake = self._next_deadline(now)
-                if ping:
-                    wake = min(wake, self._next_ping(now))
-                done, _ = await asyncio.wait({task}, timeout=max(wake - now, 0.0))
-                if done:
-                    return task.result()
-                now = self._clock()
-                await self._check_deadlines(upstream, now)
-                if ping and now >= self._next_ping(now):
-                    await self._write(sink, sse.PING)
-        finally:
-            if not task.done():
-                task.cancel()
-                with contextlib.suppress(BaseException):
-                    await task
+    async def _on_time(self, upstream: UpstreamStream, sink: Sink, *, ping: bool) -> None:
+        """Keeps the deadlines (aborting the upstream when one passed) and, if
+        ``ping``, the heartbeat."""
+        now = self._clock()
+        await self._check_deadlines(upstream, now)
+        if ping and now >= self._next_ping():
+            await self._write(sink, sse.PING)
 
-    def _next_ping(self, now: float) -> float:
-        last = self._last_write
-        if self._last_chunk is not None:
-            last = max(last, self._last_chunk)
-        return last + self._settings.heartbeat_s
+    def _next_ping(self) -> float:
+        # Bytes held back in phase 1 do not count: the client has not seen them.
+        return self._last_write + self._settings.heartbeat_s
 
-    def _next_deadline(self, now: float) -> float:
+    def _next_deadline(self) -> float:
         s = self._settings
         deadline = self._started + s.total_timeout_s
         if self.outcome.ttft_ms is None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,7 +33,9 @@ from js import (
     ArrayBuffer,
     IdentityTransformStream,
     Object,
+    Promise,
     Uint8Array,
+    scheduler,
 )
 from js import Response as JsResponse
 from pyodide.ffi import JsException, create_proxy, to_js
@@ -40,7 +43,7 @@ from workers import Request
 
 from edgechat.errors import body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import ClientGone
+from edgechat.ports import TIMED_OUT, ClientGone, TimedOut
 
 # One read takes up to this much of what has arrived. workerd detaches the
 # buffer a BYOB read fills and hands it back as ``result.value.buffer``
@@ -55,21 +58,39 @@ def _js_object(values: dict[str, Any]) -> Any:
     return to_js(values, dict_converter=Object.fromEntries)
 
 
+def _bounded(promise: Any, within: float) -> Any:
+    """``promise``, raced against a timer of ``within`` seconds that resolves
+    to undefined (None in Python). One await either way: no timer task on the
+    Python side. ``scheduler.wait`` is workerd's awaitable timer
+    (``src/workerd/api/basics.h``, ``Scheduler::wait``)."""
+    if within == math.inf:
+        return promise
+    return Promise.race(to_js([promise, scheduler.wait(max(within, 0.0) * 1000)]))
+
+
 class ByteReader:
     """A BYOB reader of a native byte stream: each ``read`` returns every byte
-    that has arrived (at least one, at most ``READ_BYTES``), or None at the end."""
+    that has arrived (at least one, at most ``READ_BYTES``), or None at the
+    end. A read that outlives its bound is kept for the next call."""
 
-    __slots__ = ("_buffer", "reader")
+    __slots__ = ("_buffer", "_pending", "reader")
 
     def __init__(self, stream: Any) -> None:
         self.reader = stream.getReader(_js_object({"mode": "byob"}))
         self._buffer = ArrayBuffer.new(READ_BYTES)
+        self._pending: Any = None
 
-    async def read(self) -> bytes | None:
-        result = await self.reader.read(Uint8Array.new(self._buffer))
-        value = result.value
+    async def read(self, within: float) -> bytes | TimedOut | None:
+        pending = self._pending
+        if pending is None:
+            pending = self._pending = self.reader.read(Uint8Array.new(self._buffer))
+        result = await _bounded(pending, within)
+        if result is None:
+            return TIMED_OUT  # a read always resolves to an object
+        self._pending = None
         if result.done:
             return None
+        value = result.value
         self._buffer = value.buffer
         return bytes(value.to_bytes())
 
@@ -97,6 +118,10 @@ class StreamSink:
         self._piping = stream.pipeTo(
             self.writable, _js_object({"preventClose": True, "preventAbort": True})
         )
+        # Marked as handled at once (``Object`` as a no-op handler): a failure
+        # is read when the relay ends, and a rejection nobody has awaited yet
+        # must not count as unhandled meanwhile.
+        self._piping.catch(Object)
         return self._piping
 
     async def _own(self) -> Any:
@@ -128,17 +153,26 @@ class BindingRelay:
     """``ports.Relay``: one branch of a ``tee()`` piped into the response, the
     other read by Python now and then. Both branches stay native."""
 
-    __slots__ = ("_piping", "_upstream", "_watch")
+    __slots__ = ("_piping", "_settled", "_upstream", "_watch")
 
     def __init__(self, upstream: BindingUpstream, stream: Any, sink: StreamSink) -> None:
         self._upstream = upstream
         copy, watched = stream.tee()
         self._watch = ByteReader(watched)
         self._piping = sink.pipe_from(copy)
+        # Settles (to an object, never undefined, never rejecting) when the
+        # pipe does, so a race against a timer tells the two apart.
+        self._settled = self._piping.then(Object, Object)
 
-    async def observe(self) -> bytes | None:
+    async def rest(self, within: float) -> bool:
+        if await _bounded(self._settled, within) is None:
+            return False
+        await self.finished()
+        return True
+
+    async def observe(self, within: float) -> bytes | TimedOut | None:
         try:
-            data = await self._watch.read()
+            data = await self._watch.read(within)
         except JsException as exc:
             raise self._upstream.failure(exc) from exc
         if data is None:
@@ -181,7 +215,7 @@ class BindingUpstream:
             return ClientGone()
         return from_binding_error(str(exc))
 
-    async def read(self) -> bytes | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         if isinstance(self._stream, bytes):
             whole, self._stream = self._stream, None
             return whole
@@ -190,7 +224,7 @@ class BindingUpstream:
         if self._reader is None:
             self._reader = ByteReader(self._stream)
         try:
-            data = await self._reader.read()
+            data = await self._reader.read(within)
         except JsException as exc:
             raise self.failure(exc) from exc
         if data is None:
@@ -200,7 +234,9 @@ class BindingUpstream:
     async def relay(self, sink: Any) -> BindingRelay:
         assert isinstance(sink, StreamSink)
         if self._reader is not None:
-            self._reader.reader.releaseLock()  # no read is outstanding here
+            # Phase 1 ends on a completed read, so none is outstanding here
+            # (workerd refuses releaseLock() while one is).
+            self._reader.reader.releaseLock()
             self._reader = None
         self._relay = BindingRelay(self, self._stream, sink)
         return self._relay

@@ -8,11 +8,25 @@ Python reads the first bytes itself (``UpstreamStream.read``) until the model
 has said something, then hands the rest to the platform (``relay``), which
 copies it into the response natively while Python only looks in now and then
 (``Relay.observe``). No Python runs per token.
+
+Every wait takes a bound (``within``, seconds; ``math.inf`` for none) and
+returns ``TIMED_OUT`` when it passes, so the core keeps its deadlines without
+a timer task of its own per wait: on the runtime one wait is one await.
+An unfinished read is kept and continued by the next call.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+import enum
+from typing import Any, Final, Protocol
+
+
+class TimedOut(enum.Enum):
+    TIMED_OUT = "timed out"
+
+
+# What a bounded wait returns when its bound passed first.
+TIMED_OUT: Final = TimedOut.TIMED_OUT
 
 
 class ClientGone(Exception):
@@ -32,7 +46,12 @@ class Sink(Protocol):
 class Relay(Protocol):
     """The rest of an upstream stream being copied into the sink natively."""
 
-    async def observe(self) -> bytes | None:
+    async def rest(self, within: float) -> bool:
+        """Waits until the copy has finished or ``within`` passed; returns
+        whether it finished. Raises like ``finished``."""
+        ...
+
+    async def observe(self, within: float) -> bytes | TimedOut | None:
         """The relayed bytes Python has not seen yet: everything that arrived
         since the last call, once there is at least one byte; None once the
         stream has ended. The copy to the client never waits for this."""
@@ -48,7 +67,7 @@ class Relay(Protocol):
 class UpstreamStream(Protocol):
     """The model's answer as it arrives: raw bytes of the binding's stream."""
 
-    async def read(self) -> bytes | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         """Python reads the bytes that have arrived (at least one), or None at
         the end. Raises ``UpstreamError`` when the upstream fails."""
         ...

@@ -69,7 +69,7 @@ export async function readEvents(body, onEvent) {
       try {
         value = JSON.parse(data);
       } catch {
-        continue; // not ours to show; every edgechat event is one JSON line
+        continue; // "[DONE]", or a line an upstream cut off: nothing to show
       }
       onEvent(event, value);
     }

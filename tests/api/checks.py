@@ -2,24 +2,26 @@
 
 Streams are read with the one parser every suite shares (``tests/kit/sse.py``):
 ``meta``, then the model's own events byte for byte, then one ``done`` or
-``error``. The builders here write upstream bytes the way Workers AI does, for
-emulator ``chunks`` scripts whose every byte a test can then look for in the
-body the client got.
+``error``. Upstream bytes for emulator ``chunks`` scripts come from
+``tests/kit/upstream.py``; a test can then find every one of them, unchanged,
+in the body the client got.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
+from tests.api.conftest import Server
 from tests.harness import EmulatorControl
-from tests.kit.sse import MODEL, PING, Event, Parsed, SSEParser
+from tests.kit.sse import MODEL, PING, Parsed, SSEParser
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 KIMI = "@cf/moonshotai/kimi-k2.6"
@@ -52,41 +54,35 @@ def user(text: str, **extra: Any) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text}], **extra}
 
 
-# --- upstream bytes, as Workers AI streams them ---------------------------------------
-
-DONE_MARKER = "data: [DONE]\n\n"
+# --- upstream bytes (the common ones are tests/kit/upstream.py) -----------------------
 
 
-def oa(delta: dict[str, Any] | None = None, finish: str | None = None, **extra: Any) -> str:
-    """One OpenAI ``chat.completion.chunk`` event (GLM, Kimi)."""
-    choice: dict[str, Any] = {"index": 0, "delta": delta or {}}
+def chunk_of(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+    """An OpenAI ``chat.completion.chunk`` event with any delta - a role alone,
+    the ``reasoning`` alias, a null content - and any extra fields (``id``,
+    ``usage``): shapes a real stream has that the kit's builder does not write."""
+    choice: dict[str, Any] = {"index": 0, "delta": delta}
     if finish is not None:
         choice["finish_reason"] = finish
     body = {"id": "c1", "object": "chat.completion.chunk", "choices": [choice], **extra}
     return f"data: {json.dumps(body)}\n\n"
 
 
-def content(text: str) -> str:
-    return oa({"content": text})
-
-
-def native(**fields: Any) -> str:
-    """One native event (Llama's ``{"response": …}``, or the closing usage chunk)."""
-    return f"data: {json.dumps(fields)}\n\n"
-
-
-def usage_chunk(usage: dict[str, int]) -> str:
-    return native(response="", usage=usage)
+def b64(data: bytes) -> dict[str, str]:
+    """A ``chunks`` entry of exactly these bytes."""
+    return {"b64": base64.b64encode(data).decode()}
 
 
 def script_bytes(chunks: list[Any]) -> bytes:
-    """The bytes a ``chunks`` script sends (its strings; pauses send nothing)."""
+    """The bytes a ``chunks`` script sends (pauses send nothing)."""
     data = b""
     for chunk in chunks:
         if isinstance(chunk, str):
             data += chunk.encode()
+        elif "b64" in chunk:
+            data += base64.b64decode(chunk["b64"])
         else:
-            assert set(chunk) <= {"delay_ms"}, f"not plain bytes: {chunk}"
+            assert set(chunk) == {"delay_ms"}, f"not bytes: {chunk}"
     return data
 
 
@@ -149,8 +145,6 @@ class Chat:
     response: httpx.Response
     body: bytes
     stream: Parsed | None
-    # What each read of the body completed (events and pings), one list per read.
-    reads: list[list[Event | str]] = field(default_factory=list)
 
     @property
     def events(self) -> Parsed:
@@ -159,13 +153,6 @@ class Chat:
             f"{self.response.headers.get('content-type')} {self.body[:300]!r}"
         )
         return self.stream
-
-    def read_of(self, event: Event) -> int:
-        """The index of the read that completed ``event``."""
-        for index, items in enumerate(self.reads):
-            if any(item is event for item in items):
-                return index
-        raise AssertionError(f"{event} is not in this stream")
 
     @property
     def relayed(self) -> bytes:
@@ -184,7 +171,7 @@ def post_chat(
     """POSTs to /chat and reads the whole answer, failing if it takes over ``limit_s``.
 
     A stream is parsed as it arrives (``errors="replace"`` for one that
-    relays invalid UTF-8), noting what each read completed."""
+    relays invalid UTF-8)."""
     deadline = time.monotonic() + limit_s
     kwargs: dict[str, Any] = {"headers": headers}
     if content is not None:
@@ -196,12 +183,11 @@ def post_chat(
             return Chat(response, response.read(), None)
         parser = SSEParser(errors=errors)
         raw = b""
-        reads: list[list[Event | str]] = []
         for chunk in response.iter_raw():
             raw += chunk
-            reads.append(parser.feed(chunk))
+            parser.feed(chunk)
             assert time.monotonic() < deadline, f"/chat still streaming after {limit_s} s"
-    return Chat(response, raw, parser.close(), reads)
+    return Chat(response, raw, parser.close())
 
 
 def relayed(body: bytes) -> bytes:
@@ -307,6 +293,38 @@ def assert_error_event(parsed: Parsed, code: str, *markers: str) -> dict[str, An
     return data
 
 
+# --- the request log ------------------------------------------------------------------
+
+
+def log_records(text: str) -> list[dict[str, Any]]:
+    """The Worker's request log lines (JSON objects with a ``request_id``) in ``text``."""
+    found = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and "request_id" in record:
+            found.append(record)
+    return found
+
+
+def log_record(server: Server, timeout: float = 10.0, **match: Any) -> dict[str, Any]:
+    """The one log record with these fields, waiting (bounded) for it to be written."""
+    deadline = time.monotonic() + timeout
+    while True:
+        records = log_records(server.log_text())
+        hits = [r for r in records if all(r.get(k) == v for k, v in match.items())]
+        if hits or time.monotonic() > deadline:
+            break
+        time.sleep(0.02)
+    assert len(hits) == 1, f"expected one log record with {match}, got {hits}"
+    return hits[0]
+
+
 # --- the upstream calls ------------------------------------------------------------------
 
 
@@ -347,17 +365,3 @@ def calls_before_a_later_request(
                 return calls[:index]
         assert time.monotonic() < deadline, f"the later request's call was not logged: {calls}"
         time.sleep(0.02)
-
-
-def wait_for_call(
-    ai: EmulatorControl, *, timeout: float = 10.0, **match: Any
-) -> tuple[dict[str, Any], float]:
-    """The first logged call with these fields, and when (epoch ms) the test
-    saw it logged; fails if none is logged within ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        for call in ai.calls():
-            if all(call.get(key) == value for key, value in match.items()):
-                return call, time.time() * 1000
-        assert time.monotonic() < deadline, f"no call with {match} within {timeout} s"
-        time.sleep(0.01)

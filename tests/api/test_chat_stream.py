@@ -8,7 +8,6 @@ event. ``chunks`` scripts fix every upstream byte, so the body between
 
 from __future__ import annotations
 
-import base64
 import json
 import re
 import time
@@ -18,7 +17,6 @@ import httpx
 import pytest
 
 from tests.api.checks import (
-    DONE_MARKER,
     GLM,
     KIMI,
     LLAMA,
@@ -28,27 +26,21 @@ from tests.api.checks import (
     assert_relayed,
     assert_shape,
     assert_stream_headers,
+    b64,
     calls_before_a_later_request,
-    content,
-    native,
-    oa,
+    chunk_of,
     post_chat,
     relayed,
     script_bytes,
     system_then,
-    usage_chunk,
     user,
 )
 from tests.harness import EmulatorControl
 from tests.kit.sse import MODEL, Event, Parsed, SSEParser
+from tests.kit.upstream import DONE, native_chunk, openai_chunk
 
 PRICES = {GLM: (0.06, 0.40), KIMI: (0.95, 4.00), LLAMA: (0.15, 0.29)}
 USAGE = {"prompt_tokens": 123, "completion_tokens": 45, "total_tokens": 168}
-
-
-def b64(data: bytes) -> dict[str, str]:
-    """A ``chunks`` entry of exactly these bytes."""
-    return {"b64": base64.b64encode(data).decode()}
 
 
 def assert_openai_chunks(parsed: Parsed) -> None:
@@ -72,7 +64,7 @@ def assert_native_events(parsed: Parsed) -> None:
     for event in parsed.model_events:
         if event.data != "[DONE]":
             assert isinstance(event.data, dict), event
-            assert set(event.data) <= {"response", "usage", "p"}, event
+            assert set(event.data) <= {"response", "usage"}, event
             assert isinstance(event.data["response"], str), event
 
 
@@ -177,10 +169,10 @@ def test_request_ids_differ(client: httpx.Client, ai: EmulatorControl) -> None:
 def test_the_models_events_arrive_one_by_one(client: httpx.Client, ai: EmulatorControl) -> None:
     # Paced like a model: each word is on the wire while the next is not yet written.
     words = ["One", " two", " three", " four"]
-    chunks: list[Any] = [oa({"role": "assistant"})]
+    chunks: list[Any] = [chunk_of({"role": "assistant"})]
     for word in words:
-        chunks += [content(word), {"delay_ms": 150}]
-    chunks += [oa({}, finish="stop"), usage_chunk(USAGE), DONE_MARKER]
+        chunks += [openai_chunk(content=word), {"delay_ms": 150}]
+    chunks += [openai_chunk(finish_reason="stop"), native_chunk("", usage=USAGE), DONE]
     ai.script({"chunks": chunks})
     parser = SSEParser()
     # For each event: the read that brought it, and whether the upstream call
@@ -220,34 +212,44 @@ def _content(event: Event) -> str:
 
 _OPENAI = [
     # Nothing to show yet: held back until the first text, then sent as it was.
-    oa({"role": "assistant", "content": ""}),
-    oa({}),
-    oa({"reasoning_content": "Let me think: <b>\"quoted\"</b>\\n 🤔"}),
-    content("Hello, 世界 \u2028 é"),
-    content(" and\nmore\r\nlines"),
-    oa({}, finish="stop"),
-    usage_chunk(USAGE),
-    DONE_MARKER,
+    chunk_of({"role": "assistant", "content": ""}),
+    openai_chunk(),
+    openai_chunk(reasoning='Let me think: <b>"quoted"</b>\\n 🤔'),
+    openai_chunk(content="Hello, 世界 \u2028 é"),
+    openai_chunk(content=" and\nmore\r\nlines"),
+    openai_chunk(finish_reason="stop"),
+    native_chunk("", usage=USAGE),
+    DONE,
 ]
 _CRLF = [piece.replace("\n", "\r\n") for piece in _OPENAI]
 _NATIVE = [
-    native(response="Llama "),
-    native(response="says 你好"),
-    native(response="", usage=USAGE),
-    DONE_MARKER,
+    native_chunk("Llama "),
+    native_chunk("says 你好"),
+    native_chunk("", usage=USAGE),
+    DONE,
 ]
-_NO_MARKER = [content("Without"), content(" a marker"), oa({}, finish="stop"), usage_chunk(USAGE)]
+_NO_MARKER = [
+    openai_chunk(content="Without"),
+    openai_chunk(content=" a marker"),
+    openai_chunk(finish_reason="stop"),
+    native_chunk("", usage=USAGE),
+]
 _WITH_JUNK = [
     ": a comment the model sent\n\n",
-    content("Junk"),
+    openai_chunk(content="Junk"),
     "data: {not json at all\n\n",
     "id: 7\ndata: " + json.dumps({"choices": [{"index": 0, "delta": {"content": " in"}}]}) + "\n\n",
     "data:" + json.dumps({"choices": [{"index": 0, "delta": {"content": " between"}}]}) + "\n\n",
-    usage_chunk(USAGE),
-    DONE_MARKER,
+    native_chunk("", usage=USAGE),
+    DONE,
 ]
 _WHOLE = "".join(_OPENAI).encode()
-_CUTS = [1, 3, 7, 61, 62, 63, 200, 201, 202, 350, len(_WHOLE) - 5]
+# Anywhere: inside "data:", inside the JSON, inside "\n\n", inside a UTF-8 character.
+_CUTS = sorted(
+    {1, 3, 7, 61, 62, 63, 200, 201, 202, 350, len(_WHOLE) - 5}
+    | {_WHOLE.index(char.encode()) + 1 for char in ("世", "界", "é")}
+    | {_WHOLE.index("🤔".encode()) + n for n in (1, 2, 3)}
+)
 _SPLIT = [b64(_WHOLE[a:b]) for a, b in zip([0, *_CUTS], [*_CUTS, len(_WHOLE)], strict=True)]
 
 
@@ -497,12 +499,12 @@ def test_malformed_line_is_relayed_and_the_answer_still_ends_with_done(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
     chunks = [
-        content("Hel"),
+        openai_chunk(content="Hel"),
         "data: {not json at all\n\n",
-        content("lo"),
-        oa({}, finish="stop"),
-        usage_chunk(USAGE),
-        DONE_MARKER,
+        openai_chunk(content="lo"),
+        openai_chunk(finish_reason="stop"),
+        native_chunk("", usage=USAGE),
+        DONE,
     ]
     ai.script({"chunks": chunks})
     chat = post_chat(client, user("hi"))
@@ -521,16 +523,16 @@ def test_reader_variants_in_one_stream(client: httpx.Client, ai: EmulatorControl
     # running usage on every chunk (the last one counts), then a native chunk.
     running = {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6}
     chunks = [
-        oa({"reasoning": "Hmm, "}, usage=running),
-        oa({"reasoning_content": "yes."}),
-        oa({}),
-        oa({"content": None}),
-        oa({"role": "assistant", "content": ""}),
-        oa({"content": "Ans"}, usage=running),
-        oa({"content": "wer"}),
-        oa({}, finish="stop", usage={**running, "completion_tokens": 9}),
-        usage_chunk(USAGE),
-        DONE_MARKER,
+        chunk_of({"reasoning": "Hmm, "}, usage=running),
+        openai_chunk(reasoning="yes."),
+        openai_chunk(),
+        chunk_of({"content": None}),
+        chunk_of({"role": "assistant", "content": ""}),
+        chunk_of({"content": "Ans"}, usage=running),
+        chunk_of({"content": "wer"}),
+        chunk_of({}, finish="stop", usage={**running, "completion_tokens": 9}),
+        native_chunk("", usage=USAGE),
+        DONE,
     ]
     ai.script({"chunks": chunks})
     chat = post_chat(client, user("hi"))
@@ -545,9 +547,11 @@ def test_reader_variants_in_one_stream(client: httpx.Client, ai: EmulatorControl
 
 
 def test_split_events_across_chunks(client: httpx.Client, ai: EmulatorControl) -> None:
-    whole = content("Sp") + content("lit 字") + usage_chunk(USAGE)
+    whole = (
+        openai_chunk(content="Sp") + openai_chunk(content="lit 字") + native_chunk("", usage=USAGE)
+    )
     data = whole.encode()
-    pieces = [data[:7], data[7:8], data[8:41], data[41:90], data[90:], DONE_MARKER.encode()]
+    pieces = [data[:7], data[7:8], data[8:41], data[41:90], data[90:], DONE.encode()]
     ai.script({"chunks": [b64(p) for p in pieces]})
     chat = post_chat(client, user("hi"))
     assert chat.relayed == b"".join(pieces)
@@ -561,11 +565,11 @@ def test_split_events_across_chunks(client: httpx.Client, ai: EmulatorControl) -
 @pytest.mark.parametrize(
     "chunks",
     [
-        ["data: {garbage\n\n", "data: also not json\n\n", DONE_MARKER],
+        ["data: {garbage\n\n", "data: also not json\n\n", DONE],
         ["data: {garbage\n\n"],
         ["<html>502 Bad Gateway</html>"],
         [b64(b"\xff\xfe\x00\x01garbage\x80\xc3(\n\n\x9f")],
-        [oa({"role": "assistant"}), oa({}), DONE_MARKER],
+        [chunk_of({"role": "assistant"}), openai_chunk(), DONE],
         [],
         ["\n\n  \r\n"],
     ],
@@ -585,16 +589,31 @@ def test_an_upstream_without_text_ends_with_one_upstream_malformed(
     assert b"garbage" not in chat.body
 
 
+def test_more_than_64_kib_without_text_ends_with_one_upstream_malformed(
+    client: httpx.Client, ai: EmulatorControl
+) -> None:
+    # Held back while there is no text, but not without bound.
+    empty = openai_chunk()
+    count = (64 << 10) // len(empty) + 2
+    ai.script({"chunks": [empty] * count + [openai_chunk(content="too late"), DONE]})
+    chat = post_chat(client, user("hi"))
+    parsed = chat.events
+    assert parsed.names == ["meta", "error"]
+    assert chat.relayed == b""
+    assert_error_event(parsed, "upstream_malformed")
+    assert ai.wait_for_calls(1)[0]["aborted"] is True
+
+
 def test_binary_after_text_is_relayed_then_one_closing_event(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
     junk = b"\xff\xfe\x00\x01binary\x80\xc3("
-    ai.script({"chunks": [content("Text first"), b64(junk)]})
+    ai.script({"chunks": [openai_chunk(content="Text first"), b64(junk)]})
     chat = post_chat(client, user("hi"), errors="replace")
     parsed = chat.events
     assert parsed.text() == "Text first"
     # The model stopped mid-line; edgechat ends that line before its own event.
-    assert_relayed(chat, content("Text first").encode() + junk)
+    assert_relayed(chat, openai_chunk(content="Text first").encode() + junk)
     assert parsed.final.name in ("done", "error")
     assert [event.name for event in parsed.events if event.name != MODEL] == [
         "meta",
@@ -605,7 +624,7 @@ def test_binary_after_text_is_relayed_then_one_closing_event(
 def test_mid_stream_error_after_tokens_is_one_error_event(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
-    chunks: list[Any] = [content("Partial "), content("answer")]
+    chunks: list[Any] = [openai_chunk(content="Partial "), openai_chunk(content="answer")]
     ai.script(
         {
             "chunks": [
@@ -632,10 +651,16 @@ def test_mid_event_error_closes_the_event_before_the_error(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
     ai.script(
-        {"chunks": [content("Half a"), 'data: {"choices": [{"ind', {"error": "3040: busy"}]}
+        {
+            "chunks": [
+                openai_chunk(content="Half a"),
+                'data: {"choices": [{"ind',
+                {"error": "3040: busy"},
+            ]
+        }
     )
     chat = post_chat(client, user("hi"))
     parsed = chat.events
-    assert_relayed(chat, (content("Half a") + 'data: {"choices": [{"ind').encode())
+    assert_relayed(chat, (openai_chunk(content="Half a") + 'data: {"choices": [{"ind').encode())
     assert parsed.text() == "Half a"
     assert_error_event(parsed, "model_busy")

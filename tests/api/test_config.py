@@ -14,12 +14,15 @@ from tests.api.checks import (
     assert_error,
     assert_error_event,
     assert_meta,
+    assert_shape,
     assert_stream_headers,
+    calls_before_a_later_request,
     post_chat,
     system_then,
     user,
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
+from tests.kit.upstream import openai_chunk
 
 PROMPT = "You are TestBot sysprompt-Q9. Answer briefly."
 SETTINGS = {
@@ -50,7 +53,7 @@ def client(server: Server, new_client: ClientFactory) -> httpx.Client:
 def refused(server: Server, client: httpx.Client, status: int, code: str, **kwargs: object) -> None:
     chat = post_chat(client, **kwargs)  # type: ignore[arg-type]
     assert_error(chat.response, status, code, "sysprompt-Q9")
-    assert server.ai.wait_for_calls(1, timeout=0.5) == []
+    assert calls_before_a_later_request(server.ai, client) == []
 
 
 def test_models_lists_only_the_configured_ones(client: httpx.Client) -> None:
@@ -100,16 +103,15 @@ def test_system_prompt_never_reaches_the_client_in_errors(
         {"match": {"contains": "before"}, "error": f"3003: bad request with {PROMPT}"},
         {
             "match": {"contains": "during"},
-            "chunks": [
-                'data: {"response":"x"}\n\n',
-                {"error": f"3003: bad request with {PROMPT}"},
-            ],
+            "chunks": [openai_chunk(content="x"), {"error": f"3003: bad request with {PROMPT}"}],
         },
     )
     chat = post_chat(client, user("before"))
     assert_error(chat.response, 502, "upstream_error", "sysprompt-Q9", "TestBot")
     chat = post_chat(client, user("during"))
+    assert_shape(chat.events, final="error")
     assert_error_event(chat.events, "upstream_error", "sysprompt-Q9", "TestBot")
+    assert b"sysprompt-Q9" not in chat.body
 
 
 def _turns(*lengths: int) -> dict[str, object]:

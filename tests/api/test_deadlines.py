@@ -11,30 +11,31 @@ import httpx
 import pytest
 
 from tests.api.checks import (
-    DONE_MARKER,
     GLM,
+    LLAMA,
     assert_done,
     assert_error_event,
     assert_meta,
     assert_relayed,
     assert_shape,
     assert_stream_headers,
-    content,
-    oa,
+    chunk_of,
     post_chat,
     script_bytes,
-    usage_chunk,
     user,
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
 from tests.kit.sse import MODEL, PING, Event
+from tests.kit.upstream import DONE, native_chunk, openai_chunk
 
-IDLE_S = 1.2
+FIRST_TOKEN_S = 2.5
+IDLE_S = 1.0
+HEARTBEAT_S = 0.2
 DEADLINES = {
-    "FIRST_TOKEN_TIMEOUT_S": "1.5",
+    "FIRST_TOKEN_TIMEOUT_S": str(FIRST_TOKEN_S),
     "IDLE_TIMEOUT_S": str(IDLE_S),
-    "TOTAL_TIMEOUT_S": "3",
-    "HEARTBEAT_S": "0.2",
+    "TOTAL_TIMEOUT_S": "4",
+    "HEARTBEAT_S": str(HEARTBEAT_S),
 }
 USAGE = {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
 
@@ -62,7 +63,7 @@ def assert_aborted(server: Server) -> None:
 
 def test_first_token_deadline(server: Server, client: httpx.Client) -> None:
     # Chunks keep coming (so the idle deadline never fires) but none has text.
-    server.ai.script({"chunks": [c for _ in range(20) for c in (oa({}), pause(0.4))]})
+    server.ai.script({"chunks": [c for _ in range(20) for c in (openai_chunk(), pause(0.4))]})
     chat = post_chat(client, user("hi"), limit_s=15)
     assert_stream_headers(chat.response)
     parsed = chat.events
@@ -88,7 +89,7 @@ def test_first_token_deadline_on_a_model_that_never_answers(
 
 
 def test_idle_deadline_keeps_the_text_so_far(server: Server, client: httpx.Client) -> None:
-    chunks: list[Any] = [content("Start"), content(" of it")]
+    chunks: list[Any] = [openai_chunk(content="Start"), openai_chunk(content=" of it")]
     server.ai.script({"chunks": [*chunks, {"stall": True}]})
     chat = post_chat(client, user("hi"), limit_s=15)
     parsed = chat.events
@@ -101,7 +102,9 @@ def test_idle_deadline_keeps_the_text_so_far(server: Server, client: httpx.Clien
 
 def test_total_deadline_on_a_model_that_never_stops(server: Server, client: httpx.Client) -> None:
     words = [f" w{i}" for i in range(40)]
-    server.ai.script({"chunks": [c for word in words for c in (content(word), pause(0.3))]})
+    server.ai.script(
+        {"chunks": [c for word in words for c in (openai_chunk(content=word), pause(0.3))]}
+    )
     chat = post_chat(client, user("hi"), limit_s=20)
     parsed = chat.events
     assert_shape(parsed, final="error")
@@ -111,7 +114,7 @@ def test_total_deadline_on_a_model_that_never_stops(server: Server, client: http
     assert text != "".join(words)
     # The model's first events, each as it was sent.
     sent = len(parsed.model_events)
-    assert_relayed(chat, "".join(content(word) for word in words[:sent]).encode())
+    assert_relayed(chat, "".join(openai_chunk(content=word) for word in words[:sent]).encode())
     assert_error_event(parsed, "deadline_exceeded")
     assert_aborted(server)
 
@@ -121,12 +124,12 @@ def test_heartbeat_while_the_model_is_silent_before_its_first_words(
 ) -> None:
     chunks: list[Any] = [
         pause(0.9),
-        oa({"role": "assistant"}),  # no text yet: still silent for the client
+        chunk_of({"role": "assistant"}),  # no text yet: still silent for the client
         pause(0.5),
-        content("After a pause"),
-        content(", more."),
-        usage_chunk(USAGE),
-        DONE_MARKER,
+        openai_chunk(content="After a pause"),
+        openai_chunk(content=", more."),
+        native_chunk("", usage=USAGE),
+        DONE,
     ]
     server.ai.script({"chunks": chunks})
     chat = post_chat(client, user("hi"), limit_s=15)
@@ -135,8 +138,9 @@ def test_heartbeat_while_the_model_is_silent_before_its_first_words(
     assert_done(parsed, GLM)
     items = parsed.items
     first_model = next(i for i, item in enumerate(items) if isinstance(item, Event) and i > 0)
-    assert isinstance(items[first_model], Event)
-    assert items[first_model].name == MODEL
+    first = items[first_model]
+    assert isinstance(first, Event)
+    assert first.name == MODEL
     pings = items[1:first_model]
     assert pings, "no ping while waiting for the first token"
     assert set(pings) == {PING}, pings
@@ -145,16 +149,56 @@ def test_heartbeat_while_the_model_is_silent_before_its_first_words(
     assert_relayed(chat, script_bytes(chunks))
 
 
+def test_heartbeat_while_the_model_sends_bytes_without_text(
+    server: Server, client: httpx.Client
+) -> None:
+    # Empty deltas, more often than the heartbeat: held back, so the client
+    # sees nothing of them and needs the pings all the same.
+    preamble: list[Any] = [chunk_of({"role": "assistant"})]
+    for _ in range(8):
+        preamble += [pause(HEARTBEAT_S * 0.75), openai_chunk()]
+    answer: list[Any] = [openai_chunk(content="At last."), native_chunk("", usage=USAGE), DONE]
+    server.ai.script({"chunks": [*preamble, *answer]})
+    chat = post_chat(client, user("hi"), limit_s=15)
+    parsed = chat.events
+    assert parsed.text() == "At last."
+    assert_done(parsed, GLM)
+    # 1.2 s without a byte for the client: pings every 0.2 s, so about six.
+    assert parsed.pings >= 3, f"{parsed.pings} pings while the client saw nothing for 1.2 s"
+    assert_relayed(chat, script_bytes([*preamble, *answer]))
+
+
+def test_the_next_models_silence_is_its_own_after_a_fallback(
+    server: Server, client: httpx.Client
+) -> None:
+    # GLM sends a byte without text, then fails: Llama's first words come
+    # later than IDLE_TIMEOUT_S after GLM's byte, within the first-token deadline.
+    llama: list[Any] = [native_chunk("Llama took its time."), native_chunk("", usage=USAGE), DONE]
+    server.ai.script(
+        {
+            "match": {"model": GLM},
+            "chunks": [chunk_of({"role": "assistant"}), {"error": "3040: x"}],
+        },
+        {"match": {"model": LLAMA}, "chunks": [pause(IDLE_S + 0.5), *llama]},
+    )
+    chat = post_chat(client, user("hi"), limit_s=15)
+    parsed = chat.events
+    assert parsed.final.name == "done", parsed.final
+    assert parsed.text() == "Llama took its time."
+    assert_done(parsed, LLAMA, fallback_from=GLM)
+    assert_relayed(chat, script_bytes(llama))
+
+
 def test_a_silence_mid_answer_shorter_than_the_idle_deadline_ends_in_done(
     server: Server, client: httpx.Client
 ) -> None:
     chunks: list[Any] = [
-        content("Before the pause"),
+        openai_chunk(content="Before the pause"),
         pause(IDLE_S / 2),
-        content(", after it."),
-        oa({}, finish="stop"),
-        usage_chunk(USAGE),
-        DONE_MARKER,
+        openai_chunk(content=", after it."),
+        openai_chunk(finish_reason="stop"),
+        native_chunk("", usage=USAGE),
+        DONE,
     ]
     server.ai.script({"chunks": chunks})
     chat = post_chat(client, user("hi"), limit_s=15)
@@ -172,8 +216,8 @@ def test_a_silence_mid_answer_longer_than_the_idle_deadline_ends_in_error(
     server: Server, client: httpx.Client
 ) -> None:
     # The silence ends before the total deadline: only the idle one can stop it.
-    before: list[Any] = [content("Before the pause")]
-    after: list[Any] = [content(", after it."), usage_chunk(USAGE), DONE_MARKER]
+    before: list[Any] = [openai_chunk(content="Before the pause")]
+    after: list[Any] = [openai_chunk(content=", after it."), native_chunk("", usage=USAGE), DONE]
     server.ai.script({"chunks": [*before, pause(IDLE_S + 0.8), *after]})
     chat = post_chat(client, user("hi"), limit_s=15)
     parsed = chat.events

@@ -6,6 +6,8 @@ holds a marker that must never reach the client.
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 import pytest
 
@@ -17,13 +19,19 @@ from tests.api.checks import (
     assert_error,
     assert_error_event,
     assert_meta,
+    assert_relayed,
     assert_retry_after,
+    assert_shape,
     assert_stream_headers,
+    calls_before_a_later_request,
+    chunk_of,
     post_chat,
+    script_bytes,
     system_then,
     user,
 )
 from tests.harness import EmulatorControl
+from tests.kit.upstream import native_chunk, native_end, openai_chunk, usage
 
 DETAIL = "internal-detail-K42 at AiBinding.run"
 
@@ -56,7 +64,7 @@ def test_binding_error_before_the_stream_maps_to_status(
     # Every model fails, so whatever the fallback chain does, this is the answer.
     ai.script({"error": f"{binding_code}: {DETAIL}"})
     chat = post_chat(client, user("hi"))
-    assert_error(chat.response, status, code, "K42", "AiBinding")
+    assert_error(chat.response, status, code, "K42", "AiBinding", "internal-detail")
     if retry_after:
         assert_retry_after(chat.response)
     calls = ai.wait_for_calls(1)
@@ -90,8 +98,10 @@ def test_fallback_worthy_error_on_glm_is_answered_by_llama(
     # GLM refused before the stream began: meta already names the model whose
     # stream follows; done says which model was asked first.
     assert_meta(parsed, LLAMA)
+    assert_shape(parsed)
     assert parsed.text() == "Llama took over."
     assert_done(parsed, LLAMA, fallback_from=GLM)
+    assert b"K42" not in chat.body
     calls = ai.wait_for_calls(2)
     assert [call["model"] for call in calls] == [GLM, LLAMA]
     assert calls[0]["error"] == f"{binding_code}: {DETAIL}"
@@ -111,11 +121,52 @@ def test_fallback_before_any_byte_of_a_started_stream(
         {"match": {"model": GLM}, "chunks": [{"error": f"3040: {DETAIL}"}]},
         {"match": {"model": LLAMA}, "reply": {"content": "Llama again."}},
     )
-    parsed = post_chat(client, user("hi")).events
+    chat = post_chat(client, user("hi"))
+    parsed = chat.events
+    # meta went out before GLM's stream failed: it names the model asked.
     assert_meta(parsed, GLM)
+    assert_shape(parsed)
     assert parsed.text() == "Llama again."
     assert_done(parsed, LLAMA, fallback_from=GLM)
+    assert b"K42" not in chat.body
     assert [call["model"] for call in ai.wait_for_calls(2)] == [GLM, LLAMA]
+
+
+# What GLM says before its first words: held back, so a fallback leaves none of it.
+GLM_PREAMBLE = [
+    chunk_of({"role": "assistant", "content": ""}, id="glm-held-back-7Q"),
+    chunk_of({}, id="glm-held-back-7Q"),
+]
+LLAMA_ANSWER = [
+    native_chunk("Llama "),
+    native_chunk("answered."),
+    *native_end(prompt_tokens=4, completion_tokens=2),
+]
+
+
+@pytest.mark.parametrize("binding_code", FALLBACK_CODES)
+def test_fallback_after_bytes_without_text_leaves_nothing_of_the_first_model(
+    client: httpx.Client, ai: EmulatorControl, binding_code: int
+) -> None:
+    ai.script(
+        {
+            "match": {"model": GLM},
+            "chunks": [*GLM_PREAMBLE, {"delay_ms": 50}, {"error": f"{binding_code}: {DETAIL}"}],
+        },
+        {"match": {"model": LLAMA}, "chunks": LLAMA_ANSWER},
+    )
+    chat = post_chat(client, user("hi"))
+    parsed = chat.events
+    assert_shape(parsed)
+    # Between meta and done: Llama's bytes exactly, and not one of GLM's.
+    assert_relayed(chat, script_bytes(LLAMA_ANSWER))
+    assert b"glm-held-back-7Q" not in chat.body
+    assert parsed.text() == "Llama answered."
+    done = assert_done(parsed, LLAMA, fallback_from=GLM)
+    assert done["usage"] == usage(4, 2)
+    calls = ai.wait_for_calls(2)
+    assert [call["model"] for call in calls] == [GLM, LLAMA]
+    assert calls[0]["error"] == f"{binding_code}: {DETAIL}"
 
 
 @pytest.mark.parametrize("binding_code", NO_FALLBACK_CODES)
@@ -130,7 +181,7 @@ def test_other_errors_do_not_fall_back(
     status, code = {row[0]: (row[1], row[2]) for row in MAPPING}[binding_code]
     assert_error(chat.response, status, code, "K42")
     assert "must not answer" not in chat.body.decode()
-    calls = ai.wait_for_calls(2, timeout=1.0)
+    calls = calls_before_a_later_request(ai, client)
     assert [call["model"] for call in calls] == [GLM]
 
 
@@ -141,7 +192,7 @@ def test_when_every_model_is_busy_the_client_gets_503(
     chat = post_chat(client, user("hi"))
     assert_error(chat.response, 503, "model_busy", "K42")
     assert_retry_after(chat.response)
-    calls = ai.wait_for_calls(3, timeout=1.0)
+    calls = calls_before_a_later_request(ai, client)
     assert [call["model"] for call in calls] == [GLM, LLAMA]
 
 
@@ -152,27 +203,31 @@ def test_paid_only_kimi_falls_back_to_the_chain(client: httpx.Client, ai: Emulat
     )
     parsed = post_chat(client, user("hi", model="kimi")).events
     assert_meta(parsed, GLM)
+    assert_shape(parsed)
     assert parsed.text() == "Free model answered."
     assert_done(parsed, GLM, fallback_from=KIMI)
     assert [call["model"] for call in ai.wait_for_calls(2)] == [KIMI, GLM]
 
 
-def test_no_switch_after_a_token_was_sent(client: httpx.Client, ai: EmulatorControl) -> None:
+@pytest.mark.parametrize("later", [False, True], ids=["first-words", "later-words"])
+def test_no_switch_after_a_token_was_sent(
+    client: httpx.Client, ai: EmulatorControl, later: bool
+) -> None:
+    sent: list[Any] = [openai_chunk(content="Half")]
+    if later:
+        # Past the first words the platform relays the stream; still no switch.
+        sent += [{"delay_ms": 100}, openai_chunk(content=" and more")]
     ai.script(
-        {
-            "match": {"model": GLM},
-            "chunks": [
-                'data: {"choices":[{"index":0,"delta":{"content":"Half"}}]}\n\n',
-                {"error": f"3040: {DETAIL}"},
-            ],
-        },
+        {"match": {"model": GLM}, "chunks": [*sent, {"error": f"3040: {DETAIL}"}]},
         {"match": {"model": LLAMA}, "reply": {"content": "must not answer"}},
     )
     chat = post_chat(client, user("hi"))
     assert_stream_headers(chat.response)
     parsed = chat.events
-    assert parsed.names == ["meta", "token", "error"]
-    assert parsed.text() == "Half"
+    assert_shape(parsed, final="error")
+    assert_relayed(chat, script_bytes(sent))
+    assert parsed.text() == ("Half and more" if later else "Half")
     assert_error_event(parsed, "model_busy", "K42")
-    calls = ai.wait_for_calls(2, timeout=1.0)
+    assert b"K42" not in chat.body
+    calls = calls_before_a_later_request(ai, client)
     assert [call["model"] for call in calls] == [GLM]

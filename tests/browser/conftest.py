@@ -172,46 +172,84 @@ document.addEventListener("securitypolicyviolation", (e) => {
 """
 
 
-# Notes every state the last answer is shown in, as the DOM changes (the page
-# renders at most once per animation frame), so a test can read afterwards
-# how an answer grew without sampling it against the clock.
-RECORD_ANSWER = """() => {
-  const states = (window.__answerStates = []);
-  let last = "";
-  const note = () => {
-    const article = [...document.querySelectorAll("#messages article.msg.assistant")].at(-1);
-    if (!article) return;
-    const details = article.querySelector("details.reasoning");
-    const state = {
-      busy: article.getAttribute("aria-busy") === "true",
-      reasoning_shown: !details.hidden,
-      reasoning_open: details.open,
-      summary: details.querySelector("summary").textContent,
-      reasoning: article.querySelector(".reasoning-body").textContent,
-      answer: article.querySelector(".answer").textContent.trim(),
-    };
-    const key = JSON.stringify(state);
-    if (key !== last) {
-      last = key;
-      states.push(state);
-    }
-  };
-  new MutationObserver(note).observe(document.getElementById("messages"), {
-    subtree: true, childList: true, characterData: true, attributes: true,
+# Reshapes what the page reads of a /chat body (CDP-injected, not subject to
+# the CSP), the way a network could deliver it: "byte" makes every read one
+# byte, whatever the network coalesced, so the page's reader meets every
+# character and every line cut at every byte; "event" hands over one event
+# (up to its blank line) each time the test releases one, so a test can look
+# at the page between any two events of a stream the server already sent.
+# Aborting the request still ends the body at once, as it does for fetch.
+SHAPE_CHAT_READS = """(mode) => {
+  const gate = (window.__chatGate = {
+    permits: 0,
+    waiters: [],
+    release(n) {
+      this.permits += n;
+      while (this.permits > 0 && this.waiters.length) {
+        this.permits -= 1;
+        this.waiters.shift()();
+      }
+    },
+    take() {
+      if (this.permits > 0) {
+        this.permits -= 1;
+        return Promise.resolve();
+      }
+      return new Promise((resolve) => this.waiters.push(resolve));
+    },
   });
+  const fetchAll = window.fetch;
+  window.fetch = async (input, init) => {
+    const response = await fetchAll(input, init);
+    const url = new URL(typeof input === "string" ? input : input.url, location.href);
+    if (url.pathname !== "/chat" || !response.ok || !response.body) return response;
+    const reader = response.body.getReader();
+    let buffer = new Uint8Array(0);
+    let ended = false;
+    const boundary = () => {
+      if (mode === "byte") return buffer.length ? 1 : -1;
+      for (let i = 1; i < buffer.length; i++) {
+        if (buffer[i - 1] === 10 && buffer[i] === 10) return i + 1;
+      }
+      return -1;
+    };
+    let controller;
+    const body = new ReadableStream({
+      start(c) {
+        controller = c;
+      },
+      async pull() {
+        let end = boundary();
+        while (end < 0 && !ended) {
+          const { done, value } = await reader.read();
+          if (done) ended = true;
+          else {
+            const joined = new Uint8Array(buffer.length + value.length);
+            joined.set(buffer);
+            joined.set(value, buffer.length);
+            buffer = joined;
+          }
+          end = boundary();
+        }
+        if (end < 0) end = buffer.length; // the unterminated rest
+        if (end === 0) return controller.close();
+        if (mode === "event") await gate.take();
+        controller.enqueue(buffer.slice(0, end));
+        buffer = buffer.slice(end);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+    init?.signal?.addEventListener("abort", () => {
+      try {
+        controller.error(init.signal.reason);
+      } catch {
+        // already closed
+      }
+    });
+    const { status, statusText, headers } = response;
+    return new Response(body, { status, statusText, headers });
+  };
 }"""
-
-
-@dataclass(frozen=True)
-class AnswerState:
-    """What the reader saw of the last answer at one moment."""
-
-    busy: bool
-    reasoning_shown: bool
-    reasoning_open: bool
-    summary: str
-    reasoning: str
-    answer: str
 
 
 @dataclass
@@ -279,13 +317,20 @@ class Chat:
             ),
         )
 
-    def record_answers(self) -> None:
-        """From now on, notes every state the last answer is shown in."""
-        self.page.evaluate(RECORD_ANSWER)
+    def read_one_byte_at_a_time(self) -> None:
+        """From now on, every read the page makes of a ``/chat`` body returns one byte."""
+        self.page.evaluate(SHAPE_CHAT_READS, "byte")
 
-    def answer_states(self) -> list[AnswerState]:
-        """The states noted since ``record_answers``, in order, each once."""
-        return [AnswerState(**state) for state in self.page.evaluate("window.__answerStates")]
+    def hold_chat_events(self) -> None:
+        """From now on, the page gets each event of a ``/chat`` stream only once
+        ``release_events`` lets it through."""
+        self.page.evaluate(SHAPE_CHAT_READS, "event")
+
+    def release_events(self, count: int = 1) -> None:
+        self.page.evaluate("n => window.__chatGate.release(n)", count)
+
+    def release_all_events(self) -> None:
+        self.page.evaluate("window.__chatGate.release(Infinity)")
 
 
 @pytest.fixture

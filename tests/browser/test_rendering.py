@@ -137,10 +137,12 @@ def test_chinese_split_inside_multibyte_characters_renders_correctly(
     chat: Chat, ai: EmulatorControl, alias: str, reasoning: str | None
 ) -> None:
     # Full-width punctuation on purpose: three bytes each in UTF-8. The
-    # emulator cuts the model's whole byte stream after every byte.
+    # emulator cuts the model's byte stream after every byte, and the page
+    # reads what edgechat relays one byte at a time.
     text = "你好，世界！边缘计算让模型离用户更近。😀 Emoji and 中文 mixed."  # noqa: RUF001
     ai.script({"reply": {"content": text, "reasoning": reasoning, "split_bytes": 1}})
     chat.model_picker().select_option(alias)
+    chat.read_one_byte_at_a_time()
     answer = chat.ask("用中文回答")
     expect(answer.locator(".answer")).to_have_text(text)
     if reasoning is not None:

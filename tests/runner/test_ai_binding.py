@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import PROBE_CONFIG
 from tests.harness import ROOT, EmulatorControl, Runner, start_runner
+from tests.kit.sse import parse
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8"
@@ -161,13 +162,13 @@ def test_chat_streams_from_the_rest_api_when_credentials_are_set(fake_api: str) 
     with start_runner(ROOT / "wrangler.toml", env=env) as runner:
         response = httpx.post(runner.base_url + "/chat", json=body, timeout=15)
     assert response.status_code == 200
-    events = [json.loads(line) for line in data_lines(response.text)]
-    names = [
-        line[len("event: ") :] for line in response.text.split("\n") if line.startswith("event: ")
-    ]
-    assert names == ["meta", "token", "token", "done"]
-    assert events[1]["text"] + events[2]["text"] == "Hello from the REST API"
-    assert events[3]["usage"] == USAGE
+    parsed = parse(response.content)
+    assert parsed.names == ["meta"] + ["message"] * len(STREAMED) + ["done"]
+    # The REST API's bytes reach the client as they came.
+    assert "".join(f"data: {event}\n\n" for event in STREAMED) in response.text
+    assert parsed.text() == "Hello from the REST API"
+    assert parsed.saw_done_marker
+    assert parsed.final.data["usage"] == USAGE
     (request,) = FakeWorkersAI.seen
     assert request["path"] == "/accounts/acct123/ai/run/@cf/zai-org/glm-4.7-flash"
     assert request["body"]["stream"] is True

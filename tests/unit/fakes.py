@@ -11,13 +11,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from edgechat.errors import PayloadTooLarge, UpstreamError
 from edgechat.models import Usage
-from edgechat.ports import ClientGone, Sink
+from edgechat.ports import TIMED_OUT, ClientGone, Sink, TimedOut
 
 # --- upstream byte streams ---------------------------------------------------
 
@@ -94,6 +95,15 @@ STALL = Stall()
 Step = bytes | Delay | Fail | Stall
 
 
+async def _within[T](future: asyncio.Future[T], within: float) -> T | TimedOut:
+    """A bounded wait, as the platform's: the future is left running when the
+    bound passes first, for the next call to go on waiting."""
+    if within == math.inf:
+        return await asyncio.shield(future)
+    done, _ = await asyncio.wait({future}, timeout=max(within, 0.0))
+    return future.result() if done else TIMED_OUT
+
+
 class FakeUpstream:
     """``ports.UpstreamStream`` playing a script of chunks, delays, failures and stalls.
 
@@ -104,11 +114,15 @@ class FakeUpstream:
     whatever is running or starts later with an ``UpstreamError``.
 
     ``reads`` and ``looks`` count the times Python touched the stream, and
-    ``chunks_relayed`` the chunks that went by without it.
+    ``chunks_relayed`` the chunks that went by without it. ``observe_lag``
+    (seconds) makes ``observe`` return that much after it took the bytes, as
+    the watched branch of a tee may lag behind the pipe: the relay can finish
+    while a look is still under way.
     """
 
-    def __init__(self, steps: Iterable[Step]) -> None:
+    def __init__(self, steps: Iterable[Step], *, observe_lag: float = 0.0) -> None:
         self._steps = list(steps)
+        self._observe_lag = observe_lag
         self._cancelled = asyncio.Event()
         self.cancel_calls = 0
         self.reads = 0
@@ -118,6 +132,8 @@ class FakeUpstream:
         self._seen: list[bytes] = []
         self._seen_changed = asyncio.Event()
         self._copy: asyncio.Task[None] | None = None
+        self._pending_read: asyncio.Future[bytes | None] | None = None
+        self._pending_look: asyncio.Future[bytes | None] | None = None
 
     @property
     def cancelled(self) -> bool:
@@ -143,10 +159,15 @@ class FakeUpstream:
             else:
                 await self._cancelled.wait()
 
-    async def read(self) -> bytes | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         assert self._copy is None, "read() after relay()"
-        self.reads += 1
-        return await self._next()
+        if self._pending_read is None:
+            self.reads += 1
+            self._pending_read = asyncio.ensure_future(self._next())
+        result = await _within(self._pending_read, within)
+        if result is not TIMED_OUT:
+            self._pending_read = None
+        return result
 
     async def relay(self, sink: Sink) -> FakeRelay:
         assert self._copy is None, "relay() twice"
@@ -162,7 +183,22 @@ class FakeUpstream:
             self._seen.append(chunk)
             self._seen_changed.set()
 
-    async def observe(self) -> bytes | None:
+    async def observe(self, within: float) -> bytes | TimedOut | None:
+        if self._pending_look is None:
+            self._pending_look = asyncio.ensure_future(self._look())
+        result = await _within(self._pending_look, within)
+        if result is not TIMED_OUT:
+            self._pending_look = None
+        return result
+
+    async def rest(self, within: float) -> bool:
+        assert self._copy is not None
+        if await _within(self._copy, within) is TIMED_OUT:
+            return False
+        await self.finished()
+        return True
+
+    async def _look(self) -> bytes | None:
         self.looks += 1
         copy = self._copy
         assert copy is not None
@@ -172,6 +208,8 @@ class FakeUpstream:
         if self._seen:
             seen = b"".join(self._seen)
             self._seen.clear()
+            if self._observe_lag:
+                await asyncio.sleep(self._observe_lag)
             return seen
         if copy.exception() is not None:
             raise copy.exception()  # type: ignore[misc]
@@ -197,8 +235,11 @@ class FakeRelay:
     def __init__(self, upstream: FakeUpstream) -> None:
         self._upstream = upstream
 
-    async def observe(self) -> bytes | None:
-        return await self._upstream.observe()
+    async def rest(self, within: float) -> bool:
+        return await self._upstream.rest(within)
+
+    async def observe(self, within: float) -> bytes | TimedOut | None:
+        return await self._upstream.observe(within)
 
     async def finished(self) -> None:
         await self._upstream.finished()
@@ -226,7 +267,7 @@ class FakeAi:
     """``ports.Ai`` scripted per model id: ``script[model_id]`` is the ``Answer``
     to every call of that model. A model without a script is a test bug
     (KeyError). ``open_delay`` (seconds, or ``STALL``) holds ``stream`` itself
-    back before it answers.
+    back before it answers; ``observe_lag`` is every stream's (see ``FakeUpstream``).
     """
 
     def __init__(
@@ -234,9 +275,11 @@ class FakeAi:
         script: Mapping[str, Answer],
         *,
         open_delay: Mapping[str, float | Stall] | None = None,
+        observe_lag: float = 0.0,
     ) -> None:
         self._script = dict(script)
         self._open_delay = dict(open_delay or {})
+        self._observe_lag = observe_lag
         self.calls: list[Call] = []
 
     @property
@@ -259,7 +302,7 @@ class FakeAi:
         answer = self._script[model_id]
         if isinstance(answer, UpstreamError):
             raise answer
-        call.upstream = FakeUpstream(answer)
+        call.upstream = FakeUpstream(answer, observe_lag=self._observe_lag)
         return call.upstream
 
 

@@ -497,6 +497,35 @@ def test_python_touches_a_long_answer_only_a_few_times() -> None:
     assert got.session.outcome.truncated is False
 
 
+def test_what_python_saw_while_the_relay_ran_counts_for_the_ending() -> None:
+    # Python looks every quarter second: it sees the usage chunk while the
+    # relay still runs, and only [DONE] after the relay ended.
+    settings = Settings(
+        first_token_timeout_s=1, idle_timeout_s=1, heartbeat_s=30, total_timeout_s=3
+    )
+    said, usage_chunk, done = NATIVE_HELLO[:2], NATIVE_HELLO[2], NATIVE_HELLO[3]
+    steps: list[Step] = [*said, Delay(0.05), usage_chunk, Delay(0.4), done]
+    got = answer(FakeAi({LLAMA.id: steps}), LLAMA, settings=settings)
+    assert got.between == b"".join(NATIVE_HELLO)
+    assert got.final.data["usage"] == USAGE
+    assert got.upstream().looks >= 2  # once mid-relay, once (or more) at the end
+    assert got.session.outcome.truncated is False
+
+
+def test_a_look_still_under_way_when_the_relay_ends_counts_for_the_ending() -> None:
+    # Python is looking (for 0.1 s) when the usage chunk and [DONE] arrive and
+    # the relay ends: what that look took must still reach the tail.
+    settings = Settings(
+        first_token_timeout_s=1, idle_timeout_s=1, heartbeat_s=30, total_timeout_s=3
+    )
+    first, usage_chunk, done = NATIVE_HELLO[0], NATIVE_HELLO[2], NATIVE_HELLO[3]
+    ai = FakeAi({LLAMA.id: [first, Delay(0.4), usage_chunk, done]}, observe_lag=0.1)
+    got = answer(ai, LLAMA, settings=settings)
+    assert got.between == first + usage_chunk + done
+    assert got.final.data["usage"] == USAGE
+    assert got.session.outcome.truncated is False
+
+
 def test_a_long_answer_without_an_end_is_marked_truncated() -> None:
     parts = [("content", f"word{i} ") for i in range(1000)]
     chunks = openai_stream(*parts, finish_reason=None, done=False)
@@ -705,6 +734,20 @@ def test_other_errors_before_the_first_text_do_not_fall_back() -> None:
     assert got.between == b""  # the held role chunk is dropped with the error
     assert got.final == error_event(failure)
     assert ai.models_called == [GLM.id]
+
+
+def test_the_fallback_models_silence_is_its_own() -> None:
+    # GLM sent a chunk, then failed; Llama takes a while to start. The idle
+    # deadline counts Llama's silence, not the time since GLM's chunk.
+    settings = Settings(
+        first_token_timeout_s=1.5, idle_timeout_s=0.2, heartbeat_s=30, total_timeout_s=3
+    )
+    glm: list[Step] = [ROLE, Delay(0.15), Fail(UpstreamBusy("3040"))]
+    ai = FakeAi({GLM.id: glm, LLAMA.id: [Delay(0.3), *NATIVE_HELLO]})
+    got = answer(ai, settings=settings)
+    assert got.final.name == "done"
+    assert got.final.data["fallback_from"] == GLM.id
+    assert got.between == b"".join(NATIVE_HELLO)
 
 
 def test_the_last_error_is_reported_when_no_fallback_answers() -> None:
@@ -922,6 +965,16 @@ def test_heartbeats_never_split_the_held_bytes() -> None:
     # The pings during the silence went out before the held chunks, which
     # reach the client whole and in order once the model spoke.
     assert got.between == sse.PING * pings + b"".join(chunks)
+
+
+def test_heartbeats_while_the_model_sends_only_bytes_that_are_held_back() -> None:
+    # Empty chunks keep coming, but they are held back: the client sees only
+    # meta, so the connection needs the pings as much as in a true silence.
+    steps = [step for _ in range(12) for step in (Delay(0.03), EMPTY)]
+    got = answer(FakeAi({GLM.id: [*steps, *HELLO]}), settings=HEARTBEAT)
+    pings = got.parsed.pings
+    assert pings >= 2
+    assert got.between == sse.PING * pings + joined(steps) + b"".join(HELLO)
 
 
 def test_no_heartbeat_between_relayed_chunks_even_in_a_long_silence() -> None:

@@ -96,16 +96,68 @@ function internalChunk(chunk) {
   return view.byteLength === 0 ? EMPTY : view.slice();
 }
 
-/** Copies queued byte chunks into `target` from the front of `queue`, as far as they fit. */
+/**
+ * A queue of byte views with O(1) push and shift (an array and a head index;
+ * Array.prototype.shift copies, which costs per chunk on a long queue). The
+ * views are shared, never handed out: readers copy from them.
+ */
+class ByteQueue {
+  constructor() {
+    this.items = [];
+    this.head = 0;
+    this.count = 0;
+  }
+
+  push(view) {
+    this.items.push(view);
+    this.count++;
+  }
+
+  shift() {
+    const items = this.items;
+    const view = items[this.head];
+    this.count--;
+    if (this.count === 0) {
+      items.length = 0;
+      this.head = 0;
+    } else {
+      items[this.head++] = undefined;
+      if (this.head >= 1024 && this.head * 2 >= items.length) {
+        this.items = items.slice(this.head);
+        this.head = 0;
+      }
+    }
+    return view;
+  }
+
+  clear() {
+    this.items.length = 0;
+    this.head = 0;
+    this.count = 0;
+  }
+
+  byteLength() {
+    let n = 0;
+    for (let i = this.head; i < this.items.length; i++) n += this.items[i].byteLength;
+    return n;
+  }
+}
+
+/** Copies queued bytes into `target` from the front of `queue`, as far as they fit. */
 function drainInto(target, queue) {
   let filled = 0;
-  while (queue.length && filled < target.byteLength) {
-    const head = queue[0];
-    const n = Math.min(head.byteLength, target.byteLength - filled);
-    target.set(n === head.byteLength ? head : head.subarray(0, n), filled);
+  const room = target.byteLength;
+  while (queue.count && filled < room) {
+    const head = queue.items[queue.head];
+    const n = Math.min(head.byteLength, room - filled);
+    if (n === head.byteLength) {
+      target.set(head, filled);
+      queue.shift();
+    } else {
+      target.set(head.subarray(0, n), filled);
+      queue.items[queue.head] = head.subarray(n);
+    }
     filled += n;
-    if (n === head.byteLength) queue.shift();
-    else queue[0] = head.subarray(n);
   }
   return filled;
 }
@@ -115,8 +167,7 @@ function respondFrom(controller, queue) {
   const request = controller.byobRequest;
   if (request === null) {
     // Only reachable without a pending read; kept for safety.
-    const total = queue.reduce((n, c) => n + c.byteLength, 0);
-    const chunk = new Uint8Array(total);
+    const chunk = new Uint8Array(queue.byteLength());
     drainInto(chunk, queue);
     controller.enqueue(chunk);
     return;
@@ -215,7 +266,79 @@ function byteStream(source) {
 }
 
 // ---------------------------------------------------------------------------
-// Binding results
+// Native byte sources
+//
+// Every native readable of kind SYSTEM (a binding result, or a tee branch of
+// one) is a thin ReadableStream over a "core": the kj-side source workerd
+// pumps without JavaScript. A core has
+//   - `queue`: bytes that have arrived and not been taken (a ByteQueue);
+//   - `wait()`: a promise that settles once more may have arrived, or the core
+//     has ended (it never rejects);
+//   - `ended` and `failure` ({reason} or null): nothing more will arrive;
+//   - `finish()`: what the stream does once its reader has taken everything
+//     after the end (closes or errors it; a no-op where that happened already).
+// The stream's own pull reads the core, and so do the runner's native paths
+// (tee() and the pipe into an IdentityTransformStream) after locking the
+// stream, so those cost no ReadableStream read per chunk.
+
+/**
+ * A binding's upstream (a JS ReadableStream). One upstream chunk is read per
+ * `wait()`. The stream is closed or errored as soon as the upstream ends, which
+ * only happens with nothing queued.
+ */
+class UpstreamCore {
+  constructor(source) {
+    this.reader = original.getReader.call(source);
+    this.queue = new ByteQueue();
+    this.ended = false; // the upstream ended, failed, or the stream was cancelled
+    this.failure = null;
+    this.controller = null;
+    this.onRead = (result) => {
+      if (this.ended) return; // cancelled or failed meanwhile
+      if (result.done) {
+        this.ended = true;
+        this.controller.close();
+        this.controller.byobRequest?.respond(0);
+        return;
+      }
+      const view = viewOf(result.value);
+      if (view === null) {
+        this.#error(new TypeError("a binding's stream produced a chunk that is not bytes"));
+        return;
+      }
+      if (view.byteLength) this.queue.push(view);
+    };
+    this.onError = (reason) => {
+      if (!this.ended) this.#error(reason);
+    };
+  }
+
+  #error(reason) {
+    this.ended = true;
+    this.failure = { reason };
+    this.queue.clear();
+    this.controller.error(reason);
+  }
+
+  wait() {
+    return original.read.call(this.reader).then(this.onRead, this.onError);
+  }
+
+  finish() {}
+
+  /** workerd's `sourceRef->error`: errors the stream and drops the upstream. */
+  fail(reason) {
+    if (this.ended) return;
+    this.#error(reason);
+    original.readerCancel.call(this.reader, reason).catch(noop);
+  }
+
+  cancel(reason) {
+    this.ended = true;
+    this.queue.clear();
+    return original.readerCancel.call(this.reader, reason);
+  }
+}
 
 /**
  * A binding's streamed result as workerd hands it over: an internal byte
@@ -225,139 +348,182 @@ function byteStream(source) {
  * of `source` errors it with the same reason.
  */
 export function systemStream(source) {
-  const reader = original.getReader.call(source);
-  const queue = [];
-  let controller;
-  let finished = false;
+  const core = new UpstreamCore(source);
   const stream = byteStream({
     start(c) {
-      controller = c;
+      core.controller = c;
     },
     async pull(c) {
-      while (!queue.length) {
-        const { done, value } = await original.read.call(reader);
-        if (finished) return;
-        if (done) {
-          finished = true;
-          c.close();
-          c.byobRequest?.respond(0);
-          return;
-        }
-        const view = viewOf(value);
-        if (view === null) throw new TypeError("a binding's stream produced a chunk that is not bytes");
-        if (view.byteLength) queue.push(view);
+      for (;;) {
+        if (core.queue.count) return respondFrom(c, core.queue);
+        if (core.ended) return undefined; // the core closed or errored the stream
+        await core.wait();
       }
-      respondFrom(c, queue);
     },
-    cancel(reason) {
-      finished = true;
-      queue.length = 0;
-      return original.readerCancel.call(reader, reason);
-    },
+    cancel: (reason) => core.cancel(reason),
   });
-  nativeReadables.set(stream, {
-    kind: SYSTEM,
-    fail(reason) {
-      if (finished) return;
-      finished = true;
-      queue.length = 0;
-      controller.error(reason);
-      original.readerCancel.call(reader, reason).catch(noop);
-    },
-  });
+  nativeReadables.set(stream, { kind: SYSTEM, core, fail: (reason) => core.fail(reason) });
   return stream;
 }
 
 // ---------------------------------------------------------------------------
 // tee()
 
+const RESOLVED = Promise.resolve();
+
+/** A core over any native stream, read through its reader (tee() of a non-system stream). */
+class ReaderCore {
+  constructor(reader) {
+    this.reader = reader;
+    this.queue = new ByteQueue();
+    this.ended = false;
+    this.failure = null;
+    this.onRead = ({ done, value }) => {
+      if (done) {
+        this.ended = true;
+        return;
+      }
+      const view = viewOf(value);
+      if (view === null) {
+        this.ended = true;
+        this.failure = { reason: new TypeError("tee(): the stream produced a chunk that is not bytes") };
+        return;
+      }
+      if (view.byteLength) this.queue.push(view);
+    };
+    this.onError = (reason) => {
+      this.ended = true;
+      this.failure = { reason };
+    };
+  }
+
+  wait() {
+    return original.read.call(this.reader).then(this.onRead, this.onError);
+  }
+}
+
+/** One branch of a Tee: its own queue of the shared chunks. */
+class BranchCore {
+  constructor(tee) {
+    this.tee = tee;
+    this.queue = new ByteQueue();
+    this.gone = false; // ended, cancelled or failed: takes no more chunks
+    this.controller = null;
+  }
+
+  get ended() {
+    return this.tee.ended;
+  }
+
+  get failure() {
+    return this.tee.failure;
+  }
+
+  wait() {
+    return this.tee.pull();
+  }
+
+  finish() {
+    if (this.gone) return;
+    this.gone = true;
+    const failure = this.tee.failure;
+    if (failure) this.controller.error(failure.reason);
+    else {
+      this.controller.close();
+      this.controller.byobRequest?.respond(0);
+    }
+  }
+
+  fail(reason) {
+    if (this.gone) return;
+    this.controller.error(reason);
+    this.tee.leave(this, reason);
+  }
+}
+
 /**
  * tee() of a native stream, as workerd's kj tee does it (internal.c++
  * ReadableStreamInternalController::tee; capnproto kj/async-io.c++ AsyncTee):
- * both branches are native byte streams; the upstream is read only when a
- * branch has a read waiting and nothing buffered; what one branch has not read
- * yet accumulates for it (without limit, as in open-source workerd); and one
- * read of a branch takes as much of its buffer as fits the read's view —
- * several upstream chunks at once. An upstream error reaches a branch after
+ * one pull of the source at a time, fanned out into both branches' queues;
+ * the source is read only when a branch has a read waiting and nothing
+ * buffered; what one branch has not read yet accumulates for it (without
+ * limit, as in open-source workerd). The source's end reaches a branch after
  * what it has buffered. Cancelling one branch leaves the other flowing;
- * cancelling both cancels the upstream.
+ * cancelling both cancels the source.
  */
-function nativeTee(source, kind) {
-  const reader = original.getReader.call(source);
-  const branches = [];
-  let reading = null;
-  let ended = false;
-  let failure = null;
+class Tee {
+  constructor(reader, source) {
+    this.reader = reader; // holds the tee'd stream's lock
+    this.source = source; // its core
+    this.branches = [new BranchCore(this), new BranchCore(this)];
+    this.reading = null;
+    this.ended = false;
+    this.failure = null;
+    this.onPulled = () => {
+      this.reading = null;
+      this.#take();
+    };
+  }
 
-  const pullUpstream = () => {
-    reading ??= original.read.call(reader).then(
-      ({ done, value }) => {
-        reading = null;
-        if (done) {
-          ended = true;
-          return;
-        }
-        const view = viewOf(value);
-        if (view === null) {
-          ended = true;
-          failure = { reason: new TypeError("tee(): the stream produced a chunk that is not bytes") };
-          return;
-        }
-        if (view.byteLength) for (const b of branches) if (!b.gone) b.queue.push(view);
-      },
-      (reason) => {
-        reading = null;
-        ended = true;
-        failure = { reason };
-      },
-    );
-    return reading;
-  };
+  #take() {
+    const queue = this.source.queue;
+    if (queue.count) {
+      const [a, b] = this.branches;
+      while (queue.count) {
+        const view = queue.shift();
+        if (!a.gone) a.queue.push(view);
+        if (!b.gone) b.queue.push(view);
+      }
+    } else if (this.source.ended) {
+      this.ended = true;
+      this.failure = this.source.failure;
+    }
+  }
 
-  const leave = (branch, reason) => {
+  /** Brings in what the source has next (shared by both branches' waits). */
+  pull() {
+    if (this.reading !== null) return this.reading;
+    if (this.ended) return RESOLVED;
+    if (this.source.queue.count || this.source.ended) {
+      this.#take();
+      return RESOLVED;
+    }
+    this.reading = this.source.wait().then(this.onPulled);
+    return this.reading;
+  }
+
+  leave(branch, reason) {
     branch.gone = true;
-    branch.queue.length = 0;
-    if (branches.every((b) => b.gone)) original.readerCancel.call(reader, reason).catch(noop);
-  };
+    branch.queue.clear();
+    if (this.branches.every((b) => b.gone)) original.readerCancel.call(this.reader, reason).catch(noop);
+  }
+}
 
-  const makeBranch = () => {
-    const branch = { queue: [], gone: false, controller: null };
-    branches.push(branch);
+function nativeTee(source, info) {
+  const reader = original.getReader.call(source);
+  const tee = new Tee(reader, info.core ?? new ReaderCore(reader));
+  const kind = info.kind === SYSTEM ? SYSTEM : TEE_BRANCH;
+  return tee.branches.map((core) => {
     const stream = byteStream({
       start(c) {
-        branch.controller = c;
+        core.controller = c;
       },
       async pull(c) {
-        while (!branch.queue.length) {
-          if (ended) {
-            if (failure) c.error(failure.reason);
-            else {
-              c.close();
-              c.byobRequest?.respond(0);
-            }
-            branch.gone = true;
-            return;
-          }
-          await pullUpstream();
-          if (branch.gone) return;
+        for (;;) {
+          if (core.queue.count) return respondFrom(c, core.queue);
+          if (core.ended) return core.finish();
+          await core.wait();
+          if (core.gone) return undefined;
         }
-        respondFrom(c, branch.queue);
       },
       cancel(reason) {
-        leave(branch, reason);
+        tee.leave(core, reason);
       },
     });
-    nativeReadables.set(stream, {
-      kind,
-      fail(reason) {
-        if (branch.gone) return;
-        branch.controller.error(reason);
-        leave(branch, reason);
-      },
-    });
+    // Only a system stream's branches are pumped from their core (pump).
+    nativeReadables.set(stream, { kind, core: kind === SYSTEM ? core : undefined, fail: (reason) => core.fail(reason) });
     return stream;
-  };
-  return [makeBranch(), makeBranch()];
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -368,38 +534,108 @@ function nativeTee(source, kind) {
  * (identity-transform-stream.c++, IdentityTransformStreamImpl): nothing is
  * buffered; a write waits until reads have taken all of its bytes; a read
  * waits for a write (or the close) and takes at most one write's bytes, so a
- * read with a minimum takes from successive writes until it is met.
+ * read with a minimum takes from successive writes until it is met. A write
+ * that finds a read waiting with room for it all is taken at once and
+ * completes synchronously (workerd's writeHelper returns READY_NOW there).
  */
 class IdentityPipe {
   constructor() {
     this.state = "open"; // "open" | "closed" | "errored"
     this.error = undefined; // what writes are rejected with once errored
     this.readError = undefined; // what reads are errored with, if not `error`
-    this.write = null; // { bytes, offset, resolve, reject, chunk }
-    this.wake = null; // resolves the pull waiting for a write or the close
+    this.write = null; // the write waiting for reads: { bytes, offset, resolve, reject, chunk }
+    this.pulled = null; // resolves the readable's pull waiting for a write or the close
     this.readable = null; // the readable's controller
-    this.abandoned = new WeakSet(); // pipe chunks whose write was cancelled before it began
+    this.queued = 0; // writes made through a writer that have not settled yet
+    this.park = (resolve) => {
+      this.pulled = resolve;
+    };
+    this.settled = () => {
+      this.queued--;
+    };
+  }
+
+  /** Answers the readable's pending pull if there is anything to answer it with. */
+  #serve(c) {
+    const write = this.write;
+    if (write !== null) {
+      const request = c.byobRequest;
+      const rest = write.offset === 0 ? write.bytes : write.bytes.subarray(write.offset);
+      const n = request ? Math.min(request.view.byteLength, rest.byteLength) : rest.byteLength;
+      write.offset += n;
+      if (write.offset === write.bytes.byteLength) {
+        // The write settles before the read is delivered, as in readHelper.
+        this.write = null;
+        write.resolve();
+      }
+      if (request) {
+        request.view.set(n === rest.byteLength ? rest : rest.subarray(0, n));
+        request.respond(n);
+      } else {
+        c.enqueue(rest.slice());
+      }
+      return true;
+    }
+    if (this.state === "closed") {
+      c.close();
+      c.byobRequest?.respond(0);
+      return true;
+    }
+    if (this.state === "errored") {
+      c.error(this.readError ?? this.error);
+      return true;
+    }
+    return false;
   }
 
   #wakeReader() {
-    const wake = this.wake;
-    this.wake = null;
-    wake?.();
+    const pulled = this.pulled;
+    if (pulled !== null && this.#serve(this.readable)) {
+      this.pulled = null;
+      pulled();
+    }
   }
 
-  // --- writable side (the WritableStream's underlying sink)
+  // --- writable side
 
-  sinkWrite(chunk) {
-    if (this.abandoned.has(chunk)) return undefined; // its pipe was aborted: never delivered
+  /**
+   * Hands `bytes` (not to be modified afterwards) to the readable side:
+   * undefined if a waiting read took them all at once, else a promise that
+   * settles once reads have (or the stream fails). `chunk` names the write
+   * (see abandon).
+   */
+  offer(bytes, chunk) {
     if (this.state === "errored") return Promise.reject(this.error);
     if (this.state === "closed") return Promise.reject(new TypeError("This WritableStream has been closed."));
-    const bytes = chunk instanceof Uint8Array ? chunk : internalChunk(chunk);
-    if (bytes === null) return Promise.reject(new TypeError(MESSAGES.nonBytes));
-    if (bytes.byteLength === 0) return undefined;
+    const pulled = this.pulled;
+    if (pulled !== null && this.write === null) {
+      const c = this.readable;
+      const request = c.byobRequest;
+      if (request === null || request.view.byteLength >= bytes.byteLength) {
+        this.pulled = null;
+        if (request !== null) {
+          request.view.set(bytes);
+          request.respond(bytes.byteLength);
+        } else {
+          c.enqueue(bytes.slice());
+        }
+        pulled();
+        return undefined;
+      }
+    }
     return new Promise((resolve, reject) => {
       this.write = { bytes, offset: 0, resolve, reject, chunk };
       this.#wakeReader();
     });
+  }
+
+  // The WritableStream's underlying sink.
+  sinkWrite(chunk) {
+    if (this.state === "errored") return Promise.reject(this.error);
+    const bytes = chunk instanceof Uint8Array ? chunk : internalChunk(chunk);
+    if (bytes === null) return Promise.reject(new TypeError(MESSAGES.nonBytes));
+    if (bytes.byteLength === 0 && this.state === "open") return undefined;
+    return this.offer(bytes, chunk);
   }
 
   sinkClose() {
@@ -445,13 +681,9 @@ class IdentityPipe {
    * gone: the next read errors with "Network connection lost." and a write
    * hits an internal assertion (identity-transform-stream.c++ readHelper
    * "writer canceled", writeHelper "write operation already in flight").
-   * A chunk the sink has not reached yet is simply never delivered.
    */
   abandon(chunk) {
-    if (this.write?.chunk !== chunk) {
-      this.abandoned.add(chunk);
-      return;
-    }
+    if (this.write === null || this.write.chunk !== chunk) return;
     const write = this.write;
     this.write = null;
     this.state = "errored";
@@ -466,44 +698,13 @@ class IdentityPipe {
 
   // --- readable side (the byte stream's underlying source)
 
-  async pull(controller) {
-    for (;;) {
-      const write = this.write;
-      if (write) {
-        const request = controller.byobRequest;
-        const rest = write.bytes.subarray(write.offset);
-        const n = request ? Math.min(request.view.byteLength, rest.byteLength) : rest.byteLength;
-        write.offset += n;
-        if (write.offset === write.bytes.byteLength) {
-          // The write settles before the read is delivered, as in readHelper.
-          this.write = null;
-          write.resolve();
-        }
-        if (request) {
-          request.view.set(n === rest.byteLength ? rest : rest.subarray(0, n));
-          request.respond(n);
-        } else {
-          controller.enqueue(rest.slice());
-        }
-        return;
-      }
-      if (this.state === "closed") {
-        controller.close();
-        controller.byobRequest?.respond(0);
-        return;
-      }
-      if (this.state === "errored") {
-        controller.error(this.readError ?? this.error);
-        return;
-      }
-      await new Promise((resolve) => {
-        this.wake = resolve;
-      });
-    }
+  pull(controller) {
+    if (this.#serve(controller)) return undefined;
+    return new Promise(this.park);
   }
 }
 
-function adaptIdentityWriter(writer) {
+function adaptIdentityWriter(writer, pipe) {
   Object.defineProperty(writer, "write", {
     configurable: true,
     writable: true,
@@ -521,7 +722,11 @@ function adaptIdentityWriter(writer) {
         }
         if (healthy) return Promise.resolve();
       }
-      return original.write.call(this, bytes);
+      const written = original.write.call(this, bytes);
+      // A pipe started after this write waits for it (see pump).
+      pipe.queued++;
+      written.then(pipe.settled, pipe.settled);
+      return written;
     },
   });
   return writer;
@@ -582,7 +787,7 @@ export class IdentityTransformStream {
       configurable: true,
       writable: true,
       value: function getWriter() {
-        return adaptIdentityWriter(original.getWriter.call(this));
+        return adaptIdentityWriter(original.getWriter.call(this), pipe);
       },
     });
     nativeReadables.set(this.#readable, {
@@ -639,6 +844,10 @@ function lockBoth(source, dest) {
 /**
  * Native source into an IdentityTransformStream: workerd's kj pump
  * (internal.c++ writeLoopAfterFrontOutputLock, Pipe case, `tryPumpTo`).
+ * Both streams are locked for the pipe, but no chunk goes through their
+ * JavaScript machinery: the loop takes each chunk from the source's core and
+ * offers it straight to the destination's IdentityPipe, and waits only when
+ * the source has nothing yet or no read has taken the chunk.
  * - The signal cancels the pump at once: the pipe rejects with its reason,
  *   the source is errored (dropped) even with preventCancel, the destination
  *   is aborted unless preventAbort, and a chunk read but not yet taken by the
@@ -646,9 +855,12 @@ function lockBoth(source, dest) {
  *   left broken (see IdentityPipe.abandon).
  * - A failed write (the destination's readable was cancelled) also errors
  *   the source, whatever preventCancel says ("TODO(conform)" there).
+ * - The pipe settles as soon as the source ends (and the destination is
+ *   closed, unless preventClose).
  */
 function pump(source, src, dest, pipe, opts) {
   const { reader, writer } = lockBoth(source, dest);
+  const core = src.core;
   return new Promise((resolve, reject) => {
     let stopped = false;
     let writing = null;
@@ -669,18 +881,34 @@ function pump(source, src, dest, pipe, opts) {
     const onAbort = () => stop(opts.signal.reason, "signal");
     opts.signal?.addEventListener("abort", onAbort, { once: true });
     (async () => {
-      for (;;) {
-        let result;
+      if (pipe.queued > 0) {
+        // Writes queued before the pipe go first (the Pipe event runs after
+        // them): an empty write settles once they have.
         try {
-          result = await original.read.call(reader);
+          await original.write.call(writer, EMPTY);
         } catch (err) {
-          return stop(err, "read");
+          return stop(err, "write");
         }
         if (stopped) return;
-        if (result.done) break;
-        writing = result.value;
+      }
+      const queue = core.queue;
+      for (;;) {
+        if (queue.count === 0) {
+          if (core.ended) {
+            core.finish();
+            if (core.failure) return stop(core.failure.reason, "read");
+            break;
+          }
+          await core.wait();
+          if (stopped) return;
+          continue;
+        }
+        const chunk = queue.shift();
+        const written = pipe.offer(chunk, chunk);
+        if (written === undefined) continue; // a waiting read took it all
+        writing = chunk;
         try {
-          await original.write.call(writer, writing);
+          await written;
         } catch (err) {
           return stop(err, "write");
         }
@@ -853,7 +1081,7 @@ function tee() {
   const info = nativeReadables.get(this);
   if (info === undefined) return original.tee.call(this);
   if (this.locked) throw new TypeError("This ReadableStream is currently locked to a reader,");
-  return nativeTee(this, info.kind === SYSTEM ? SYSTEM : TEE_BRANCH);
+  return nativeTee(this, info);
 }
 
 /** Whether the runner treats `stream` as one of workerd's native streams. */
