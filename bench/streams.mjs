@@ -1,32 +1,39 @@
 // What the runner's model of workerd's native streams (tools/runner/streams.mjs)
 // costs in JavaScript per chunk, measured side by side in one process:
 //
-//   source  the upstream alone: a JS ReadableStream of ~150-byte chunks (as the
-//           Workers AI emulator makes them), drained by its own reader. This is
-//           the cost of the timers and of producing the chunks, common to both.
-//   direct  the binding's native stream (`systemStream`) drained by a default
-//           reader, as tools/runner/main.mjs `sendResponse` drains the JS
-//           pass-through Worker's body (bench/passthrough-js).
-//   relay   edgechat's path (src/edgechat/platform.py): native stream ->
+//   source  the upstream alone: a JS ReadableStream of 150-byte chunks (about
+//           one token's SSE event, copied per chunk as the Workers AI emulator
+//           does), drained by its own reader: the cost of the pacing and of
+//           making the chunks, common to the two below.
+//   (a)     the binding's native stream (`systemStream`, as bindings.mjs makes
+//           it) drained by a default reader, as tools/runner/main.mjs
+//           `sendResponse` drains the JS pass-through Worker's body
+//           (bench/passthrough-js).
+//   (b)     edgechat's relay (src/edgechat/platform.py): the native stream ->
 //           tee() -> branch A pipeTo(IdentityTransformStream.writable,
-//           {preventClose, preventAbort}); branch B read with a BYOB reader
-//           (64 KiB) once per --watch-ms; the ITS readable drained by a default
-//           reader; when the pipe settles, B is read to its end and a closing
+//           {preventClose, preventAbort}); branch B read with a 64 KiB BYOB
+//           reader once per --watch-ms; the ITS readable drained by a default
+//           reader; once the pipe settles, B is read to its end and a closing
 //           event is written and the writable closed.
 //
-// In workerd the relay's tee, pipe and ITS are C++ with no JS per chunk, so
-// what `relay` costs over `direct` is the runner's own overhead, counted
-// against the Python Worker in bench/chat.mjs.
+// At the edge (b)'s tee, pipe and IdentityTransformStream are C++ with no JS
+// per chunk, so what (b) costs over (a) here is the runner's own overhead,
+// which bench/chat.mjs counts against the Python Worker.
 //
-// Each is run at paced arrival (one chunk per setTimeout(--delay-ms), so one
-// chunk per macrotask) and at zero delay (the source answers every pull at
-// once), --streams at a time, --rounds times interleaved; the median round is
-// reported. CPU is process.cpuUsage() (user + system) per chunk.
+// Three kinds of arrival: paced (one chunk per setTimeout(--delay-ms): one
+// chunk per macrotask, the process idle in between, as with a model
+// streaming tokens), one chunk per macrotask with no idle (setImmediate), and
+// zero delay (every pull answered at once). CPU is process.cpuUsage(), user +
+// system, per chunk; each figure is the median of --rounds rounds, and the
+// difference is the median of the rounds' own differences.
 //
-//   node bench/streams.mjs [--chunks N] [--streams N] [--delay-ms N]
-//                          [--watch-ms N] [--rounds N] [--module PATH]
+//   node bench/streams.mjs [--chunks N] [--immediate-chunks N] [--zero-chunks N]
+//                          [--streams N] [--delay-ms N] [--watch-ms N]
+//                          [--rounds N] [--module PATH] [--verbose]
 //
-// --module loads another copy of streams.mjs (to compare before and after).
+// --streams runs that many streams at once (default 1); --module loads
+// another copy of streams.mjs (to compare two versions); --verbose prints
+// every round.
 import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { resolve } from "node:path";
@@ -35,16 +42,19 @@ import { parseArgs } from "node:util";
 
 const { values } = parseArgs({
   options: {
-    chunks: { type: "string", default: "1000" },
-    streams: { type: "string", default: "8" },
+    chunks: { type: "string", default: "250" },
+    "immediate-chunks": { type: "string", default: "5000" },
+    "zero-chunks": { type: "string", default: "5000" },
+    streams: { type: "string", default: "1" },
     "delay-ms": { type: "string", default: "5" },
     "watch-ms": { type: "string", default: "1000" },
-    rounds: { type: "string", default: "3" },
-    "zero-chunks": { type: "string", default: "4000" },
+    rounds: { type: "string", default: "15" },
+    verbose: { type: "boolean", default: false },
     module: { type: "string", default: new URL("../tools/runner/streams.mjs", import.meta.url).pathname },
   },
 });
 const CHUNKS = Number(values.chunks);
+const IMMEDIATE_CHUNKS = Number(values["immediate-chunks"]);
 const ZERO_CHUNKS = Number(values["zero-chunks"]);
 const STREAMS = Number(values.streams);
 const DELAY_MS = Number(values["delay-ms"]);
@@ -61,8 +71,13 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const CHUNK = new Uint8Array(CHUNK_BYTES).fill(0x61);
 const CLOSING = new TextEncoder().encode("event: done\ndata: {}\n\n");
 
-/** The upstream: `chunks` chunks of CHUNK_BYTES, each after setTimeout(delay) (none at 0). */
-function upstream(chunks, delay) {
+const immediate = () => new Promise((r) => setImmediate(r));
+
+/**
+ * The upstream: `chunks` chunks of CHUNK_BYTES, each after a setTimeout of
+ * DELAY_MS ("timer"), after a setImmediate ("immediate"), or at once ("zero").
+ */
+function upstream(chunks, pace) {
   let sent = 0;
   return new ReadableStream(
     {
@@ -71,7 +86,8 @@ function upstream(chunks, delay) {
           c.close();
           return;
         }
-        if (delay > 0) await sleep(delay);
+        if (pace === "timer") await sleep(DELAY_MS);
+        else if (pace === "immediate") await immediate();
         sent += 1;
         c.enqueue(CHUNK.slice()); // the emulator copies each step's bytes too
       },
@@ -91,16 +107,16 @@ async function drain(stream) {
 }
 
 const scenarios = {
-  source: (chunks, delay) => drain(upstream(chunks, delay)),
-  direct: (chunks, delay) => drain(systemStream(upstream(chunks, delay))),
-  async relay(chunks, delay) {
-    const stream = systemStream(upstream(chunks, delay));
+  source: (chunks, pace) => drain(upstream(chunks, pace)),
+  direct: (chunks, pace) => drain(systemStream(upstream(chunks, pace))),
+  async relay(chunks, pace) {
+    const stream = systemStream(upstream(chunks, pace));
     const its = new IdentityTransformStream();
     const body = drain(its.readable);
     const [copy, watched] = stream.tee();
     const piping = copy.pipeTo(its.writable, { preventClose: true, preventAbort: true });
     let finished = false;
-    piping.then(
+    const settled = piping.then(
       () => (finished = true),
       () => (finished = true),
     );
@@ -116,7 +132,9 @@ const scenarios = {
     };
     // Python looks once per watch interval while the pipe runs ...
     while (!finished) {
-      await Promise.race([sleep(WATCH_MS), piping.catch(() => {})]);
+      let timer;
+      await Promise.race([new Promise((r) => (timer = setTimeout(r, WATCH_MS))), settled]);
+      clearTimeout(timer);
       if (finished) break;
       if (!(await look())) break;
     }
@@ -133,11 +151,11 @@ const scenarios = {
 };
 
 /** CPU µs per chunk of one run of `name`: STREAMS streams at once. */
-async function run(name, chunks, delay) {
+async function run(name, chunks, pace) {
   gc();
   await sleep(20);
   const before = process.cpuUsage();
-  const results = await Promise.all(Array.from({ length: STREAMS }, () => scenarios[name](chunks, delay)));
+  const results = await Promise.all(Array.from({ length: STREAMS }, () => scenarios[name](chunks, pace)));
   const used = process.cpuUsage(before);
   for (const bytes of results) {
     if (bytes !== chunks * CHUNK_BYTES) throw new Error(`${name}: ${bytes} bytes, expected ${chunks * CHUNK_BYTES}`);
@@ -147,33 +165,51 @@ async function run(name, chunks, delay) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-async function measure(label, chunks, delay) {
+// Rounds run the three in turn (the order rotating), so that drifts in the
+// machine's speed (CPU frequency, a VM's steal) hit them alike; what is
+// reported is each one's median, and the median of the rounds' differences.
+async function measure(label, chunks, pace) {
   const names = Object.keys(scenarios);
   const samples = Object.fromEntries(names.map((n) => [n, []]));
-  await run("relay", Math.min(chunks, 200), 0); // warm up the JIT
-  await run("direct", Math.min(chunks, 200), 0);
+  const diffs = [];
+  await run("relay", Math.min(chunks, 200), "zero"); // warm up the JIT
+  await run("direct", Math.min(chunks, 200), "zero");
   for (let round = 0; round < ROUNDS; round += 1) {
-    for (const name of names) samples[name].push(await run(name, chunks, delay));
+    const order = names.map((_, i) => names[(i + round) % names.length]);
+    const got = {};
+    for (const name of order) got[name] = await run(name, chunks, pace);
+    for (const name of names) samples[name].push(got[name]);
+    diffs.push(got.relay - got.direct);
   }
   const m = Object.fromEntries(names.map((n) => [n, median(samples[n])]));
   const direct = m.direct - m.source;
   const relay = m.relay - m.source;
+  const diff = median(diffs);
   const f = (x) => x.toFixed(1).padStart(7);
-  console.log(`\n${label}: ${STREAMS} streams x ${chunks} chunks of ${CHUNK_BYTES} B, median of ${ROUNDS}`);
+  console.log(`\n${label}: ${STREAMS} stream(s) x ${chunks} chunks of ${CHUNK_BYTES} B, median of ${ROUNDS} rounds`);
   console.log(`  CPU µs per chunk      total   over the source alone`);
   console.log(`  source alone        ${f(m.source)}`);
-  console.log(`  direct (a)          ${f(m.direct)}   ${f(direct)}`);
-  console.log(`  relay  (b)          ${f(m.relay)}   ${f(relay)}`);
-  console.log(`  relay - direct                ${f(m.relay - m.direct)} µs per chunk`);
+  console.log(`  (a) direct          ${f(m.direct)}   ${f(direct)}`);
+  console.log(`  (b) relay           ${f(m.relay)}   ${f(relay)}`);
+  console.log(`  ratio (b) / (a)     ${(m.relay / m.direct).toFixed(2).padStart(7)}   ${(relay / direct).toFixed(2).padStart(7)}`);
   console.log(
-    `  relay / direct      ${(m.relay / m.direct).toFixed(2).padStart(7)}   ${(direct > 0 ? relay / direct : NaN).toFixed(2).padStart(7)}`,
+    `  difference (b) - (a)  ${f(diff)} µs per chunk (median of the rounds; range ${Math.min(...diffs).toFixed(1)} to ${Math.max(...diffs).toFixed(1)})`,
   );
-  return { ...m, diff: m.relay - m.direct };
+  if (values.verbose) {
+    for (const n of names) console.log(`  ${n.padEnd(8)} ${samples[n].map((x) => x.toFixed(1)).join(" ")}`);
+    console.log(`  (b)-(a)  ${diffs.map((x) => x.toFixed(1)).join(" ")}`);
+  }
+  return { ...m, diff };
 }
 
 console.log(`streams module: ${values.module}`);
-const paced = await measure(`paced (setTimeout ${DELAY_MS} ms per chunk, watch every ${WATCH_MS} ms)`, CHUNKS, DELAY_MS);
-const zero = await measure("zero delay", ZERO_CHUNKS, 0);
-console.log(
-  `\nrelay - direct: ${paced.diff.toFixed(1)} µs per chunk paced, ${zero.diff.toFixed(1)} µs per chunk at zero delay`,
-);
+const runs = [
+  ["paced", `paced: one chunk per setTimeout(${DELAY_MS} ms), watched every ${WATCH_MS} ms`, CHUNKS, "timer"],
+  ["per macrotask", "one chunk per macrotask (setImmediate), never idle", IMMEDIATE_CHUNKS, "immediate"],
+  ["at zero delay", "zero delay (every pull answered at once)", ZERO_CHUNKS, "zero"],
+];
+const summary = [];
+for (const [short, label, chunks, pace] of runs) {
+  if (chunks > 0) summary.push(`${(await measure(label, chunks, pace)).diff.toFixed(1)} ${short}`);
+}
+console.log(`\n(b) - (a), µs per chunk: ${summary.join(", ")}`);

@@ -659,6 +659,8 @@ def test_a_whole_json_answer_becomes_one_data_event_then_done(
     assert (parsed.text(), parsed.reasoning()) == (text, reasoning)
     assert parsed.final.data["usage"] == USAGE
     assert got.session.outcome.ttft_ms is not None
+    # A whole document is complete by itself, without [DONE] or a finish reason.
+    assert got.session.outcome.truncated is False
 
 
 # --- fallback: only while the client has seen nothing of the model -------------------

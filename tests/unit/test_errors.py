@@ -149,6 +149,19 @@ def test_client_error_detail_is_for_logs_only() -> None:
     assert "99999" not in json.dumps(exc.to_json())
 
 
+def test_body_too_large_is_the_one_413_naming_the_limit() -> None:
+    exc = errors.body_too_large(1500, "Content-Length 99999")
+    assert isinstance(exc, PayloadTooLarge)
+    assert exc.status == 413
+    assert exc.to_json() == {
+        "error": {
+            "code": "payload_too_large",
+            "message": "The request body is larger than 1500 bytes.",
+        }
+    }
+    assert str(exc) == "Content-Length 99999"  # the detail is for the log only
+
+
 def test_retry_after_header() -> None:
     assert RateLimited(retry_after=7).headers() == {"Retry-After": "7"}
     assert RateLimited().headers() == {"Retry-After": "60"}

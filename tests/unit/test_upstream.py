@@ -681,3 +681,19 @@ def test_any_cut_of_a_long_stream_reads_the_same_ending(data: st.DataObject) -> 
     tail = tail_of(cut(stream, positions))
     assert_reads_the_ending(tail.read())
     assert tail.between_events
+
+
+@pytest.mark.parametrize("constant", ["NaN", "Infinity", "-Infinity"])
+def test_an_event_with_a_non_json_number_is_malformed(constant: str) -> None:
+    reader = UpstreamReader()
+    deltas = reader.feed(f'data: {{"response": "x", "n": {constant}}}\n\n'.encode())
+    assert deltas == []
+    assert reader.malformed_lines == 1
+
+
+def test_a_whole_body_with_a_non_json_number_is_malformed() -> None:
+    reader = UpstreamReader()
+    reader.feed(b'{"response": "x", "usage": {"prompt_tokens": NaN}}')
+    assert reader.finish() == []
+    assert reader.whole_body is None
+    assert reader.malformed_lines == 1

@@ -293,24 +293,31 @@ class UpstreamCore {
     this.ended = false; // the upstream ended, failed, or the stream was cancelled
     this.failure = null;
     this.controller = null;
+    this.after = noop; // run after each read (a Tee takes the chunk there)
     this.onRead = (result) => {
-      if (this.ended) return; // cancelled or failed meanwhile
-      if (result.done) {
-        this.ended = true;
-        this.controller.close();
-        this.controller.byobRequest?.respond(0);
-        return;
-      }
-      const view = viewOf(result.value);
-      if (view === null) {
-        this.#error(new TypeError("a binding's stream produced a chunk that is not bytes"));
-        return;
-      }
-      if (view.byteLength) this.queue.push(view);
+      this.#arrived(result);
+      this.after();
     };
     this.onError = (reason) => {
       if (!this.ended) this.#error(reason);
+      this.after();
     };
+  }
+
+  #arrived(result) {
+    if (this.ended) return; // cancelled or failed meanwhile
+    if (result.done) {
+      this.ended = true;
+      this.controller.close();
+      this.controller.byobRequest?.respond(0);
+      return;
+    }
+    const view = viewOf(result.value);
+    if (view === null) {
+      this.#error(new TypeError("a binding's stream produced a chunk that is not bytes"));
+      return;
+    }
+    if (view.byteLength) this.queue.push(view);
   }
 
   #error(reason) {
@@ -378,22 +385,20 @@ class ReaderCore {
     this.queue = new ByteQueue();
     this.ended = false;
     this.failure = null;
+    this.after = noop;
     this.onRead = ({ done, value }) => {
-      if (done) {
-        this.ended = true;
-        return;
-      }
-      const view = viewOf(value);
-      if (view === null) {
+      const view = done ? null : viewOf(value);
+      if (done) this.ended = true;
+      else if (view === null) {
         this.ended = true;
         this.failure = { reason: new TypeError("tee(): the stream produced a chunk that is not bytes") };
-        return;
-      }
-      if (view.byteLength) this.queue.push(view);
+      } else if (view.byteLength) this.queue.push(view);
+      this.after();
     };
     this.onError = (reason) => {
       this.ended = true;
       this.failure = { reason };
+      this.after();
     };
   }
 
@@ -463,6 +468,10 @@ class Tee {
       this.reading = null;
       this.#take();
     };
+    // A source with an `after` hook hands its chunks over as they arrive,
+    // without one more promise per chunk.
+    this.hooked = source.after !== undefined;
+    if (this.hooked) source.after = this.onPulled;
   }
 
   #take() {
@@ -488,7 +497,8 @@ class Tee {
       this.#take();
       return RESOLVED;
     }
-    this.reading = this.source.wait().then(this.onPulled);
+    const waiting = this.source.wait();
+    this.reading = this.hooked ? waiting : waiting.then(this.onPulled);
     return this.reading;
   }
 
@@ -544,12 +554,12 @@ class IdentityPipe {
     this.error = undefined; // what writes are rejected with once errored
     this.readError = undefined; // what reads are errored with, if not `error`
     this.write = null; // the write waiting for reads: { bytes, offset, resolve, reject, chunk }
-    this.pulled = null; // resolves the readable's pull waiting for a write or the close
-    this.readable = null; // the readable's controller
+    // The readable's controller. A read is waiting while it has a byobRequest:
+    // every read of this byte stream (default ones too: autoAllocateChunkSize)
+    // is a pull-into, which a pull answers now or leaves for a write or the
+    // close to answer (the stream pulls again only after that).
+    this.readable = null;
     this.queued = 0; // writes made through a writer that have not settled yet
-    this.park = (resolve) => {
-      this.pulled = resolve;
-    };
     this.settled = () => {
       this.queued--;
     };
@@ -589,11 +599,7 @@ class IdentityPipe {
   }
 
   #wakeReader() {
-    const pulled = this.pulled;
-    if (pulled !== null && this.#serve(this.readable)) {
-      this.pulled = null;
-      pulled();
-    }
+    if (this.readable.byobRequest !== null) this.#serve(this.readable);
   }
 
   // --- writable side
@@ -607,19 +613,11 @@ class IdentityPipe {
   offer(bytes, chunk) {
     if (this.state === "errored") return Promise.reject(this.error);
     if (this.state === "closed") return Promise.reject(new TypeError("This WritableStream has been closed."));
-    const pulled = this.pulled;
-    if (pulled !== null && this.write === null) {
-      const c = this.readable;
-      const request = c.byobRequest;
-      if (request === null || request.view.byteLength >= bytes.byteLength) {
-        this.pulled = null;
-        if (request !== null) {
-          request.view.set(bytes);
-          request.respond(bytes.byteLength);
-        } else {
-          c.enqueue(bytes.slice());
-        }
-        pulled();
+    if (this.write === null) {
+      const request = this.readable.byobRequest;
+      if (request !== null && request.view.byteLength >= bytes.byteLength) {
+        request.view.set(bytes);
+        request.respond(bytes.byteLength);
         return undefined;
       }
     }
@@ -699,8 +697,7 @@ class IdentityPipe {
   // --- readable side (the byte stream's underlying source)
 
   pull(controller) {
-    if (this.#serve(controller)) return undefined;
-    return new Promise(this.park);
+    this.#serve(controller);
   }
 }
 
