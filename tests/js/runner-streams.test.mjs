@@ -698,3 +698,94 @@ test("streams workerd treats like Node's keep Node's standard pipe", async () =>
   }).pipeThrough(new TransformStream());
   assert.deepEqual(await readAll(out), ["x"]);
 });
+
+// ---------------------------------------------------------------------------
+// edgechat's relay: a result read a little, tee'd, one branch piped into the
+// response's IdentityTransformStream, the other watched with BYOB reads
+
+test("relay: bytes left over from an earlier read reach both branches; the pipe settles when the source ends", async () => {
+  const chunks = ["data: first\n\n", "data: 22\n\n", "data: 333\n\n", "data: [DONE]\n\n"];
+  const { ai } = emulatedAi([{ match: { contains: "x" }, chunks }]);
+  const result = await ai.run(LLAMA, { ...user("x"), stream: true });
+  const head = result.getReader({ mode: "byob" });
+  const part = await head.read(new Uint8Array(6)); // "data: ", the rest of the chunk stays queued
+  assert.equal(text(part.value), "data: ");
+  head.releaseLock();
+  const [copy, watched] = result.tee();
+  const { readable, writable } = new IdentityTransformStream();
+  const body = readAll(readable);
+  const piping = copy.pipeTo(writable, { preventClose: true, preventAbort: true });
+  const watcher = watched.getReader({ mode: "byob" });
+  const first = await watcher.read(new Uint8Array(256));
+  assert.equal(text(first.value), "first\n\n");
+  await piping;
+  assert.equal(writable.locked, false);
+  assert.equal(copy.locked, false);
+  assert.equal((await copy.getReader().read()).done, true); // the piped branch is closed
+  const rest = await watcher.read(new Uint8Array(256));
+  assert.equal(text(rest.value), chunks.slice(1).join("")); // coalesced
+  assert.equal((await watcher.read(new Uint8Array(8))).done, true);
+  const writer = writable.getWriter();
+  await writer.write(bytes("event: done\n\n"));
+  await writer.close();
+  assert.equal(decodeAll(await body), chunks.join("").slice(6) + "event: done\n\n");
+});
+
+test("relay: writes queued before the pipe go first; a chunk larger than a read is served over several", async () => {
+  const big = "x".repeat(10000);
+  const { ai } = emulatedAi([{ match: { contains: "x" }, chunks: [big] }]);
+  const result = await ai.run(LLAMA, { ...user("x"), stream: true });
+  const { readable, writable } = new IdentityTransformStream();
+  const early = writable.getWriter();
+  const meta = early.write(bytes("event: meta\n\n"));
+  early.releaseLock();
+  const piping = result.pipeTo(writable, { preventClose: true });
+  const reader = readable.getReader();
+  assert.equal(text((await reader.read()).value), "event: meta\n\n");
+  await meta;
+  const sizes = [];
+  for (let n = 0; n < big.length; ) {
+    const { value } = await reader.read();
+    sizes.push(value.length);
+    n += value.length;
+  }
+  assert.deepEqual(sizes, [4096, 4096, 1808]);
+  await piping;
+});
+
+test("relay: a slow branch keeps thousands of chunks, in order, while the other is piped", async () => {
+  const chunks = Array.from({ length: 3000 }, (_, i) => `data: ${i}\n\n`);
+  const { ai } = emulatedAi([{ match: { contains: "x" }, chunks }]);
+  const [copy, watched] = (await ai.run(LLAMA, { ...user("x"), stream: true })).tee();
+  const { readable, writable } = new IdentityTransformStream();
+  const body = readAll(readable);
+  await copy.pipeTo(writable);
+  assert.equal(decodeAll(await body), chunks.join(""));
+  const reader = watched.getReader({ mode: "byob" });
+  const parts = [];
+  let buffer = new ArrayBuffer(1000);
+  for (;;) {
+    const { done, value } = await reader.read(new Uint8Array(buffer));
+    if (done) break;
+    parts.push(value.slice());
+    buffer = value.buffer;
+  }
+  assert.equal(decodeAll(parts), chunks.join(""));
+});
+
+test("relay: the client cancelling the body rejects the pipe at its next write; the watched branch keeps flowing", async () => {
+  const chunks = ["data: 1\n\n", "data: 2\n\n", "data: 3\n\n"];
+  const { ai, log } = emulatedAi([{ match: { contains: "x" }, chunks }]);
+  const [copy, watched] = (await ai.run(LLAMA, { ...user("x"), stream: true })).tee();
+  const { readable, writable } = new IdentityTransformStream();
+  const reader = readable.getReader();
+  const piping = copy.pipeTo(writable, { preventClose: true, preventAbort: true, preventCancel: true });
+  assert.equal(text((await reader.read()).value), "data: 1\n\n");
+  const gone = new Error("Network connection lost.");
+  await reader.cancel(gone);
+  assert.equal(await rejection(piping), gone);
+  assert.equal(await rejection(copy.getReader().read()), gone); // the branch was errored
+  const all = await readAll(watched);
+  assert.equal(decodeAll(all), chunks.join(""));
+  assert.equal(log[0].aborted, false);
+});
