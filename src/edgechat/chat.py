@@ -14,8 +14,8 @@ stream per token. It works in two phases:
    model has reached the client yet, lets a failing model be swapped for the
    next one in the fallback chain.
 2. **The rest is relayed natively** (``UpstreamStream.relay``): the platform
-   copies it into the response without Python. Python wakes at most once per
-   ``watch`` interval (about a second) to look at what went by
+   copies it into the response without Python. Python wakes twice per
+   ``watch`` interval (4 s by default) to look at what went by
    (``Relay.observe``): that is enough for the idle and total deadlines and,
    from the last bytes (``upstream.Tail``), the finish reason, usage and
    truncation.
@@ -59,11 +59,11 @@ Clock = Callable[[], float]
 # that says nothing in this much is not a usable answer.
 MAX_HELD_BYTES = 64 << 10
 
-# How often Python looks at a relayed stream: seldom enough that a long
-# answer costs a few wakes, often enough that deadlines fire on time (a
-# quarter of the shortest one) and memory stays small (the platform keeps
-# what Python has not looked at yet).
-WATCH_MAX_S = 1.0
+# How often Python looks at a relayed stream: a quarter of the idle deadline
+# (the one deadline that depends on seeing bytes: it fires at most a quarter
+# late), at most every 4 s, which is a handful of wakes for a long answer and
+# at most 4 s of tokens (tens of KiB) kept by the platform for Python to see.
+WATCH_MAX_S = 4.0
 WATCH_MIN_S = 0.05
 
 
@@ -84,8 +84,7 @@ def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> d
 
 
 def watch_interval(settings: Settings) -> float:
-    shortest = min(settings.heartbeat_s, settings.first_token_timeout_s, settings.idle_timeout_s)
-    return min(WATCH_MAX_S, max(WATCH_MIN_S, shortest / 4))
+    return min(WATCH_MAX_S, max(WATCH_MIN_S, settings.idle_timeout_s / 4))
 
 
 @dataclass(slots=True)

@@ -380,13 +380,11 @@ def test_open_waits_for_a_slow_binding_within_the_deadline() -> None:
 # --- watch interval ------------------------------------------------------------------
 
 
-def test_watch_interval_is_a_quarter_of_the_shortest_wait_within_bounds() -> None:
-    assert watch_interval(Settings()) == 1.0  # 15 s heartbeat: capped at once a second
-    assert watch_interval(
-        Settings(first_token_timeout_s=2, idle_timeout_s=0.8, heartbeat_s=30, total_timeout_s=9)
-    ) == pytest.approx(0.2)
+def test_watch_interval_is_a_quarter_of_the_idle_deadline_within_bounds() -> None:
+    assert watch_interval(Settings()) == 4.0  # 30 s idle: capped at every 4 s
+    assert watch_interval(Settings(idle_timeout_s=8)) == pytest.approx(2.0)
     assert watch_interval(FAST) == 0.05  # a quarter of 0.2 s
-    assert watch_interval(Settings(heartbeat_s=0.01)) == 0.05  # never more often
+    assert watch_interval(Settings(idle_timeout_s=0.01)) == 0.05  # never more often
 
 
 # --- pump: meta, the model's own bytes, done -------------------------------------------
