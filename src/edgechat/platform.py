@@ -30,6 +30,7 @@ from urllib.parse import urlsplit
 from js import (
     AbortController,
     AbortSignal,
+    Array,
     ArrayBuffer,
     IdentityTransformStream,
     Object,
@@ -124,6 +125,10 @@ class StreamSink:
         self._piping.catch(Object)
         return self._piping
 
+    def piped(self) -> None:
+        """The relay's pipe has settled and let go of the writable."""
+        self._piping = None
+
     async def _own(self) -> Any:
         if self._piping is not None:
             # The relay ended or was aborted; its pipe lets go of the writable
@@ -153,21 +158,25 @@ class BindingRelay:
     """``ports.Relay``: one branch of a ``tee()`` piped into the response, the
     other read by Python now and then. Both branches stay native."""
 
-    __slots__ = ("_piping", "_settled", "_upstream", "_watch")
+    __slots__ = ("_settled", "_sink", "_upstream", "_watch")
 
     def __init__(self, upstream: BindingUpstream, stream: Any, sink: StreamSink) -> None:
         self._upstream = upstream
         copy, watched = stream.tee()
         self._watch = ByteReader(watched)
-        self._piping = sink.pipe_from(copy)
-        # Settles (to an object, never undefined, never rejecting) when the
-        # pipe does, so a race against a timer tells the two apart.
-        self._settled = self._piping.then(Object, Object)
+        self._sink = sink
+        # Settles when the pipe does, and never rejects: to an object when it
+        # succeeded, to ``[reason]`` when it failed, so one await (raced
+        # against a timer, which resolves to undefined) tells all three apart.
+        self._settled = sink.pipe_from(copy).then(Object, Array.of)
 
     async def rest(self, within: float) -> bool:
-        if await _bounded(self._settled, within) is None:
+        outcome = await _bounded(self._settled, within)
+        if outcome is None:
             return False
-        await self.finished()
+        self._sink.piped()
+        if Array.isArray(outcome):
+            raise self._upstream.failure(outcome[0])
         return True
 
     async def observe(self, within: float) -> bytes | TimedOut | None:
@@ -180,10 +189,7 @@ class BindingRelay:
         return data
 
     async def finished(self) -> None:
-        try:
-            await self._piping
-        except JsException as exc:
-            raise self._upstream.failure(exc) from exc
+        await self.rest(math.inf)
 
     async def cancel(self) -> None:
         with contextlib.suppress(JsException):
@@ -209,11 +215,12 @@ class BindingUpstream:
     def ended(self) -> None:
         self._done = True
 
-    def failure(self, exc: JsException) -> Exception:
-        """What a failed read or pipe means: the client left, or the model failed."""
+    def failure(self, reason: Any) -> Exception:
+        """What a failed read or pipe means (``reason``: the JsException, or
+        the JS value it was rejected with): the client left, or the model failed."""
         if self._client_signal is not None and self._client_signal.aborted:
             return ClientGone()
-        return from_binding_error(str(exc))
+        return from_binding_error(str(reason))
 
     async def read(self, within: float) -> bytes | TimedOut | None:
         if isinstance(self._stream, bytes):
@@ -325,6 +332,10 @@ class WorkerPlatform:
         # No body at all is JS null (None or jsnull, depending on Pyodide).
         if body is None or not hasattr(body, "getReader"):
             return b""
+        if declared is not None and declared.isdigit():
+            # Within the limit, and the runtime holds the body to its declared
+            # length: one read of it all.
+            return bytes((await self._request.arrayBuffer()).to_bytes())
         # Counted as it arrives, so a chunked upload stops at the limit.
         reader = body.getReader()
         parts: list[bytes] = []
