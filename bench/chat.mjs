@@ -22,7 +22,7 @@ const { values } = parseArgs({
   options: {
     answers: { type: "string", default: "20" },
     tokens: { type: "string", default: "2000" },
-    latency: { type: "string", default: "60" },
+    latency: { type: "string", default: "200" },
     concurrent: { type: "string", default: "100" },
     waves: { type: "string", default: "3" },
     paced: { type: "string", default: "10" },

@@ -35,6 +35,7 @@ const quiet = () => {};
 // A Python module beside the Worker with stages 1 and 2, and the choices
 // made on the path to the first byte, each beside what it replaced.
 const PROBES = `
+import js
 from js import Object
 from js import Response as JsResponse
 from pyodide.ffi import to_js
@@ -62,6 +63,24 @@ async def call_only(js_request, js_env, js_ctx, js_response):
 async def sdk_wrappers(js_request, js_env, js_ctx):
     response = await Bare(js_ctx, js_env).fetch(Request(js_request))
     return response.js_object
+
+
+class Relayed:
+    """A relay as /chat runs one, over an upstream that never ends: each
+    look() is what Python does once per watch interval while an answer
+    streams (one wait that finds the bytes that came meanwhile)."""
+
+    async def start(self, stream):
+        from edgechat.platform import BindingUpstream, StreamSink
+
+        self.sink = StreamSink()
+        self.upstream = BindingUpstream(stream, js.AbortController.new(), None)
+        await self.upstream.read(1.0)  # phase 1: the first bytes
+        self.relay = await self.upstream.relay(self.sink)
+
+    async def look(self):
+        seen = await self.relay.look(0.0, 1.0)
+        assert isinstance(seen, bytes), seen
 
 
 HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache",
@@ -144,8 +163,35 @@ async function main() {
     log: quiet,
   });
   const { pyodide, pending } = worker;
-  const probes = pyodide.runPython(`${PROBES}\n(call_only, sdk_wrappers, choices)`);
-  const [callOnly, sdkWrappers, makeChoices] = probes.toJs({ depth: 1 });
+  const probes = pyodide.runPython(`${PROBES}\n(call_only, sdk_wrappers, choices, Relayed)`);
+  const [callOnly, sdkWrappers, makeChoices, Relayed] = probes.toJs({ depth: 1 });
+  // A native stream that sends one event each time it is allowed to (one
+  // per look: what Python sees is there, and nothing piles up), its response
+  // body drained as a client would.
+  const { systemStream } = await import("../tools/runner/streams.mjs");
+  const event = new TextEncoder().encode('data: {"response":"w"}\n\n');
+  let allowed = 1;
+  let wake = () => {};
+  const gated = systemStream(
+    new ReadableStream({
+      async pull(c) {
+        while (allowed === 0) await new Promise((resolve) => (wake = resolve));
+        allowed -= 1;
+        c.enqueue(event.slice());
+      },
+    }),
+  );
+  const relayed = Relayed();
+  await relayed.start(gated);
+  const body = relayed.sink.readable.getReader();
+  (async () => {
+    for (;;) if ((await body.read()).done) return;
+  })();
+  const lookOnce = () => {
+    allowed += 1;
+    wake();
+    return relayed.look();
+  };
   const passthrough = (await import(join(ROOT, "bench/passthrough-js/worker.mjs"))).default;
   const jsResponse = new Response("ok");
   // The request log goes to stdout from Python; keep it out of the figures' way.
@@ -158,6 +204,7 @@ async function main() {
     ["3. GET /healthz through edgechat", async () => (await worker.fetch(healthz())).text()],
     ["4. POST /chat, 50-token answer", async () => drain(await worker.fetch(chatRequest("short please")))],
     ["   JS pass-through, same /chat", async () => drain(await passthrough.fetch(chatRequest("short please"), env, new ExecutionContext(pending)))],
+    ["5. one look at a relayed answer (per watch interval)", lookOnce],
   ];
   if (process.env.EDGECHAT_BENCH_PROFILE) {
     // Where stage 4's Python time goes, by function (cProfile inside Pyodide).
@@ -176,11 +223,18 @@ async function main() {
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}; ${ROUNDS} × ${REQUESTS} calls per stage, median`);
   console.log("CPU per request (µs), in-process, no HTTP:");
   for (const [name, us] of results) console.log(`  ${name.padEnd(44)} ${us.toFixed(0).padStart(6)}`);
-  const [s1, s2, s3, s4, js] = results.map(([, us]) => us);
+  const [s1, s2, s3, s4, js, look] = results.map(([, us]) => us);
   console.log("where Python's cost goes:");
   console.log(`  the call into Pyodide ${s1.toFixed(0)} µs; the SDK's wrappers ${(s2 - s1).toFixed(0)} µs;` +
     ` edgechat's routing and log ${(s3 - s2).toFixed(0)} µs; the /chat work beyond /healthz ${(s4 - s3).toFixed(0)} µs`);
   console.log(`  /chat added over the JS pass-through: ${(s4 - js).toFixed(0)} µs per request`);
+  // A streaming answer costs Python the request's fixed cost plus one look per
+  // watch interval (4 s by default), whatever its number of tokens.
+  const fixed = s4 - js;
+  const seconds = ((10_000 - fixed) / look) * 4;
+  console.log(`  one look: ${look.toFixed(0)} µs; at one look per 4 s an answer may stream for` +
+    ` ${seconds.toFixed(0)} s before Python's added CPU reaches 10 ms` +
+    ` (${Math.floor(seconds * 50)} tokens at 50 a second)`);
   console.log("choices on the path to the first byte, each beside what it replaced (CPU µs per call):");
   for (let i = 0; i < choiceResults.length; i += 2) {
     const [[before, a], [after, b]] = [choiceResults[i], choiceResults[i + 1]];
