@@ -14,7 +14,7 @@ stream per token. It works in two phases:
    model has reached the client yet, lets a failing model be swapped for the
    next one in the fallback chain.
 2. **The rest is relayed natively** (``UpstreamStream.relay``): the platform
-   copies it into the response without Python. Python wakes once per
+   copies it into the response without Python. Python wakes twice per
    ``watch`` interval (4 s by default) to look at what went by
    (``Relay.observe``): that is enough for the idle and total deadlines and,
    from the last bytes (``upstream.Tail``), the finish reason, usage and
@@ -48,7 +48,7 @@ from edgechat.errors import (
     UpstreamMalformed,
 )
 from edgechat.models import Model, Usage, WireFormat, cost_usd
-from edgechat.ports import FINISHED, TIMED_OUT, Ai, ClientGone, Sink, UpstreamStream
+from edgechat.ports import TIMED_OUT, Ai, ClientGone, Sink, UpstreamStream
 from edgechat.upstream import Tail, UpstreamReader
 from edgechat.validation import ChatRequest
 
@@ -289,22 +289,20 @@ class ChatSession:
         tail.add(self._head)
         self._between_events = False  # unknown until the observer has seen the end
         relay = await upstream.relay(sink)
-        # Each turn is one wait: let a watch interval pass (unless the copy
-        # finishes), then take everything that went by meanwhile, or wait for
-        # the next bytes while the deadlines allow. One wake per interval,
-        # whatever the number of tokens.
+        # Each turn: rest until the next look (unless the copy finishes), then
+        # take everything that went by meanwhile, or wait for the next bytes
+        # while the deadlines allow. Two wakes per watch interval, whatever the
+        # number of tokens.
         ended = False  # the stream ended; the copy may still be writing its end
         while True:
             now = self._clock()
-            within = self._next_deadline() - now
+            if await relay.rest(min(now + self._watch_s, self._next_deadline()) - now):
+                break
             if ended:
-                if await relay.rest(within):
-                    break
                 await self._on_time(upstream, sink, ping=False)
                 continue
-            seen = await relay.look(min(self._watch_s, max(within, 0.0)), within)
-            if seen is FINISHED:
-                break
+            now = self._clock()
+            seen = await relay.observe(self._next_deadline() - now)
             if seen is None:
                 ended = True
                 self._last_chunk = None  # a slow client is no silent model

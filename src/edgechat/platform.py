@@ -44,7 +44,7 @@ from workers import Request
 
 from edgechat.errors import body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import FINISHED, TIMED_OUT, ClientGone, Finished, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, TimedOut
 
 # One read takes up to this much of what has arrived. workerd detaches the
 # buffer a BYOB read fills and hands it back as ``result.value.buffer``
@@ -74,49 +74,12 @@ class ByteReader:
     that has arrived (at least one, at most ``READ_BYTES``), or None at the
     end. A read that outlives its bound is kept for the next call."""
 
-    __slots__ = ("_buffer", "_delay", "_pending", "reader")
+    __slots__ = ("_buffer", "_pending", "reader")
 
     def __init__(self, stream: Any) -> None:
         self.reader = stream.getReader(_js_object({"mode": "byob"}))
         self._buffer = ArrayBuffer.new(READ_BYTES)
         self._pending: Any = None
-        self._delay: Any = None  # cuts short the wait of a read made by read_after
-
-    @property
-    def pending(self) -> Any:
-        return self._pending
-
-    def read_after(self, seconds: float) -> None:
-        """Starts the next read ``seconds`` from now, unless one is under way:
-        meanwhile the platform keeps what arrives, for one read to take."""
-        if self._pending is None:
-            self._delay = AbortController.new()
-            wait = scheduler.wait(seconds * 1000, _js_object({"signal": self._delay.signal}))
-            self._pending = wait.then(self._read_fn(self._buffer))
-
-    def hurry(self) -> None:
-        """Makes a read delayed by ``read_after`` start now: the wait is cut
-        short, which rejects it, and the rejection starts the read (on a
-        buffer of its own: the delayed read may have taken the other)."""
-        if self._delay is not None:
-            self._delay.abort()
-            self._delay = None
-            self._pending = self._pending.catch(self._read_fn(ArrayBuffer.new(READ_BYTES)))
-
-    def _read_fn(self, buffer: Any) -> Any:
-        # A JS function that starts the read, for a promise to call: a bound
-        # built-in, so no call into Python when it runs.
-        return self.reader.read.bind(self.reader, Uint8Array.new(buffer))
-
-    def take(self, result: Any) -> bytes | None:
-        """The bytes of a finished read (None at the end)."""
-        self._pending = None
-        self._delay = None
-        if result.done:
-            return None
-        value = result.value
-        self._buffer = value.buffer
-        return bytes(value.to_bytes())
 
     async def read(self, within: float) -> bytes | TimedOut | None:
         pending = self._pending
@@ -125,7 +88,12 @@ class ByteReader:
         result = await _bounded(pending, within)
         if result is None:
             return TIMED_OUT  # a read always resolves to an object
-        return self.take(result)
+        self._pending = None
+        if result.done:
+            return None
+        value = result.value
+        self._buffer = value.buffer
+        return bytes(value.to_bytes())
 
 
 class StreamSink:
@@ -197,44 +165,19 @@ class BindingRelay:
         copy, watched = stream.tee()
         self._watch = ByteReader(watched)
         self._sink = sink
-        # Settles when the pipe does and never rejects: to ``[undefined]``
-        # when it succeeded, to ``[undefined, reason]`` when it failed (built-in
-        # functions as handlers: no call into Python). Arrays, so a race tells
-        # it from a read result (an object) and from a timer (undefined).
-        self._settled = sink.pipe_from(copy).then(Array.of, Array.of.bind(Array, None))
-
-    def _ended(self, outcome: Any) -> bool:
-        """Whether ``outcome`` is the pipe's settling (raising if it failed)."""
-        if not Array.isArray(outcome):
-            return False
-        self._sink.piped()
-        if outcome.length > 1:
-            raise self._upstream.failure(outcome[1])
-        return True
+        # Settles when the pipe does, and never rejects: to an object when it
+        # succeeded, to ``[reason]`` when it failed, so one await (raced
+        # against a timer, which resolves to undefined) tells all three apart.
+        self._settled = sink.pipe_from(copy).then(Object, Array.of)
 
     async def rest(self, within: float) -> bool:
         outcome = await _bounded(self._settled, within)
-        return outcome is not None and self._ended(outcome)
-
-    async def look(self, after: float, within: float) -> bytes | TimedOut | Finished | None:
-        watch = self._watch
-        watch.read_after(after)
-        # One await: the pipe settling, the read after the interval, or the
-        # bound, whichever comes first.
-        race = to_js([self._settled, watch.pending, scheduler.wait(max(within, 0.0) * 1000)])
-        try:
-            outcome = await Promise.race(race)
-        except JsException as exc:
-            raise self._upstream.failure(exc) from exc
         if outcome is None:
-            return TIMED_OUT
-        if self._ended(outcome):
-            watch.hurry()  # what is left is for the caller to read now
-            return FINISHED
-        data = watch.take(outcome)
-        if data is None:
-            self._upstream.ended()
-        return data
+            return False
+        self._sink.piped()
+        if Array.isArray(outcome):
+            raise self._upstream.failure(outcome[0])
+        return True
 
     async def observe(self, within: float) -> bytes | TimedOut | None:
         try:

@@ -29,14 +29,6 @@ class TimedOut(enum.Enum):
 TIMED_OUT: Final = TimedOut.TIMED_OUT
 
 
-class Finished(enum.Enum):
-    FINISHED = "finished"
-
-
-# What ``Relay.look`` returns when the copy finished first.
-FINISHED: Final = Finished.FINISHED
-
-
 class ClientGone(Exception):
     """Writing to the client failed: it disconnected or cancelled the stream."""
 
@@ -53,14 +45,6 @@ class Sink(Protocol):
 
 class Relay(Protocol):
     """The rest of an upstream stream being copied into the sink natively."""
-
-    async def look(self, after: float, within: float) -> bytes | TimedOut | Finished | None:
-        """Lets ``after`` seconds pass, then returns the relayed bytes Python
-        has not seen yet (as ``observe``), all in one wait bounded by
-        ``within``: ``FINISHED`` as soon as the copy has finished (raising like
-        ``finished`` if it failed), ``TIMED_OUT`` when ``within`` passed first.
-        An unfinished look is continued by the next call."""
-        ...
 
     async def rest(self, within: float) -> bool:
         """Waits until the copy has finished or ``within`` passed; returns

@@ -18,7 +18,7 @@ from typing import Any
 
 from edgechat.errors import PayloadTooLarge, UpstreamError
 from edgechat.models import Usage
-from edgechat.ports import FINISHED, TIMED_OUT, ClientGone, Finished, Sink, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, Sink, TimedOut
 
 # --- upstream byte streams ---------------------------------------------------
 
@@ -134,7 +134,6 @@ class FakeUpstream:
         self._copy: asyncio.Task[None] | None = None
         self._pending_read: asyncio.Future[bytes | None] | None = None
         self._pending_look: asyncio.Future[bytes | None] | None = None
-        self._look_started = False
 
     @property
     def cancelled(self) -> bool:
@@ -199,36 +198,6 @@ class FakeUpstream:
         await self.finished()
         return True
 
-    async def look(self, after: float, within: float) -> bytes | TimedOut | Finished | None:
-        # As the platform's: one wait for whichever comes first of the copy
-        # finishing, a look made ``after`` seconds in, and the bound.
-        copy = self._copy
-        assert copy is not None
-        if self._pending_look is None:
-            self._pending_look = asyncio.ensure_future(self._look_after(after))
-        look = self._pending_look
-        done, _ = await asyncio.wait(
-            {copy, look}, timeout=max(within, 0.0), return_when=asyncio.FIRST_COMPLETED
-        )
-        if copy in done:
-            if not self._look_started:
-                # The look still waiting for its moment is dropped (it has
-                # taken nothing): what is left is for the caller to read now.
-                look.cancel()
-                self._pending_look = None
-            await self.finished()
-            return FINISHED
-        if look in done:
-            self._pending_look = None
-            return look.result()
-        return TIMED_OUT
-
-    async def _look_after(self, seconds: float) -> bytes | None:
-        self._look_started = False
-        await asyncio.sleep(seconds)
-        self._look_started = True
-        return await self._look()
-
     async def _look(self) -> bytes | None:
         self.looks += 1
         copy = self._copy
@@ -268,9 +237,6 @@ class FakeRelay:
 
     async def rest(self, within: float) -> bool:
         return await self._upstream.rest(within)
-
-    async def look(self, after: float, within: float) -> bytes | TimedOut | Finished | None:
-        return await self._upstream.look(after, within)
 
     async def observe(self, within: float) -> bytes | TimedOut | None:
         return await self._upstream.observe(within)
