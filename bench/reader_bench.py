@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 TOKENS = 2000
-# Workers AI sends compact JSON (PLATFORM.md's wire examples).
+# Workers AI sends compact JSON, as its streamed chunks show.
 COMPACT: dict[str, Any] = {"ensure_ascii": False, "separators": (",", ":")}
 REASONING_TOKENS = 400
 WORDS = (

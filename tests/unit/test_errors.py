@@ -32,9 +32,9 @@ from edgechat.errors import (
     from_binding_error,
 )
 
-# The "Errors from the binding" table of PLATFORM.md (from
-# https://developers.cloudflare.com/workers-ai/platform/errors/): code -> the
-# class it must map to and the status our client gets.
+# The binding's error codes as
+# https://developers.cloudflare.com/workers-ai/platform/errors/ lists them:
+# code -> the class it must map to and the status our client gets.
 PLATFORM_TABLE: dict[int, tuple[type[UpstreamError], int]] = {
     3040: (UpstreamBusy, 503),
     3036: (UpstreamQuotaExhausted, 429),

@@ -19,7 +19,9 @@ from edgechat.models import (
 
 ALLOWED = ("glm", "kimi", "llama")
 
-# PLATFORM.md's model table: alias -> (id, context, $/M in, $/M out, free plan, shape).
+# The Workers AI catalog as Cloudflare's model pages give it
+# (https://developers.cloudflare.com/workers-ai/models/):
+# alias -> (id, context, $/M in, $/M out, free plan, shape).
 PLATFORM_MODELS = {
     "glm": ("@cf/zai-org/glm-4.7-flash", 131_072, 0.06, 0.40, True, WireFormat.OPENAI),
     "glm-5.3-flash": ("@cf/zai-org/glm-5.3-flash", 1_310_720, 0.15, 0.50, False, WireFormat.OPENAI),
