@@ -16,7 +16,16 @@ import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { configWithoutRateLimiter, cpuSeconds, median, percentile, ROOT, rssMiB, startRunner, stopRunner } from "./lib.mjs";
+import {
+  configWithoutRateLimiter,
+  cpuSeconds,
+  median,
+  percentile,
+  ROOT,
+  rssMiB,
+  startRunner,
+  stopRunner,
+} from "./lib.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -183,7 +192,9 @@ async function main() {
       const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(python.child.pid))), 20);
       const t0 = performance.now();
       const results = await Promise.all(
-        Array.from({ length: CONCURRENT }, () => chat(python.url, "/chat", "bench-long concurrent", { maxTokens: 4096 })),
+        Array.from({ length: CONCURRENT }, () =>
+          chat(python.url, "/chat", "bench-long concurrent", { maxTokens: 4096 }),
+        ),
       );
       clearInterval(sampler);
       const complete = results.filter((r) => r.status === 200 && /event: done\n/.test(r.text)).length;
@@ -207,41 +218,65 @@ async function main() {
     const shortJs = median(cpu.jsShort);
     console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
     console.log(`short answers, ${LATENCY_SAMPLES} each, alternating (ms from request sent):`);
-    console.log(`  JS pass-through, first byte (= upstream's first chunk): p50 ${pct(base, 0.5)}, p95 ${pct(base, 0.95)}`);
-    console.log(`  Python, first byte (meta event):   p50 ${pct(py.firstByte, 0.5)}, p95 ${pct(py.firstByte, 0.95)}` +
-      `  → added p50 ${added(py.firstByte, 0.5)}, p95 ${added(py.firstByte, 0.95)}`);
-    console.log(`  Python, first token event:         p50 ${pct(py.firstToken, 0.5)}, p95 ${pct(py.firstToken, 0.95)}` +
-      `  → added p50 ${added(py.firstToken, 0.5)}, p95 ${added(py.firstToken, 0.95)}`);
+    console.log(
+      `  JS pass-through, first byte (= upstream's first chunk): p50 ${pct(base, 0.5)}, p95 ${pct(base, 0.95)}`,
+    );
+    console.log(
+      `  Python, first byte (meta event):   p50 ${pct(py.firstByte, 0.5)}, p95 ${pct(py.firstByte, 0.95)}` +
+        `  → added p50 ${added(py.firstByte, 0.5)}, p95 ${added(py.firstByte, 0.95)}`,
+    );
+    console.log(
+      `  Python, first token event:         p50 ${pct(py.firstToken, 0.5)}, p95 ${pct(py.firstToken, 0.95)}` +
+        `  → added p50 ${added(py.firstToken, 0.5)}, p95 ${added(py.firstToken, 0.95)}`,
+    );
     console.log(`  Python without the rate limiter's proxy round trip:`);
-    console.log(`    first byte (meta event):         p50 ${pct(pyUnlimited.firstByte, 0.5)}, p95 ${pct(pyUnlimited.firstByte, 0.95)}` +
-      `  → added p50 ${added(pyUnlimited.firstByte, 0.5)}, p95 ${added(pyUnlimited.firstByte, 0.95)}`);
-    console.log(`    first token event:               p50 ${pct(pyUnlimited.firstToken, 0.5)}, p95 ${pct(pyUnlimited.firstToken, 0.95)}` +
-      `  → added p50 ${added(pyUnlimited.firstToken, 0.5)}, p95 ${added(pyUnlimited.firstToken, 0.95)}`);
+    console.log(
+      `    first byte (meta event):         p50 ${pct(pyUnlimited.firstByte, 0.5)}, p95 ${pct(pyUnlimited.firstByte, 0.95)}` +
+        `  → added p50 ${added(pyUnlimited.firstByte, 0.5)}, p95 ${added(pyUnlimited.firstByte, 0.95)}`,
+    );
+    console.log(
+      `    first token event:               p50 ${pct(pyUnlimited.firstToken, 0.5)}, p95 ${pct(pyUnlimited.firstToken, 0.95)}` +
+        `  → added p50 ${added(pyUnlimited.firstToken, 0.5)}, p95 ${added(pyUnlimited.firstToken, 0.95)}`,
+    );
     console.log(`CPU per answer (whole runner process: emulator + Worker + HTTP; rate limiter unbound):`);
-    console.log(`  zero delay, ${TOKENS} tokens (median of 3 × ${ANSWERS}): Python ${cpuPy.toFixed(1)} ms, ` +
-      `JS pass-through ${cpuJs.toFixed(1)} ms, ratio ${(cpuPy / cpuJs).toFixed(2)}× (added ${(cpuPy - cpuJs).toFixed(1)} ms)`);
-    console.log(`  zero delay, 50 tokens (median of 3 × ${4 * ANSWERS}): Python ${shortPy.toFixed(1)} ms, ` +
-      `JS pass-through ${shortJs.toFixed(1)} ms, ratio ${(shortPy / shortJs).toFixed(2)}× (added ${(shortPy - shortJs).toFixed(1)} ms)`);
-    console.log(`  ${DELAY_MS} ms per token, ${PACED_TOKENS} tokens (${PACED} answers at once): Python ${pacedPython.toFixed(1)} ms, ` +
-      `JS pass-through ${pacedJs.toFixed(1)} ms, ratio ${(pacedPython / pacedJs).toFixed(2)}× (added ${(pacedPython - pacedJs).toFixed(1)} ms)`);
+    console.log(
+      `  zero delay, ${TOKENS} tokens (median of 3 × ${ANSWERS}): Python ${cpuPy.toFixed(1)} ms, ` +
+        `JS pass-through ${cpuJs.toFixed(1)} ms, ratio ${(cpuPy / cpuJs).toFixed(2)}× (added ${(cpuPy - cpuJs).toFixed(1)} ms)`,
+    );
+    console.log(
+      `  zero delay, 50 tokens (median of 3 × ${4 * ANSWERS}): Python ${shortPy.toFixed(1)} ms, ` +
+        `JS pass-through ${shortJs.toFixed(1)} ms, ratio ${(shortPy / shortJs).toFixed(2)}× (added ${(shortPy - shortJs).toFixed(1)} ms)`,
+    );
+    console.log(
+      `  ${DELAY_MS} ms per token, ${PACED_TOKENS} tokens (${PACED} answers at once): Python ${pacedPython.toFixed(1)} ms, ` +
+        `JS pass-through ${pacedJs.toFixed(1)} ms, ratio ${(pacedPython / pacedJs).toFixed(2)}× (added ${(pacedPython - pacedJs).toFixed(1)} ms)`,
+    );
     // Added CPU as a line through the short and the long answer at zero
     // delay: a fixed cost per request plus a cost per token.
     const perToken = (cpuPy - cpuJs - (shortPy - shortJs)) / (TOKENS - 50);
     const fixed = shortPy - shortJs - 50 * perToken;
-    console.log(`  added by Python ≈ ${fixed.toFixed(2)} ms per request + ${(perToken * 1000).toFixed(2)} µs per token`);
+    console.log(
+      `  added by Python ≈ ${fixed.toFixed(2)} ms per request + ${(perToken * 1000).toFixed(2)} µs per token`,
+    );
     if (perToken > 0) {
-      console.log(`  → longest answer under ${FREE_PLAN_CPU_MS} ms added: ${Math.floor((FREE_PLAN_CPU_MS - fixed) / perToken)} tokens`);
+      console.log(
+        `  → longest answer under ${FREE_PLAN_CPU_MS} ms added: ${Math.floor((FREE_PLAN_CPU_MS - fixed) / perToken)} tokens`,
+      );
     } else {
       // The runner's relay reads the copied stream in 4 KiB pieces while the
       // pass-through's body goes out one chunk per write: per token, Python
       // costs no more than the pass-through here. bench/request_cost.mjs
       // gives the cost per look instead, which is what a long answer adds.
-      console.log("  → no cost per token measurable beside the pass-through (see npm run bench:cost for the cost per look)");
+      console.log(
+        "  → no cost per token measurable beside the pass-through (see npm run bench:cost for the cost per look)",
+      );
     }
     console.log(`${CONCURRENT} concurrent ${TOKENS}-token streams on the Python Worker:`);
     for (const [i, w] of waves.entries()) {
-      console.log(`  wave ${i + 1}: ${w.complete}/${CONCURRENT} complete with done in ${w.seconds.toFixed(1)} s;` +
-        ` RSS ${w.rssBefore.toFixed(0)} → peak ${w.peak.toFixed(0)} → ${w.rssAfter.toFixed(0)} MiB`);
+      console.log(
+        `  wave ${i + 1}: ${w.complete}/${CONCURRENT} complete with done in ${w.seconds.toFixed(1)} s;` +
+          ` RSS ${w.rssBefore.toFixed(0)} → peak ${w.peak.toFixed(0)} → ${w.rssAfter.toFixed(0)} MiB`,
+      );
       console.log(`          after it, ${w.live.replace("memory: ", "")}`);
     }
     console.log(`Worker import in Pyodide (runner log): ${importLine ? `${importLine[1]} ms` : "not reported"}`);

@@ -107,7 +107,6 @@ def choices(js_request, js_env, js_ctx):
     }
 `;
 
-
 function chatRequest(content) {
   const body = JSON.stringify({ messages: [{ role: "user", content }], model: MODEL, max_tokens: 256 });
   return new Request("http://127.0.0.1/chat", {
@@ -201,23 +200,34 @@ async function main() {
   const healthz = () => new Request("http://127.0.0.1/healthz", { headers: { "cf-connecting-ip": "127.0.0.9" } });
   const stages = [
     ["1. call into Pyodide", () => callOnly(healthz(), env, new ExecutionContext(pending), jsResponse)],
-    ["2. + the SDK's Request/Response wrappers", async () => (await sdkWrappers(healthz(), env, new ExecutionContext(pending))).text()],
+    [
+      "2. + the SDK's Request/Response wrappers",
+      async () => (await sdkWrappers(healthz(), env, new ExecutionContext(pending))).text(),
+    ],
     ["3. GET /healthz through edgechat", async () => (await worker.fetch(healthz())).text()],
     ["4. POST /chat, 50-token answer", async () => drain(await worker.fetch(chatRequest("short please")))],
-    ["   JS pass-through, same /chat", async () => drain(await passthrough.fetch(chatRequest("short please"), env, new ExecutionContext(pending)))],
+    [
+      "   JS pass-through, same /chat",
+      async () => drain(await passthrough.fetch(chatRequest("short please"), env, new ExecutionContext(pending))),
+    ],
     ["5. one look at a relayed answer (per watch interval)", lookOnce],
-    ["   the same chunk and timer without Python", async () => {
-      allowed += 1;
-      wake();
-      await scheduler.wait(0);
-    }],
+    [
+      "   the same chunk and timer without Python",
+      async () => {
+        allowed += 1;
+        wake();
+        await scheduler.wait(0);
+      },
+    ],
   ];
   if (process.env.EDGECHAT_BENCH_PROFILE) {
     // Where stage 4's Python time goes, by function (cProfile inside Pyodide).
     pyodide.runPython("import cProfile\n_profile = cProfile.Profile()\n_profile.enable()");
     for (let i = 0; i < REQUESTS; i += 1) await stages[3][1]();
     pyodide.setStdout({ batched: (line) => console.log(line) });
-    pyodide.runPython("_profile.disable()\nimport pstats\ns = pstats.Stats(_profile); s.sort_stats('tottime').print_stats(25)");
+    pyodide.runPython(
+      "_profile.disable()\nimport pstats\ns = pstats.Stats(_profile); s.sort_stats('tottime').print_stats(25)",
+    );
     pyodide.setStdout({ batched: quiet });
   }
   const results = await cpuPerCall(stages);
@@ -226,26 +236,34 @@ async function main() {
   const choiceResults = await cpuPerCall(entries.map(([name, call]) => [name, async () => call()]));
   await pending.drain();
 
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}; ${ROUNDS} × ${REQUESTS} calls per stage, median`);
+  console.log(
+    `machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}; ${ROUNDS} × ${REQUESTS} calls per stage, median`,
+  );
   console.log("CPU per request (µs), in-process, no HTTP:");
   for (const [name, us] of results) console.log(`  ${name.padEnd(44)} ${us.toFixed(0).padStart(6)}`);
   const [s1, s2, s3, s4, js, lookAll, lookJs] = results.map(([, us]) => us);
   const look = lookAll - lookJs;
   console.log("where Python's cost goes:");
-  console.log(`  the call into Pyodide ${s1.toFixed(0)} µs; the SDK's wrappers ${(s2 - s1).toFixed(0)} µs;` +
-    ` edgechat's routing and log ${(s3 - s2).toFixed(0)} µs; the /chat work beyond /healthz ${(s4 - s3).toFixed(0)} µs`);
+  console.log(
+    `  the call into Pyodide ${s1.toFixed(0)} µs; the SDK's wrappers ${(s2 - s1).toFixed(0)} µs;` +
+      ` edgechat's routing and log ${(s3 - s2).toFixed(0)} µs; the /chat work beyond /healthz ${(s4 - s3).toFixed(0)} µs`,
+  );
   console.log(`  /chat added over the JS pass-through: ${(s4 - js).toFixed(0)} µs per request`);
   // A streaming answer costs Python the request's fixed cost plus one look per
   // watch interval (4 s by default), whatever its number of tokens.
   const fixed = s4 - js;
   const seconds = ((10_000 - fixed) / look) * 4;
-  console.log(`  one look: ${look.toFixed(0)} µs of Python; at one look per 4 s an answer may stream for` +
-    ` ${seconds.toFixed(0)} s before Python's added CPU reaches 10 ms` +
-    ` (${Math.floor(seconds * 50)} tokens at 50 a second)`);
+  console.log(
+    `  one look: ${look.toFixed(0)} µs of Python; at one look per 4 s an answer may stream for` +
+      ` ${seconds.toFixed(0)} s before Python's added CPU reaches 10 ms` +
+      ` (${Math.floor(seconds * 50)} tokens at 50 a second)`,
+  );
   console.log("choices on the path to the first byte, each beside what it replaced (CPU µs per call):");
   for (let i = 0; i < choiceResults.length; i += 2) {
     const [[before, a], [after, b]] = [choiceResults[i], choiceResults[i + 1]];
-    console.log(`  ${before.padEnd(40)} ${a.toFixed(1).padStart(7)}   →   ${after.padEnd(36)} ${b.toFixed(1).padStart(7)}`);
+    console.log(
+      `  ${before.padEnd(40)} ${a.toFixed(1).padStart(7)}   →   ${after.padEnd(36)} ${b.toFixed(1).padStart(7)}`,
+    );
   }
   await bindings.dispose();
   process.exit(0);

@@ -7,6 +7,7 @@ import { cpus } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { median, percentile, ROOT, startRunner, stopRunner as stop } from "./lib.mjs";
+
 const { values } = parseArgs({
   options: {
     requests: { type: "string", default: "3000" },
@@ -23,7 +24,9 @@ function get(agent, url) {
     const t0 = performance.now();
     request(url, { agent }, (res) => {
       res.resume();
-      res.on("end", () => (res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`))));
+      res.on("end", () =>
+        res.statusCode === 200 ? resolve(performance.now() - t0) : reject(new Error(`status ${res.statusCode}`)),
+      );
     })
       .on("error", reject)
       .end();
@@ -94,9 +97,15 @@ async function main() {
   console.log(`  Python Worker, cached snapshot:    ${median(boots.snapshot).toFixed(0)} ms`);
   console.log(`  JavaScript Worker:                 ${median(boots.js).toFixed(0)} ms`);
   console.log(`GET /healthz, ${REQUESTS} requests × ${ROUNDS} rounds, concurrency ${CONCURRENCY} (medians):`);
-  console.log(`  Python Worker:      ${py.rps.toFixed(0)} req/s, p50 ${py.p50.toFixed(2)} ms, p95 ${py.p95.toFixed(2)} ms`);
-  console.log(`  JavaScript Worker:  ${base.rps.toFixed(0)} req/s, p50 ${base.p50.toFixed(2)} ms, p95 ${base.p95.toFixed(2)} ms`);
-  console.log(`  ratio Python/JS:    throughput ${(py.rps / base.rps).toFixed(2)}×, p50 latency ${(py.p50 / base.p50).toFixed(2)}×`);
+  console.log(
+    `  Python Worker:      ${py.rps.toFixed(0)} req/s, p50 ${py.p50.toFixed(2)} ms, p95 ${py.p95.toFixed(2)} ms`,
+  );
+  console.log(
+    `  JavaScript Worker:  ${base.rps.toFixed(0)} req/s, p50 ${base.p50.toFixed(2)} ms, p95 ${base.p95.toFixed(2)} ms`,
+  );
+  console.log(
+    `  ratio Python/JS:    throughput ${(py.rps / base.rps).toFixed(2)}×, p50 latency ${(py.p50 / base.p50).toFixed(2)}×`,
+  );
 }
 
 main().catch((err) => {

@@ -34,11 +34,12 @@
 // --streams runs that many streams at once (default 1); --module loads
 // another copy of streams.mjs (to compare two versions); --verbose prints
 // every round.
-import { setFlagsFromString } from "node:v8";
-import { runInNewContext } from "node:vm";
+
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 
 const { values } = parseArgs({
   options: {
@@ -191,7 +192,9 @@ async function measure(label, chunks, pace) {
   console.log(`  source alone        ${f(m.source)}`);
   console.log(`  (a) direct          ${f(m.direct)}   ${f(direct)}`);
   console.log(`  (b) relay           ${f(m.relay)}   ${f(relay)}`);
-  console.log(`  ratio (b) / (a)     ${(m.relay / m.direct).toFixed(2).padStart(7)}   ${(relay / direct).toFixed(2).padStart(7)}`);
+  console.log(
+    `  ratio (b) / (a)     ${(m.relay / m.direct).toFixed(2).padStart(7)}   ${(relay / direct).toFixed(2).padStart(7)}`,
+  );
   console.log(
     `  difference (b) - (a)  ${f(diff)} µs per chunk (median of the rounds; range ${Math.min(...diffs).toFixed(1)} to ${Math.max(...diffs).toFixed(1)})`,
   );

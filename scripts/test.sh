@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Everything `npm test` checks: lint and types, the JavaScript tools' tests,
-# then the Python suite (unit tests on CPython, black-box tests over HTTP
-# against the offline runner). Extra arguments go to pytest.
+# Everything `npm test` checks: lint and types (Python, then JavaScript with
+# biome), the JavaScript tests (tools and the page's modules), then the Python
+# suite (unit tests on CPython, black-box tests over HTTP against the offline
+# runner). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"
@@ -11,7 +12,10 @@ echo "== lint and types"
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 
-echo "== JavaScript tools (node --test)"
+echo "== JavaScript lint and format (biome, biome.jsonc)"
+biome ci .
+
+echo "== JavaScript: tools and the page's modules (node --test)"
 node --test 'tests/js/*.test.mjs'
 
 echo "== Python suite (pytest)"

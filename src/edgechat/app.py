@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from edgechat import guards
 from edgechat.chat import ChatSession, Outcome
 from edgechat.config import Settings
-from edgechat.errors import EdgechatError, MethodNotAllowed, NotFound
+from edgechat.errors import EdgechatError, MethodNotAllowed, Misconfigured, NotFound
 from edgechat.http import Incoming, Reply, error_reply, json_reply, stream_reply
 from edgechat.models import catalog_json
 from edgechat.ports import Platform, Sink
@@ -124,7 +124,10 @@ class SettingsOnce:
 
     def get(self, platform: Platform) -> Settings:
         if self._settings is None:
-            self._settings = Settings.from_vars(platform.var)
+            try:
+                self._settings = Settings.from_vars(platform.var)
+            except ValueError as exc:
+                raise Misconfigured(detail=str(exc)) from exc
         return self._settings
 
 
@@ -148,7 +151,7 @@ async def handle(
             raise NotFound(detail=f"no route for {request.path}")
         handler = methods.get("GET" if request.method == "HEAD" else request.method)
         if handler is None:
-            raise MethodNotAllowed(_allowed(methods))
+            raise MethodNotAllowed(allow=_allowed(methods))
         reply = await handler(ctx)
     except EdgechatError as exc:
         reply = error_reply(exc, ctx.reply_headers)
@@ -157,7 +160,7 @@ async def handle(
             ctx.log["error_detail"] = str(exc)
     except Exception as exc:
         # A bug or a bad configuration: generic outward, detailed in the log.
-        failure = EdgechatError(f"{type(exc).__name__}: {exc}")
+        failure = EdgechatError(detail=f"{type(exc).__name__}: {exc}")
         reply = error_reply(failure)
         ctx.log["error_code"] = failure.code
         ctx.log["error_detail"] = str(failure)

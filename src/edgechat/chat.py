@@ -37,7 +37,6 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from edgechat import sse
 from edgechat.config import Settings
@@ -47,9 +46,9 @@ from edgechat.errors import (
     UpstreamError,
     UpstreamMalformed,
 )
-from edgechat.models import Model, Usage, WireFormat, cost_usd
+from edgechat.models import Model, Usage, cost_usd
 from edgechat.ports import TIMED_OUT, Ai, ClientGone, Sink, UpstreamStream
-from edgechat.upstream import Tail, UpstreamReader
+from edgechat.upstream import Tail, UpstreamReader, upstream_inputs
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
@@ -65,22 +64,6 @@ MAX_HELD_BYTES = 64 << 10
 # at most 4 s of tokens (tens of KiB) kept by the platform for Python to see.
 WATCH_MAX_S = 4.0
 WATCH_MIN_S = 0.05
-
-
-def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> dict[str, Any]:
-    """The binding's inputs: the conversation as chat messages under our system prompt."""
-    messages = [{"role": "system", "content": settings.system_prompt}]
-    messages += [{"role": m.role, "content": m.content} for m in request.messages]
-    inputs: dict[str, Any] = {"messages": messages, "stream": True}
-    if model.wire_format is WireFormat.OPENAI:
-        inputs["max_completion_tokens"] = request.max_tokens
-        if request.reasoning is False:
-            inputs["chat_template_kwargs"] = {"enable_thinking": False}
-    else:
-        inputs["max_tokens"] = request.max_tokens
-    if request.temperature is not None:
-        inputs["temperature"] = request.temperature
-    return inputs
 
 
 def watch_interval(settings: Settings) -> float:
@@ -145,7 +128,7 @@ class ChatSession:
                     self._ai.stream(model.id, inputs), timeout=max(left, 0.0)
                 )
             except TimeoutError:
-                exc = DeadlineExceeded(f"the binding did not answer within {left:.1f} s")
+                exc = DeadlineExceeded(detail=f"the binding did not answer within {left:.1f} s")
                 self.outcome.model = model
                 self.outcome.error = exc
                 raise exc from None
@@ -173,7 +156,7 @@ class ChatSession:
             await self._final_error(sink, exc)
         except Exception as exc:
             # Unexpected: the client gets the generic error, the log the detail.
-            self.outcome.error = EdgechatError(f"{type(exc).__name__}: {exc}")
+            self.outcome.error = EdgechatError(detail=f"{type(exc).__name__}: {exc}")
             await self._final_error(sink, self.outcome.error)
         finally:
             if self._upstream is not None:
@@ -261,11 +244,11 @@ class ChatSession:
                 await self._write(sink, self._head)
                 return None
             if held_size > MAX_HELD_BYTES:
-                raise UpstreamMalformed(f"no text in the first {held_size} bytes")
+                raise UpstreamMalformed(detail=f"no text in the first {held_size} bytes")
         reader.finish()
         if not reader.produced:
             raise UpstreamMalformed(
-                f"no text from the model ({reader.malformed_lines} malformed lines)"
+                detail=f"no text from the model ({reader.malformed_lines} malformed lines)"
             )
         self._first_text()
         if reader.whole_body is not None:
@@ -350,7 +333,7 @@ class ChatSession:
         else:
             return
         await upstream.cancel()
-        raise DeadlineExceeded(reason)
+        raise DeadlineExceeded(detail=reason)
 
     # --- writing ------------------------------------------------------------
 

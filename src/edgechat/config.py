@@ -2,8 +2,10 @@
 
 Every variable is optional; an empty value counts as unset. A bad value raises
 ``ValueError`` naming the variable (never echoing a secret or the system
-prompt): configuration errors are the operator's, surfaced on the first
-request and logged, never shown to clients.
+prompt): configuration errors are the operator's. The runner and
+``scripts/check-config.sh`` (run by ``npm run deploy``) stop on them with that
+message; at the edge every request gets a generic 500 ``misconfigured`` and
+the log gets the message.
 
 =========================  ==========================  =================================
 variable                   default                     meaning
@@ -34,12 +36,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
+from edgechat.http import normalize_origin
 from edgechat.models import CATALOG, Model, find
 from edgechat.validation import Limits
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings", "normalize_origin"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
 
 # Deliberately plain: the system prompt is visible to anyone who asks the model
 # for it, so it holds no secret and no rule that security depends on.
@@ -48,7 +50,6 @@ DEFAULT_SYSTEM_PROMPT = (
     "and say so when you are not sure."
 )
 
-_DEFAULT_PORTS = {"http": 80, "https": 443}
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
 
@@ -237,33 +238,6 @@ def _bool(var: str, get: Callable[[str], object], default: bool) -> bool:
     if text.lower() in _FALSE:
         return False
     raise ValueError(f"{var} must be true or false")
-
-
-def normalize_origin(text: str) -> str | None:
-    """``scheme://host[:port]`` in canonical form (lower case, default port
-    dropped), or None when ``text`` is not an http(s) origin."""
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
-        return None
-    scheme = parts.scheme.lower()
-    if (
-        scheme not in _DEFAULT_PORTS
-        or not parts.hostname
-        or parts.username is not None
-        or parts.path not in ("", "/")
-        or parts.query
-        or parts.fragment
-    ):
-        return None
-    host = parts.hostname.lower()
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    origin = f"{scheme}://{host}"
-    if port is not None and port != _DEFAULT_PORTS[scheme]:
-        origin += f":{port}"
-    return origin
 
 
 def _origins(var: str, get: Callable[[str], object]) -> tuple[str, ...]:

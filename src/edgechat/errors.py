@@ -13,6 +13,7 @@ into a plain ``EdgechatError`` (500). The tree::
     │   ├── PayloadTooLarge            413 payload_too_large
     │   ├── UnsupportedMediaType       415 unsupported_media_type
     │   └── RateLimited                429 rate_limited           (+ Retry-After)
+    ├── Misconfigured                  500 misconfigured          the operator's [vars] are invalid
     └── UpstreamError                  502 upstream_error         Workers AI failed us
         ├── UpstreamBusy               503 model_busy             3040, retryable, fallback
         ├── UpstreamQuotaExhausted     429 quota_exhausted        3036, retryable, fallback
@@ -27,10 +28,15 @@ into a plain ``EdgechatError`` (500). The tree::
 
 Generic outward, detailed inward: ``to_json()`` and ``headers()`` use only the
 class's public fields, while ``str(exc)`` carries the internal detail for logs.
-For client errors the positional argument *is* the public message (our own
-words, e.g. "messages[3].content is longer than 8000 characters." - never user
-input); for every other error it is internal detail and never leaves the
-server.
+Every constructor takes keyword arguments only, so no text reaches the client
+by position:
+
+- ``public=`` (``ClientError`` and its subclasses only) replaces the class's
+  message for this instance; it is our own words, e.g. "messages[3].content is
+  longer than 8000 characters." - never user input or exception text;
+- ``detail=`` is internal, for logs (``str(exc)``), and never leaves the server;
+- ``retry_after=``, ``binding_code=`` (upstream errors) and ``allow=``
+  (``MethodNotAllowed``, required) fill the headers and the log.
 
 ``fallback_worthy`` marks upstream failures where another model may well
 succeed (capacity, quota, plan, timeout); they are only acted on before the
@@ -52,6 +58,7 @@ __all__ = [
     "EdgechatError",
     "Forbidden",
     "MethodNotAllowed",
+    "Misconfigured",
     "NotFound",
     "PayloadTooLarge",
     "RateLimited",
@@ -85,7 +92,7 @@ class EdgechatError(Exception):
 
     retry_after: int | None
 
-    def __init__(self, detail: str = "", *, retry_after: int | None = None) -> None:
+    def __init__(self, *, detail: str = "", retry_after: int | None = None) -> None:
         super().__init__(detail or self.public_message)
         self.retry_after = retry_after if retry_after is not None else self.default_retry_after
 
@@ -112,16 +119,16 @@ class ClientError(EdgechatError):
 
     def __init__(
         self,
-        public_message: str | None = None,
         *,
+        public: str | None = None,
         detail: str = "",
         retry_after: int | None = None,
     ) -> None:
         # The public message is ours (a constant or built from field names and
         # limits); it replaces the class default for this instance only.
-        if public_message is not None:
-            self.public_message = public_message
-        super().__init__(detail, retry_after=retry_after)
+        if public is not None:
+            self.public_message = public
+        super().__init__(detail=detail, retry_after=retry_after)
 
 
 class BadRequest(ClientError):
@@ -159,10 +166,10 @@ class MethodNotAllowed(ClientError):
     allow: tuple[str, ...]
 
     def __init__(
-        self, allow: Iterable[str], public_message: str | None = None, *, detail: str = ""
+        self, *, allow: Iterable[str], public: str | None = None, detail: str = ""
     ) -> None:
         self.allow = tuple(allow)
-        super().__init__(public_message, detail=detail)
+        super().__init__(public=public, detail=detail)
 
     def headers(self) -> dict[str, str]:
         return {**super().headers(), "Allow": ", ".join(self.allow)}
@@ -174,10 +181,10 @@ class PayloadTooLarge(ClientError):
     public_message = "The request body is too large."
 
 
-def body_too_large(limit: int, detail: str) -> PayloadTooLarge:
+def body_too_large(limit: int, *, detail: str) -> PayloadTooLarge:
     """The one 413 for a body over ``limit`` bytes, however it was noticed
     (Content-Length, counting a chunked upload, or the body in hand)."""
-    return PayloadTooLarge(f"The request body is larger than {limit} bytes.", detail=detail)
+    return PayloadTooLarge(public=f"The request body is larger than {limit} bytes.", detail=detail)
 
 
 class UnsupportedMediaType(ClientError):
@@ -195,6 +202,18 @@ class RateLimited(ClientError):
     default_retry_after = 60
 
 
+# --- the operator's fault ----------------------------------------------------
+
+
+class Misconfigured(EdgechatError):
+    """The Worker's ``[vars]`` are invalid: the operator's fault, not the
+    client's. The detail (which variable, which rule) goes to the log only."""
+
+    status = 500
+    code = "misconfigured"
+    public_message = "The service is not configured correctly. Please try again later."
+
+
 # --- Workers AI's fault -----------------------------------------------------
 
 
@@ -208,9 +227,9 @@ class UpstreamError(EdgechatError):
     binding_code: int | None
 
     def __init__(
-        self, detail: str = "", *, binding_code: int | None = None, retry_after: int | None = None
+        self, *, detail: str = "", binding_code: int | None = None, retry_after: int | None = None
     ) -> None:
-        super().__init__(detail, retry_after=retry_after)
+        super().__init__(detail=detail, retry_after=retry_after)
         self.binding_code = binding_code
 
 
@@ -321,6 +340,6 @@ def from_binding_error(message: str) -> UpstreamError:
     """
     match = _LEADING_CODE.match(message)
     if match is None:
-        return UpstreamError(message)
+        return UpstreamError(detail=message)
     code = int(match.group(1))
-    return BINDING_CODES.get(code, UpstreamError)(message, binding_code=code)
+    return BINDING_CODES.get(code, UpstreamError)(detail=message, binding_code=code)

@@ -6,9 +6,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 
-from edgechat.config import Settings, normalize_origin
+from edgechat.config import Settings
 from edgechat.errors import Forbidden, RateLimited, Unauthorized, UnsupportedMediaType
-from edgechat.http import Incoming
+from edgechat.http import Incoming, normalize_origin
 from edgechat.ports import RateLimiter
 
 _CROSS_SITE_FETCH = frozenset(("cross-site", "same-site"))

@@ -1,10 +1,12 @@
-"""Requests and replies as the core sees them, and the headers every API reply carries."""
+"""Requests and replies as the core sees them, the headers every API reply carries,
+and the canonical form of an origin."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from edgechat.errors import EdgechatError
 from edgechat.ports import Sink
@@ -71,3 +73,33 @@ def stream_reply(produce: Callable[[Sink], Awaitable[None]], headers: Mapping[st
         },
         stream=produce,
     )
+
+
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def normalize_origin(text: str) -> str | None:
+    """``scheme://host[:port]`` in canonical form (lower case, default port
+    dropped), or None when ``text`` is not an http(s) origin."""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if (
+        scheme not in _DEFAULT_PORTS
+        or not parts.hostname
+        or parts.username is not None
+        or parts.path not in ("", "/")
+        or parts.query
+        or parts.fragment
+    ):
+        return None
+    host = parts.hostname.lower()
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    origin = f"{scheme}://{host}"
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        origin += f":{port}"
+    return origin

@@ -149,7 +149,7 @@ def lookup(name: str, allowed: Sequence[str]) -> Model:
     """
     model = _BY_NAME.get(name) if isinstance(name, str) else None
     if model is None or (model.alias not in allowed and model.id not in allowed):
-        raise BadRequest(_NOT_AVAILABLE, detail="model not in catalog or not allowed")
+        raise BadRequest(public=_NOT_AVAILABLE, detail="model not in catalog or not allowed")
     return model
 
 

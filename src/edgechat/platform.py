@@ -327,7 +327,7 @@ class WorkerPlatform:
     async def read_body(self, limit: int) -> bytes:
         declared = self._headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            raise body_too_large(limit, f"Content-Length {declared}")
+            raise body_too_large(limit, detail=f"Content-Length {declared}")
         body = self._request.body
         # No body at all is JS null (None or jsnull, depending on Pyodide).
         if body is None or not hasattr(body, "getReader"):
@@ -348,7 +348,7 @@ class WorkerPlatform:
             size += len(chunk)
             if size > limit:
                 await reader.cancel()
-                raise body_too_large(limit, "chunked body over the limit")
+                raise body_too_large(limit, detail="chunked body over the limit")
             parts.append(chunk)
         return b"".join(parts)
 

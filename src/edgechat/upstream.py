@@ -1,4 +1,8 @@
-"""The one reader of what Workers AI streams back, for both wire formats.
+"""What edgechat sends Workers AI, and the one reader of what it streams back,
+for both wire formats.
+
+``upstream_inputs`` shapes a request for the model actually called (a fallback
+switches shape with the model).
 
 ``AI.run(..., stream=True)`` yields SSE bytes whose events are either
 OpenAI ``chat.completion.chunk`` objects (GLM, Kimi) or native
@@ -22,11 +26,31 @@ import codecs
 import enum
 import json
 import math
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
-from edgechat.models import Usage
+from edgechat.models import Model, Usage, WireFormat
 
-__all__ = ["TAIL_BYTES", "Delta", "DeltaKind", "Tail", "UpstreamReader"]
+if TYPE_CHECKING:
+    from edgechat.config import Settings
+    from edgechat.validation import ChatRequest
+
+__all__ = ["TAIL_BYTES", "Delta", "DeltaKind", "Tail", "UpstreamReader", "upstream_inputs"]
+
+
+def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> dict[str, Any]:
+    """The binding's inputs: the conversation as chat messages under our system prompt."""
+    messages = [{"role": "system", "content": settings.system_prompt}]
+    messages += [{"role": m.role, "content": m.content} for m in request.messages]
+    inputs: dict[str, Any] = {"messages": messages, "stream": True}
+    if model.wire_format is WireFormat.OPENAI:
+        inputs["max_completion_tokens"] = request.max_tokens
+        if request.reasoning is False:
+            inputs["chat_template_kwargs"] = {"enable_thinking": False}
+    else:
+        inputs["max_tokens"] = request.max_tokens
+    if request.temperature is not None:
+        inputs["temperature"] = request.temperature
+    return inputs
 
 
 class DeltaKind(enum.Enum):

@@ -84,27 +84,29 @@ def parse_chat_request(
 ) -> ChatRequest:
     """Validate a ``/chat`` body; raises only ``PayloadTooLarge`` or ``BadRequest``."""
     if len(body) > limits.max_body_bytes:
-        raise body_too_large(limits.max_body_bytes, f"body of {len(body)} bytes")
+        raise body_too_large(limits.max_body_bytes, detail=f"body of {len(body)} bytes")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        raise BadRequest("The request body is not valid UTF-8.") from None
+        raise BadRequest(public="The request body is not valid UTF-8.") from None
     try:
         data: Any = json.loads(text, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         # ValueError covers JSONDecodeError and integers too long to convert.
-        raise BadRequest("The request body is not valid JSON.") from None
+        raise BadRequest(public="The request body is not valid JSON.") from None
     if type(data) is not dict:
-        raise BadRequest("The request body must be a JSON object.")
+        raise BadRequest(public="The request body must be a JSON object.")
     if not data.keys() <= _FIELD_SET:
-        raise BadRequest(f"The request has an unknown field; known fields: {', '.join(_FIELDS)}.")
+        raise BadRequest(
+            public=f"The request has an unknown field; known fields: {', '.join(_FIELDS)}."
+        )
 
     messages = _messages(data.get("messages"), limits)
     model_name = data.get("model")
     if model_name is None:
         model_name = default_model
     elif type(model_name) is not str:
-        raise BadRequest("model must be a string.")
+        raise BadRequest(public="model must be a string.")
     return ChatRequest(
         messages=messages,
         model=lookup(model_name, allowed_models),
@@ -116,49 +118,49 @@ def parse_chat_request(
 
 def _messages(value: Any, limits: Limits) -> tuple[Message, ...]:
     if value is None:
-        raise BadRequest("messages is required.")
+        raise BadRequest(public="messages is required.")
     if type(value) is not list:
-        raise BadRequest("messages must be an array.")
+        raise BadRequest(public="messages must be an array.")
     if not value:
-        raise BadRequest("messages must not be empty.")
+        raise BadRequest(public="messages must not be empty.")
     if len(value) > limits.max_messages:
-        raise BadRequest(f"messages has more than {limits.max_messages} entries.")
+        raise BadRequest(public=f"messages has more than {limits.max_messages} entries.")
     messages: list[Message] = []
     total = 0
     for index, item in enumerate(value):
         where = f"messages[{index}]"
         if type(item) is not dict:
-            raise BadRequest(f"{where} must be an object.")
+            raise BadRequest(public=f"{where} must be an object.")
         if not item.keys() <= _MESSAGE_FIELD_SET:
-            raise BadRequest(f"{where} has an unknown field; known fields: role, content.")
+            raise BadRequest(public=f"{where} has an unknown field; known fields: role, content.")
         role = item.get("role")
         if role == "system":
             raise BadRequest(
-                f'{where}.role "system" is not accepted: the server sets the system prompt.'
+                public=f'{where}.role "system" is not accepted: the server sets the system prompt.'
             )
         if role != "user" and role != "assistant":
-            raise BadRequest(f'{where}.role must be "user" or "assistant".')
+            raise BadRequest(public=f'{where}.role must be "user" or "assistant".')
         content = item.get("content")
         if type(content) is not str:
-            raise BadRequest(f"{where}.content must be a string.")
+            raise BadRequest(public=f"{where}.content must be a string.")
         if len(content) > limits.max_message_chars:
             raise BadRequest(
-                f"{where}.content is longer than {limits.max_message_chars} characters."
+                public=f"{where}.content is longer than {limits.max_message_chars} characters."
             )
         if not content.strip():
-            raise BadRequest(f"{where}.content must not be empty.")
+            raise BadRequest(public=f"{where}.content must not be empty.")
         try:
             content.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate such as "\ud800"
-            raise BadRequest(f"{where}.content is not valid Unicode text.") from None
+            raise BadRequest(public=f"{where}.content is not valid Unicode text.") from None
         total += len(content)
         if total > limits.max_total_chars:
             raise BadRequest(
-                f"messages are longer than {limits.max_total_chars} characters in total."
+                public=f"messages are longer than {limits.max_total_chars} characters in total."
             )
         messages.append(Message(role=role, content=content))
     if messages[-1].role != "user":
-        raise BadRequest("The last message must come from the user.")
+        raise BadRequest(public="The last message must come from the user.")
     return tuple(messages)
 
 
@@ -167,7 +169,7 @@ def _temperature(value: Any) -> float | None:
         return None
     # bool is an int in Python, but true is not a temperature.
     if type(value) not in (int, float) or not 0 <= value <= 2:
-        raise BadRequest("temperature must be a number from 0 to 2.")
+        raise BadRequest(public="temperature must be a number from 0 to 2.")
     return float(value)
 
 
@@ -175,7 +177,9 @@ def _max_tokens(value: Any, limits: Limits) -> int:
     if value is None:
         return limits.default_output_tokens
     if type(value) is not int or not 1 <= value <= limits.max_output_tokens:
-        raise BadRequest(f"max_tokens must be an integer from 1 to {limits.max_output_tokens}.")
+        raise BadRequest(
+            public=f"max_tokens must be an integer from 1 to {limits.max_output_tokens}."
+        )
     return value
 
 
@@ -183,5 +187,5 @@ def _reasoning(value: Any) -> bool | None:
     if value is None:
         return None
     if type(value) is not bool:
-        raise BadRequest("reasoning must be true or false.")
+        raise BadRequest(public="reasoning must be true or false.")
     return value

@@ -188,7 +188,9 @@ function renderConversation() {
   const conversation = store.current;
   const nodes = [];
   const messages = conversation ? conversation.messages : [];
-  messages.forEach((m, k) => nodes.push(messageView(m, k === messages.length - 1)));
+  messages.forEach((m, k) => {
+    nodes.push(messageView(m, k === messages.length - 1));
+  });
   ui.empty.hidden = nodes.length > 0;
   ui.messages.replaceChildren(ui.empty, ...nodes);
   stick = true;
@@ -246,8 +248,7 @@ function renderFooter(view) {
 }
 
 function errorText(error = {}) {
-  const base =
-    t.errors[error.code] || t.errors[error.status] || error.message || t.errors[500];
+  const base = t.errors[error.code] || t.errors[error.status] || error.message || t.errors[500];
   if (error.offline) return t.offline;
   return error.retryAfter ? `${base} ${t.waitSeconds(error.retryAfter)}` : base;
 }
@@ -393,7 +394,7 @@ async function run(conversation) {
       });
       if (!final) message.status = "interrupted";
     }
-  } catch (err) {
+  } catch {
     if (controller.signal.aborted) message.status = "stopped";
     else if (firstAt || message.content) message.status = "interrupted";
     else {
@@ -500,17 +501,13 @@ ui.newChat.addEventListener("click", () => {
   ui.input.focus();
 });
 ui.model.addEventListener("change", () => localStorage.setItem(MODEL_KEY, ui.model.value));
-ui.reasoning.addEventListener("change", () =>
-  localStorage.setItem(THINK_KEY, ui.reasoning.checked ? "1" : "0"),
-);
+ui.reasoning.addEventListener("change", () => localStorage.setItem(THINK_KEY, ui.reasoning.checked ? "1" : "0"));
 ui.lang.addEventListener("click", () => {
   lang = lang === "zh" ? "en" : "zh";
   saveLang(lang);
   applyLang();
 });
-ui.menu.addEventListener("click", () =>
-  ui.shell.classList.contains("nav-open") ? closeSidebar() : openSidebar(),
-);
+ui.menu.addEventListener("click", () => (ui.shell.classList.contains("nav-open") ? closeSidebar() : openSidebar()));
 ui.backdrop.addEventListener("click", closeSidebar);
 
 // --- start ----------------------------------------------------------------------

@@ -207,9 +207,7 @@ function cells(line) {
 
 function table(lines, i, parent) {
   const head = cells(lines[i]);
-  const align = cells(lines[i + 1]).map((c) =>
-    c.endsWith(":") ? (c.startsWith(":") ? "center" : "right") : "",
-  );
+  const align = cells(lines[i + 1]).map((c) => (c.endsWith(":") ? (c.startsWith(":") ? "center" : "right") : ""));
   const tableEl = el("table");
   const row = (values, tag) => {
     const tr = el("tr");

@@ -82,7 +82,7 @@ export class Store {
 /** The `messages` of a /chat request: the answered turns, newest kept when over the caps. */
 export function requestMessages(messages) {
   const usable = messages
-    .filter((m) => m.content && m.content.trim() && (m.role === "user" || m.role === "assistant"))
+    .filter((m) => m.content?.trim() && (m.role === "user" || m.role === "assistant"))
     .map((m) => ({ role: m.role, content: m.content }));
   const out = [];
   let total = 0;

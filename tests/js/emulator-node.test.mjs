@@ -5,8 +5,8 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createEmulator, DEFAULT_DELAY_MS } from "../../tools/emulator/node.mjs";
-import { GLM, LLAMA, readChunks, user } from "./helpers.mjs";
+import { createEmulator } from "../../tools/emulator/node.mjs";
+import { GLM, HANG_GUARD_MS, LLAMA, readChunks, settlesAfter, user } from "./helpers.mjs";
 
 function tempDir(t) {
   const dir = mkdtempSync(join(tmpdir(), "edgechat-emu-"));
@@ -24,27 +24,33 @@ test("createEmulator returns an Ai", () => {
   assert.equal(createEmulator({}).constructor.name, "Ai");
 });
 
-test("delay: 20 ms when unset, the number when set, 0 allowed", () => {
-  assert.equal(DEFAULT_DELAY_MS, 20);
+const firstToken = async (ai) => (await ai.run(LLAMA, { prompt: "x", stream: true, max_tokens: 8 })).getReader().read();
+
+// The timers are mocked: a token comes when the test moves the clock, so the
+// delay is proven exactly, whatever the machine's load.
+test("delay: 20 ms when unset, the number when set, 0 allowed", { timeout: HANG_GUARD_MS }, async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
   const env = {};
   const ai = createEmulator(env);
   assert.equal(ai.io.delayMs(), 20);
+  await settlesAfter(t, 20, firstToken(ai), "the first token with the delay unset");
   env.EDGECHAT_AI_DELAY_MS = "0";
   assert.equal(ai.io.delayMs(), 0);
   env.EDGECHAT_AI_DELAY_MS = "35";
   assert.equal(ai.io.delayMs(), 35);
+  await settlesAfter(t, 35, firstToken(ai), "the first token at 35 ms");
 });
 
-test("delay is applied from the env var at call time", async () => {
+test("delay is applied from the env var at call time", { timeout: HANG_GUARD_MS }, async (t) => {
+  t.mock.timers.enable({ apis: ["setTimeout"] });
   const env = { EDGECHAT_AI_DELAY_MS: "0" };
   const ai = createEmulator(env);
-  let t = performance.now();
-  await readChunks(await ai.run(LLAMA, { prompt: "x", stream: true, max_tokens: 8 }));
-  assert.ok(performance.now() - t < 120, "0 means no delay (not the 20 ms default)");
+  // 0 means no delay (not the 20 ms default): the whole answer arrives while
+  // the mocked clock never moves.
+  const chunks = await readChunks(await ai.run(LLAMA, { prompt: "x", stream: true, max_tokens: 8 }));
+  assert.equal(chunks.length, 8 + 2);
   env.EDGECHAT_AI_DELAY_MS = "30";
-  t = performance.now();
-  await readChunks(await ai.run(LLAMA, { prompt: "x", stream: true, max_tokens: 8 }));
-  assert.ok(performance.now() - t >= 210);
+  await settlesAfter(t, 30, firstToken(ai), "the first token after the variable changed to 30");
 });
 
 test("script: unset or missing file -> default reply; the file is re-read on every call", async (t) => {

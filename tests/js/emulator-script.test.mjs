@@ -4,19 +4,25 @@ import assert from "node:assert/strict";
 import { Ai } from "../../tools/emulator/ai.mjs";
 import {
   GLM,
+  HANG_GUARD_MS,
   KIMI,
   LLAMA,
   concat,
   decodeAll,
+  drainMicrotasks,
+  isPending,
   memoryIo,
   readChunks,
+  settlesAfter,
   sseParsed,
   user,
-  waitFor,
-  within,
 } from "./helpers.mjs";
 
 const enc = new TextEncoder();
+// Tests about time mock setTimeout: nothing waits for a real clock, so a
+// pending read stays pending and a prompt abort is one that needs no tick.
+const mocked = { timeout: HANG_GUARD_MS };
+const mockTimers = (t) => t.mock.timers.enable({ apis: ["setTimeout"] });
 const text = async (stream) => decodeAll((await readChunks(stream)).map((c) => c.bytes));
 
 function scripted(rules, opts = {}) {
@@ -211,37 +217,44 @@ test("chunks rule: strings and b64 bytes are sent exactly, in order", async () =
   assert.equal(io.log[0].error, null);
 });
 
-test("chunks rule: delay_ms spaces chunks", async () => {
+test("chunks rule: delay_ms spaces chunks", mocked, async (t) => {
+  mockTimers(t);
   const { ai } = scripted([{ chunks: ["a", { delay_ms: 80 }, "b"] }]);
-  const chunks = await readChunks(await ai.run(LLAMA, { prompt: "x", stream: true }));
-  assert.equal(chunks.length, 2);
-  assert.ok(chunks[1].at - chunks[0].at >= 70, `gap ${chunks[1].at - chunks[0].at}`);
+  const reader = (await ai.run(LLAMA, { prompt: "x", stream: true })).getReader();
+  assert.equal(new TextDecoder().decode((await reader.read()).value), "a");
+  const second = await settlesAfter(t, 80, reader.read(), "the chunk after delay_ms 80");
+  assert.equal(new TextDecoder().decode(second.value), "b");
+  assert.equal((await reader.read()).done, true);
 });
 
 test("chunks rule: an error chunk errors the stream mid-way with its message", async () => {
   const { io, ai } = scripted([{ chunks: ['data: {"response":"a"}\n\n', { error: "3040: Capacity lost mid-stream" }, "never"] }]);
   const reader = (await ai.run(LLAMA, { prompt: "x", stream: true })).getReader();
-  const first = await within(1000, reader.read());
+  const first = await reader.read();
   assert.equal(new TextDecoder().decode(first.value), 'data: {"response":"a"}\n\n');
-  await assert.rejects(within(1000, reader.read()), (e) => e instanceof Error && e.message === "3040: Capacity lost mid-stream");
+  await assert.rejects(reader.read(), (e) => e instanceof Error && e.message === "3040: Capacity lost mid-stream");
   assert.equal(io.log.length, 1);
   assert.equal(io.log[0].error, "3040: Capacity lost mid-stream");
   assert.equal(io.log[0].aborted, false);
 });
 
-test("chunks rule: stall sends nothing more and never closes until aborted", async () => {
+test("chunks rule: stall sends nothing more and never closes until aborted", mocked, async (t) => {
+  mockTimers(t);
   const { io, ai } = scripted([{ chunks: ['data: {"response":"a"}\n\n', { stall: true }, "after"] }]);
   const ctrl = new AbortController();
   const reader = (await ai.run(LLAMA, { prompt: "x", stream: true }, { signal: ctrl.signal })).getReader();
-  await within(1000, reader.read());
+  await reader.read();
   const pending = reader.read();
-  const outcome = await Promise.race([pending.then(() => "settled", () => "settled"), new Promise((r) => setTimeout(() => r("waiting"), 300))]);
-  assert.equal(outcome, "waiting");
+  // A minute of mocked time, a second at a time (the stall re-arms a 1 s timer).
+  for (let s = 0; s < 60; s++) {
+    assert.ok(await isPending(pending), `the stalled read settled after ${s} s`);
+    t.mock.timers.tick(1000);
+  }
+  assert.ok(await isPending(pending));
   assert.equal(io.log.length, 0);
-  const t = performance.now();
+  // Prompt: the abort alone ends it, no timer has to fire.
   ctrl.abort();
-  await assert.rejects(within(500, pending), (e) => e.name === "AbortError");
-  assert.ok(performance.now() - t < 500, "abort is prompt (the stall's timer is 1 s)");
+  await assert.rejects(pending, (e) => e.name === "AbortError");
   assert.equal(io.log.length, 1);
   assert.equal(io.log[0].aborted, true);
 });
@@ -251,17 +264,18 @@ test("chunks rule on a non-stream call: the chunks are the JSON body", async () 
   assert.deepEqual(await ai.run(LLAMA, { prompt: "x" }), { response: "raw" });
 });
 
-test("abort mid-stream: the stream errors promptly with AbortError; log says aborted", async () => {
+test("abort mid-stream: the stream errors promptly with AbortError; log says aborted", mocked, async (t) => {
+  mockTimers(t);
   const io = memoryIo({ delay: 200 });
   const ai = new Ai(io);
   const ctrl = new AbortController();
   const reader = (await ai.run(KIMI, { ...user("a"), stream: true }, { signal: ctrl.signal })).getReader();
-  await within(1000, reader.read());
+  await settlesAfter(t, 200, reader.read(), "the first token");
   const pending = reader.read();
-  const t = performance.now();
+  assert.ok(await isPending(pending), "the next token waits for its 200 ms");
+  // Prompt: the abort ends the read without the next token's timer firing.
   ctrl.abort();
-  await assert.rejects(within(500, pending), (e) => e.name === "AbortError");
-  assert.ok(performance.now() - t < 150, `took ${performance.now() - t} ms with 200 ms between tokens`);
+  await assert.rejects(pending, (e) => e.name === "AbortError");
   assert.equal(io.log.length, 1);
   assert.equal(io.log[0].aborted, true);
   assert.equal(io.log[0].stream, true);
@@ -271,17 +285,19 @@ test("abort mid-stream: the stream errors promptly with AbortError; log says abo
   assert.equal(io.log.length, 1);
 });
 
-test("abort with a custom reason: the stream errors with that reason", async () => {
+test("abort with a custom reason: the stream errors with that reason", mocked, async (t) => {
+  mockTimers(t);
   const io = memoryIo({ delay: 100 });
   const ai = new Ai(io);
   const ctrl = new AbortController();
   const reader = (await ai.run(LLAMA, { prompt: "a", stream: true }, { signal: ctrl.signal })).getReader();
   ctrl.abort(new Error("client went away"));
-  await assert.rejects(within(500, reader.read()), /client went away/);
+  await assert.rejects(reader.read(), /client went away/);
   assert.equal(io.log[0].error, "client went away");
 });
 
-test("abort before streaming: an aborted signal rejects the call; so does abort during a non-stream wait", async () => {
+test("abort before streaming: an aborted signal rejects the call; so does abort during a non-stream wait", mocked, async (t) => {
+  mockTimers(t);
   const io = memoryIo({ delay: 50 });
   const ai = new Ai(io);
   const ctrl = new AbortController();
@@ -292,35 +308,44 @@ test("abort before streaming: an aborted signal rejects the call; so does abort 
 
   const ctrl2 = new AbortController();
   const call = ai.run(GLM, user("a"), { signal: ctrl2.signal });
-  setTimeout(() => ctrl2.abort(), 30);
-  const t = performance.now();
-  await assert.rejects(within(1000, call), (e) => e.name === "AbortError");
-  assert.ok(performance.now() - t < 500, "a non-stream wait of 40+ tokens x 50 ms is cut short");
+  // The call waits out its 40+ tokens x 50 ms; the abort cuts it short with
+  // no tick of the clock.
+  assert.ok(await isPending(call), "a non-stream answer waits for its tokens");
+  ctrl2.abort();
+  await assert.rejects(call, (e) => e.name === "AbortError");
   assert.equal(io.log.length, 2);
   assert.equal(io.log[1].aborted, true);
   assert.equal(io.log[1].stream, false);
 });
 
-test("consumer cancel counts as aborted and stops generation", async () => {
+test("consumer cancel counts as aborted and stops generation", mocked, async (t) => {
+  mockTimers(t);
   const io = memoryIo({ delay: 20 });
   const ai = new Ai(io);
   const stream = await ai.run(GLM, { ...user("a"), stream: true });
   const reader = stream.getReader();
-  await within(1000, reader.read());
-  await within(500, reader.cancel("not interested"));
+  await settlesAfter(t, 20, reader.read(), "the first token");
+  await reader.cancel("not interested");
   assert.equal(io.log.length, 1);
   assert.equal(io.log[0].aborted, true);
   assert.equal(io.log[0].error, null);
-  // Nothing else is logged later (the generator stopped).
-  await new Promise((r) => setTimeout(r, 100));
-  assert.equal(io.log.length, 1);
+  // Far more mocked time than the whole answer needs (40+ tokens x 20 ms),
+  // then a later call: it is logged, the cancelled one is not logged again.
+  for (let i = 0; i < 200; i++) {
+    await drainMicrotasks(); // let any woken generator run
+    t.mock.timers.tick(20);
+  }
+  io.script = { rules: [{ json: { response: "later" } }] };
+  await ai.run(LLAMA, { prompt: "later" });
+  assert.deepEqual(io.log.map((l) => [l.model, l.aborted]), [[GLM, true], [LLAMA, false]]);
 
-  // Cancelling a stall ends it too.
+  // Cancelling a stall ends it too, and is logged by the time cancel() settles.
   io.script = { rules: [{ chunks: [{ stall: true }] }] };
   const stalled = await ai.run(GLM, { ...user("a"), stream: true });
-  await within(500, stalled.cancel());
-  await waitFor(() => io.log.length === 2, 500, "the cancelled stall to be logged");
-  assert.equal(io.log[1].aborted, true);
+  await stalled.cancel();
+  assert.equal(io.log.length, 3);
+  assert.equal(io.log[2].aborted, true);
+  assert.equal(io.log[2].stream, true);
 });
 
 test("a broken script is a clear error, not a silent default", async () => {

@@ -6,7 +6,7 @@ import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { GLM, LLAMA, decodeAll, readChunks, sseParsed, user, waitFor, within } from "./helpers.mjs";
+import { GLM, HANG_GUARD_MS, LLAMA, decodeAll, readChunks, sseParsed, user, waitFor } from "./helpers.mjs";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const BIN = join(ROOT, "node_modules/.bin");
@@ -102,7 +102,7 @@ const getLog = async () =>
     .filter(Boolean)
     .map((l) => JSON.parse(l));
 const call = (route, body) =>
-  fetch(`${base}/__emulator/${route}`, { method: "POST", body: JSON.stringify(body), signal: AbortSignal.timeout(10_000) });
+  fetch(`${base}/__emulator/${route}`, { method: "POST", body: JSON.stringify(body), signal: AbortSignal.timeout(HANG_GUARD_MS) });
 
 test("control routes: script set/get/clear, log clear", { timeout: 30_000 }, async () => {
   assert.equal((await putScript({ rules: [{ json: { response: "x" } }] })).status, 200);
@@ -121,7 +121,7 @@ test("POST /__emulator/run streams the default answer and logs it", { timeout: 3
   const res = await call("run", { model: GLM, inputs: { ...user("你好"), stream: true } });
   assert.equal(res.status, 200);
   assert.match(res.headers.get("content-type"), /text\/event-stream/);
-  const events = sseParsed(decodeAll((await readChunks(res.body, 10_000)).map((c) => c.bytes)));
+  const events = sseParsed(decodeAll((await readChunks(res.body)).map((c) => c.bytes)));
   assert.equal(events.at(-1), "[DONE]");
   assert.deepEqual(Object.keys(events.at(-2)), ["response", "usage"]);
   const content = events
@@ -133,7 +133,7 @@ test("POST /__emulator/run streams the default answer and logs it", { timeout: 3
   const log = await waitFor(async () => {
     const l = await getLog();
     return l.length === 1 && l;
-  }, 5000, "the call to be logged");
+  }, undefined, "the call to be logged");
   assert.equal(log[0].model, GLM);
   assert.equal(log[0].stream, true);
   assert.equal(log[0].aborted, false);
@@ -165,8 +165,8 @@ test("through the EmulatedAi RPC entrypoint: bytes survive (split inside a CJK c
   const direct = await call("run", { model: LLAMA, inputs: { prompt: "split", stream: true } });
   const viaRpc = await call("rpc-run", { model: LLAMA, inputs: { prompt: "split", stream: true } });
   assert.equal(viaRpc.status, 200);
-  const a = decodeAll((await readChunks(direct.body, 10_000)).map((c) => c.bytes));
-  const b = decodeAll((await readChunks(viaRpc.body, 10_000)).map((c) => c.bytes));
+  const a = decodeAll((await readChunks(direct.body)).map((c) => c.bytes));
+  const b = decodeAll((await readChunks(viaRpc.body)).map((c) => c.bytes));
   assert.equal(b, a);
   assert.deepEqual(
     sseParsed(b).slice(0, 4).map((e) => e.response),
@@ -185,20 +185,19 @@ test("an AbortSignal crosses RPC and ends a stalled stream (log: aborted)", { ti
   const res = await call("rpc-run", { model: LLAMA, inputs: { prompt: "x", stream: true }, abort_after_ms: 300 });
   assert.equal(res.status, 200);
   const reader = res.body.getReader();
-  const first = await within(5000, reader.read());
+  const first = await reader.read();
   assert.equal(new TextDecoder().decode(first.value), 'data: {"response":"a"}\n\n');
-  // The body ends (or errors) once the signal fires, not never.
-  await within(5000, (async () => {
-    try {
-      while (!(await reader.read()).done);
-    } catch {
-      // an errored body is an acceptable end
-    }
-  })());
+  // The body ends (or errors) once the signal fires, not never (a stall
+  // alone never ends it; the test's timeout is the hang guard).
+  try {
+    while (!(await reader.read()).done);
+  } catch {
+    // an errored body is an acceptable end
+  }
   const log = await waitFor(async () => {
     const l = await getLog();
     return l.length === 1 && l;
-  }, 5000, "the aborted call to be logged");
+  }, undefined, "the aborted call to be logged");
   assert.equal(log[0].aborted, true);
   assert.equal(log[0].stream, true);
   assert.match(log[0].error, /abort|timed? ?out/i);

@@ -1,16 +1,61 @@
 // Shared helpers for edgechat's JS tests (not a test file itself).
+//
+// No helper proves anything by elapsed time. `within`, `readChunks` and
+// `waitFor` take a hang guard: a generous limit that turns "never happens"
+// into a failure instead of a stuck suite, never a claim about speed. Tests
+// that are about time use node:test's mock timers and `isPending`.
 
-/** Rejects if `promise` does not settle within `ms`. */
+// Captured before any test can mock them, so a guard still fires under
+// `t.mock.timers`.
+const realSetTimeout = globalThis.setTimeout;
+const realClearTimeout = globalThis.clearTimeout;
+
+/** A hang guard for waits in these tests; far above what a loaded machine needs. */
+export const HANG_GUARD_MS = 20_000;
+
+/** Rejects if `promise` has not settled after `ms` (a hang guard, not a proof). */
 export function within(ms, promise, label = "operation") {
   let timer;
   const limit = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${label} did not settle within ${ms} ms`)), ms);
+    timer = realSetTimeout(() => reject(new Error(`${label} did not settle within ${ms} ms`)), ms);
   });
-  return Promise.race([promise, limit]).finally(() => clearTimeout(timer));
+  return Promise.race([promise, limit]).finally(() => realClearTimeout(timer));
+}
+
+/** Resolves after every microtask queued so far (and those they queue) has run. */
+export const drainMicrotasks = () => new Promise((resolve) => setImmediate(resolve));
+
+/**
+ * Whether `promise` is still pending once every microtask has run. With the
+ * timers mocked nothing else can settle it, so "pending" is a fact, not a
+ * guess about how long to wait.
+ */
+export async function isPending(promise) {
+  let settled = false;
+  promise.then(
+    () => (settled = true),
+    () => (settled = true),
+  );
+  await drainMicrotasks();
+  return !settled;
+}
+
+/**
+ * With `t.mock.timers` enabled for setTimeout: proves `promise` waits for
+ * exactly `ms` of (mocked) time — still pending at ms - 1, settled at ms —
+ * and returns what it settles with.
+ */
+export async function settlesAfter(t, ms, promise, label = "the promise") {
+  await drainMicrotasks(); // the code under test has started its timer
+  t.mock.timers.tick(ms - 1);
+  if (!(await isPending(promise))) throw new Error(`${label} settled before ${ms} ms`);
+  t.mock.timers.tick(1);
+  if (await isPending(promise)) throw new Error(`${label} still pending after ${ms} ms`);
+  return promise;
 }
 
 /** Reads a stream to its end: [{bytes, at}] with `at` from performance.now(). */
-export async function readChunks(stream, ms = 5000) {
+export async function readChunks(stream, ms = HANG_GUARD_MS) {
   const reader = stream.getReader();
   const chunks = [];
   const go = (async () => {
@@ -76,14 +121,17 @@ export function memoryIo({ script = null, delay = 0 } = {}) {
   return io;
 }
 
-/** Resolves once `check()` is truthy, polling every 10 ms, for at most `ms`. */
-export async function waitFor(check, ms = 2000, label = "condition") {
+/**
+ * Resolves with `check()`'s value once it is truthy, polling every 10 ms; `ms`
+ * is a hang guard, not a proof.
+ */
+export async function waitFor(check, ms = HANG_GUARD_MS, label = "condition") {
   const end = Date.now() + ms;
   for (;;) {
     const v = await check();
     if (v) return v;
     if (Date.now() > end) throw new Error(`${label} not reached within ${ms} ms`);
-    await new Promise((r) => setTimeout(r, 10));
+    await new Promise((r) => realSetTimeout(r, 10));
   }
 }
 

@@ -51,7 +51,18 @@ def test_streamed_glm_answer_reaches_python_in_the_openai_wire_format(probe: Run
     assert "reasoning" in kinds
     assert "content" in kinds
     assert kinds.index("reasoning") < kinds.index("content")
-    assert chunks[-1] == {"response": "", "usage": chunks[-1]["usage"]}
+    # The closing native chunk counts what was streamed: one token per delta
+    # chunk (all but the finish chunk and this one), and the prompt's 4 tokens
+    # plus 2 for the message framing.
+    completion = len(chunks) - 2
+    assert chunks[-1] == {
+        "response": "",
+        "usage": {
+            "prompt_tokens": 6,
+            "completion_tokens": completion,
+            "total_tokens": 6 + completion,
+        },
+    }
     answer = "".join(
         c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices")
     )

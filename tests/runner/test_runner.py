@@ -3,15 +3,33 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import httpx
 import pytest
 
 from tests.harness import Runner
 
+# How long to wait for something that must happen before calling it a hang: a
+# guard far above what a loaded machine needs, never a claim about speed.
+HANG_GUARD_S = 20.0
+
 
 def get(runner: Runner, path: str, **kwargs: object) -> httpx.Response:
-    return httpx.get(runner.base_url + path, timeout=10, **kwargs)  # type: ignore[arg-type]
+    return httpx.get(runner.base_url + path, timeout=HANG_GUARD_S, **kwargs)  # type: ignore[arg-type]
+
+
+def eventually(check: Callable[[], bool], what: str) -> None:
+    """Polls until `check()` holds; fails only when it never does."""
+    deadline = time.monotonic() + HANG_GUARD_S
+    while not check():
+        assert time.monotonic() < deadline, f"{what} never happened"
+        time.sleep(0.02)
+
+
+def kv(runner: Runner, key: str) -> str | None:
+    value: str | None = get(runner, "/kv", params={"key": key}).json()["value"]
+    return value
 
 
 def test_static_asset_is_served_with_headers_file_applied(probe: Runner) -> None:
@@ -40,7 +58,7 @@ def test_run_worker_first_exclusion_serves_the_asset(probe: Runner) -> None:
 
 
 def test_non_get_methods_reach_the_worker(probe: Runner) -> None:
-    response = httpx.post(probe.base_url + "/echo", content=b"hello body", timeout=10)
+    response = httpx.post(probe.base_url + "/echo", content=b"hello body", timeout=HANG_GUARD_S)
     assert response.status_code == 200
     echoed = response.json()
     assert echoed["method"] == "POST"
@@ -67,25 +85,26 @@ def test_worker_exception_gives_500_and_the_runner_keeps_serving(probe: Runner) 
     assert "exploded" not in response.text
     assert "Traceback" not in response.text
     # The traceback goes to the runner's log, not to the client.
-    deadline = time.monotonic() + 5
-    while "probe worker exploded on purpose" not in probe.log_text():
-        assert time.monotonic() < deadline, "traceback missing from the runner log"
-        time.sleep(0.05)
+    eventually(
+        lambda: "probe worker exploded on purpose" in probe.log_text(),
+        "the traceback in the runner log",
+    )
     assert get(probe, "/echo").status_code == 200
 
 
 def test_streamed_body_arrives_incrementally(probe: Runner) -> None:
-    arrivals: list[tuple[float, bytes]] = []
-    start = time.monotonic()
-    with httpx.stream("GET", probe.base_url + "/stream?n=5&delay_ms=150", timeout=10) as response:
+    # The Worker writes chunk 0, then waits for a gate only this test opens:
+    # chunk 0 reaching the client while the Worker is still writing proves
+    # the body is not buffered (a buffering runner fails the read).
+    url = probe.base_url + "/stream?n=3&delay_ms=0&gate=stream-gate-1"
+    with httpx.stream("GET", url, timeout=HANG_GUARD_S) as response:
         assert response.status_code == 200
-        for chunk in response.iter_raw():
-            arrivals.append((time.monotonic() - start, chunk))
-    body = b"".join(chunk for _, chunk in arrivals)
-    assert body == b"".join(f"chunk {i}\n".encode() for i in range(5))
-    # Five writes 150 ms apart: the first arrives long before the last.
-    assert len(arrivals) >= 4
-    assert arrivals[-1][0] - arrivals[0][0] >= 0.45
+        chunks = response.iter_raw()
+        assert next(chunks) == b"chunk 0\n"
+        assert kv(probe, "stream-gate-1") is None  # the Worker is still held
+        get(probe, "/kv", params={"key": "stream-gate-1", "value": "open"})
+        rest = b"".join(chunks)
+    assert rest == b"chunk 1\nchunk 2\n"
 
 
 def test_kv_binding_round_trips_from_python(probe: Runner) -> None:
@@ -102,22 +121,24 @@ def test_rate_limiter_binding_enforces_the_configured_limit(probe: Runner) -> No
 
 
 def test_wait_until_work_finishes_after_the_response(probe: Runner) -> None:
-    assert get(probe, "/later?key=later-1").json() == {"scheduled": True}
-    assert get(probe, "/kv?key=later-1").json() == {"value": None}
-    deadline = time.monotonic() + 5
-    while get(probe, "/kv?key=later-1").json()["value"] is None:
-        assert time.monotonic() < deadline, "waitUntil task never completed"
-        time.sleep(0.05)
-    assert get(probe, "/kv?key=later-1").json() == {"value": "done after the response"}
+    # The waitUntil task waits for a gate the test opens after the response:
+    # the work cannot have run before, so the first read is None by
+    # construction, not because a timer has not fired yet.
+    params = {"key": "later-1", "gate": "later-gate-1"}
+    assert get(probe, "/later", params=params).json() == {"scheduled": True}
+    assert kv(probe, "later-1") is None
+    get(probe, "/kv", params={"key": "later-gate-1", "value": "open"})
+    eventually(lambda: kv(probe, "later-1") is not None, "the waitUntil task")
+    assert kv(probe, "later-1") == "done after the response"
 
 
 def test_client_disconnect_fires_request_signal(probe: Runner) -> None:
-    with httpx.stream("GET", probe.base_url + "/watch-signal?key=sig-1", timeout=10) as response:
-        assert next(response.iter_raw()).startswith(b"tick")
-    deadline = time.monotonic() + 3
-    while get(probe, "/kv?key=sig-1").json()["value"] != "aborted":
-        assert time.monotonic() < deadline, "request.signal did not fire on disconnect"
-        time.sleep(0.05)
+    url = probe.base_url + "/watch-signal?key=sig-1"
+    with httpx.stream("GET", url, timeout=HANG_GUARD_S) as response:
+        ticks = response.iter_raw()  # kept: dropping it closes the connection
+        assert next(ticks).startswith(b"tick")
+        assert kv(probe, "sig-1") is None  # connected: the signal has not fired
+    eventually(lambda: kv(probe, "sig-1") == "aborted", "request.signal firing on disconnect")
 
 
 def test_assets_binding_is_a_fetcher_from_python(probe: Runner) -> None:
@@ -128,6 +149,6 @@ def test_assets_binding_is_a_fetcher_from_python(probe: Runner) -> None:
 
 @pytest.mark.parametrize("method", ["HEAD"])
 def test_head_of_an_asset_has_no_body(probe: Runner, method: str) -> None:
-    response = httpx.request(method, probe.base_url + "/", timeout=10)
+    response = httpx.request(method, probe.base_url + "/", timeout=HANG_GUARD_S)
     assert response.status_code == 200
     assert response.content == b""

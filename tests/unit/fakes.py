@@ -3,7 +3,8 @@
 They fake the seam (what ``platform.py`` adapts from the Workers runtime) and
 nothing inside the core, so a test drives ``chat``/``app`` exactly as the
 runtime would. Upstream byte streams in both wire formats come from
-``openai_stream`` and ``native_stream``.
+``openai_stream`` and ``native_stream``, which only arrange the chunks that
+``tests.kit.upstream`` builds for every suite.
 """
 
 from __future__ import annotations
@@ -14,17 +15,15 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from edgechat.errors import PayloadTooLarge, UpstreamError
-from edgechat.models import Usage
+from edgechat.models import Model, Usage, find
 from edgechat.ports import TIMED_OUT, ClientGone, Sink, TimedOut
+from edgechat.validation import ChatRequest, Message
+from tests.kit import upstream as wire
 
 # --- upstream byte streams ---------------------------------------------------
-
-
-def _data(obj: object) -> bytes:
-    return b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"
 
 
 def openai_stream(
@@ -36,36 +35,68 @@ def openai_stream(
     """GLM/Kimi style: one ``chat.completion.chunk`` per part, ``("reasoning"|"content", text)``,
     then the binding's trailing ``{"response": "", "usage": …}`` and ``[DONE]``.
     One chunk per event, as the binding delivers them."""
-    chunks: list[bytes] = []
+    events: list[str] = []
     for index, (kind, text) in enumerate(parts):
-        key = "reasoning_content" if kind == "reasoning" else "content"
-        choice: dict[str, Any] = {"index": 0, "delta": {key: text}}
-        if index == len(parts) - 1 and finish_reason is not None:
-            choice["finish_reason"] = finish_reason
-        chunks.append(_data({"object": "chat.completion.chunk", "choices": [choice]}))
-    if usage is not None:
-        chunks.append(_data({"response": "", "usage": usage}))
-    if done:
-        chunks.append(b"data: [DONE]\n\n")
-    return chunks
+        reasoning, content = (text, None) if kind == "reasoning" else (None, text)
+        last = index == len(parts) - 1
+        events.append(
+            wire.openai_chunk(
+                reasoning=reasoning,
+                content=content,
+                finish_reason=finish_reason if last else None,
+            )
+        )
+    return _ending(events, usage, done)
 
 
 def native_stream(*texts: str, usage: Usage | None = None, done: bool = True) -> list[bytes]:
     """Llama style: ``{"response": text}`` events, usage on the last, then ``[DONE]``."""
-    chunks = [_data({"response": text}) for text in texts]
+    return _ending([wire.native_chunk(text) for text in texts], usage, done)
+
+
+def _ending(events: list[str], usage: Usage | None, done: bool) -> list[bytes]:
     if usage is not None:
-        chunks.append(_data({"response": "", "usage": usage}))
+        # A Usage is a TypedDict of ints: exactly the kit's usage shape.
+        events.append(wire.native_chunk("", usage=cast("dict[str, int]", usage)))
     if done:
-        chunks.append(b"data: [DONE]\n\n")
-    return chunks
+        events.append(wire.DONE)
+    return [event.encode() for event in events]
 
 
 def usage(prompt: int, completion: int) -> Usage:
+    counts = wire.usage(prompt, completion)
     return {
-        "prompt_tokens": prompt,
-        "completion_tokens": completion,
-        "total_tokens": prompt + completion,
+        "prompt_tokens": counts["prompt_tokens"],
+        "completion_tokens": counts["completion_tokens"],
+        "total_tokens": counts["total_tokens"],
     }
+
+
+# --- requests as validation hands them on ---------------------------------------
+
+
+def model(name: str) -> Model:
+    """A catalog model by alias or id, as the code knows it."""
+    found = find(name)
+    assert found is not None, name
+    return found
+
+
+def chat_request(
+    chosen: Model,
+    *,
+    messages: tuple[tuple[str, str], ...] = (("user", "Hi"),),
+    max_tokens: int = 256,
+    temperature: float | None = None,
+    reasoning: bool | None = None,
+) -> ChatRequest:
+    return ChatRequest(
+        messages=tuple(Message(role, content) for role, content in messages),  # type: ignore[arg-type]
+        model=chosen,
+        temperature=temperature,
+        max_tokens=max_tokens,
+        reasoning=reasoning,
+    )
 
 
 # --- the AI binding ------------------------------------------------------------
@@ -140,7 +171,7 @@ class FakeUpstream:
         return self._cancelled.is_set()
 
     def _abort_error(self) -> UpstreamError:
-        return UpstreamError("AbortError: The operation was aborted")
+        return UpstreamError(detail="AbortError: The operation was aborted")
 
     async def _next(self) -> bytes | None:
         """The next chunk of the script, playing delays, failures and stalls."""

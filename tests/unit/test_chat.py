@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgechat import sse
-from edgechat.chat import MAX_HELD_BYTES, ChatSession, upstream_inputs, watch_interval
+from edgechat.chat import MAX_HELD_BYTES, ChatSession, watch_interval
 from edgechat.config import Settings
 from edgechat.errors import (
     DeadlineExceeded,
@@ -27,16 +27,13 @@ from edgechat.errors import (
     UpstreamBusy,
     UpstreamError,
     UpstreamMalformed,
-    UpstreamMisconfigured,
     UpstreamPlanRequired,
     UpstreamQuotaExhausted,
     UpstreamRateLimited,
-    UpstreamRequestTooLarge,
     UpstreamTimeout,
 )
-from edgechat.models import Model, cost_usd, find
+from edgechat.models import Model, cost_usd
 from edgechat.upstream import TAIL_BYTES
-from edgechat.validation import ChatRequest, Message
 from tests.kit.sse import MODEL, PING, Event, Parsed, parse
 
 from .fakes import (
@@ -47,17 +44,13 @@ from .fakes import (
     FakeSink,
     FakeUpstream,
     Step,
+    chat_request,
+    model,
     native_stream,
     openai_stream,
     usage,
 )
-
-
-def model(name: str) -> Model:
-    found = find(name)
-    assert found is not None
-    return found
-
+from .test_errors import PLATFORM_TABLE
 
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
 
@@ -67,23 +60,6 @@ FAST = Settings(first_token_timeout_s=0.2, idle_timeout_s=0.2, heartbeat_s=30, t
 CALM = Settings(first_token_timeout_s=8, idle_timeout_s=8, heartbeat_s=30, total_timeout_s=20)
 # Only a guard that turns a hang into a failure; no test measures speed.
 HANG_S = 10.0
-
-
-def chat_request(
-    chosen: Model = GLM,
-    *,
-    messages: tuple[tuple[str, str], ...] = (("user", "Hi"),),
-    max_tokens: int = 256,
-    temperature: float | None = None,
-    reasoning: bool | None = None,
-) -> ChatRequest:
-    return ChatRequest(
-        messages=tuple(Message(role, content) for role, content in messages),  # type: ignore[arg-type]
-        model=chosen,
-        temperature=temperature,
-        max_tokens=max_tokens,
-        reasoning=reasoning,
-    )
 
 
 def session_for(
@@ -203,82 +179,22 @@ def joined(chunks: list[Step]) -> bytes:
     return b"".join(step for step in chunks if isinstance(step, bytes))
 
 
-# --- upstream_inputs -----------------------------------------------------------
-
-
-def test_inputs_send_the_conversation_as_messages_under_the_system_prompt() -> None:
-    settings = Settings(system_prompt="Be brief.")
-    request = chat_request(
-        messages=(("user", "Hi"), ("assistant", "Hello!"), ("user", "How are you?")),
-        max_tokens=300,
-    )
-    assert upstream_inputs(request, settings, GLM) == {
-        "messages": [
-            {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "Hi"},
-            {"role": "assistant", "content": "Hello!"},
-            {"role": "user", "content": "How are you?"},
-        ],
-        "stream": True,
-        "max_completion_tokens": 300,
-    }
-
-
-def test_inputs_native_models_get_max_tokens() -> None:
-    inputs = upstream_inputs(chat_request(LLAMA, max_tokens=77), Settings(), LLAMA)
-    assert inputs["max_tokens"] == 77
-    assert "max_completion_tokens" not in inputs
-    assert inputs["messages"][0] == {"role": "system", "content": Settings().system_prompt}
-
-
-def test_inputs_reasoning_false_turns_thinking_off_for_openai_models() -> None:
-    inputs = upstream_inputs(chat_request(reasoning=False), Settings(), GLM)
-    assert inputs["chat_template_kwargs"] == {"enable_thinking": False}
-
-
-@pytest.mark.parametrize("reasoning", [None, True])
-def test_inputs_leave_thinking_alone_unless_reasoning_is_false(reasoning: bool | None) -> None:
-    inputs = upstream_inputs(chat_request(reasoning=reasoning), Settings(), KIMI)
-    assert "chat_template_kwargs" not in inputs
-
-
-def test_inputs_native_models_get_no_template_kwargs() -> None:
-    inputs = upstream_inputs(chat_request(LLAMA, reasoning=False), Settings(), LLAMA)
-    assert "chat_template_kwargs" not in inputs
-
-
-@pytest.mark.parametrize("temperature", [0.0, 1.5])
-def test_inputs_pass_temperature_when_given(temperature: float) -> None:
-    inputs = upstream_inputs(chat_request(temperature=temperature), Settings(), GLM)
-    assert inputs["temperature"] == temperature
-
-
-def test_inputs_omit_temperature_when_absent() -> None:
-    assert "temperature" not in upstream_inputs(chat_request(), Settings(), GLM)
-
-
-def test_inputs_follow_the_model_called_not_the_model_asked_for() -> None:
-    # Falling back from GLM to Llama must switch to Llama's input shape.
-    inputs = upstream_inputs(chat_request(GLM, reasoning=False), Settings(), LLAMA)
-    assert inputs["max_tokens"] == 256
-    assert "max_completion_tokens" not in inputs
-    assert "chat_template_kwargs" not in inputs
-
-
 # --- open: the first model that accepts, down the fallback chain -----------------
 
+# Every documented binding code, from the one table of them (test_errors.py),
+# split by whether another model may succeed; plus an error without a code.
 FALLBACK_WORTHY = [
-    UpstreamBusy("3040: capacity"),
-    UpstreamQuotaExhausted("3036: daily allocation"),
-    UpstreamTimeout("3007: timeout"),
-    UpstreamPlanRequired("5035: paid only"),
+    cls(detail=f"{code}: upstream says", binding_code=code)
+    for code, (cls, _) in PLATFORM_TABLE.items()
+    if cls.fallback_worthy
 ]
 NOT_FALLBACK_WORTHY = [
-    UpstreamRateLimited("3021: rate"),
-    UpstreamRequestTooLarge("3006: too large"),
-    UpstreamMisconfigured("5007: no such model"),
-    UpstreamBadRequest("3003: bad input"),
-    UpstreamError("something else"),
+    *(
+        cls(detail=f"{code}: upstream says", binding_code=code)
+        for code, (cls, _) in PLATFORM_TABLE.items()
+        if not cls.fallback_worthy
+    ),
+    UpstreamError(detail="something else"),
 ]
 
 
@@ -292,7 +208,9 @@ def test_open_uses_the_requested_model_when_it_accepts() -> None:
     assert session.outcome.fallback_from is None
 
 
-@pytest.mark.parametrize("error", FALLBACK_WORTHY, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error", FALLBACK_WORTHY, ids=lambda e: f"{type(e).__name__}-{e.binding_code}"
+)
 def test_open_falls_back_on_fallback_worthy_errors(error: UpstreamError) -> None:
     ai = FakeAi({GLM.id: error, LLAMA.id: NATIVE_HELLO})
     session = session_for(ai, max_tokens=99)
@@ -306,7 +224,9 @@ def test_open_falls_back_on_fallback_worthy_errors(error: UpstreamError) -> None
     assert session.outcome.fallback_from is GLM
 
 
-@pytest.mark.parametrize("error", NOT_FALLBACK_WORTHY, ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error", NOT_FALLBACK_WORTHY, ids=lambda e: f"{type(e).__name__}-{e.binding_code}"
+)
 def test_open_raises_other_errors_without_fallback(error: UpstreamError) -> None:
     ai = FakeAi({GLM.id: error, LLAMA.id: NATIVE_HELLO})
     session = session_for(ai)
@@ -320,8 +240,8 @@ def test_open_raises_other_errors_without_fallback(error: UpstreamError) -> None
 
 
 def test_open_raises_the_last_error_when_the_chain_is_exhausted() -> None:
-    last = UpstreamQuotaExhausted("3036: llama allocation")
-    ai = FakeAi({GLM.id: UpstreamBusy("3040"), LLAMA.id: last})
+    last = UpstreamQuotaExhausted(detail="3036: llama allocation")
+    ai = FakeAi({GLM.id: UpstreamBusy(detail="3040"), LLAMA.id: last})
     session = session_for(ai)
     with pytest.raises(UpstreamQuotaExhausted) as raised:
         asyncio.run(session.open())
@@ -333,7 +253,13 @@ def test_open_raises_the_last_error_when_the_chain_is_exhausted() -> None:
 
 
 def test_open_falls_back_from_a_model_outside_the_chain_to_the_whole_chain() -> None:
-    ai = FakeAi({KIMI.id: UpstreamPlanRequired("5035"), GLM.id: UpstreamBusy("3040"), LLAMA.id: []})
+    ai = FakeAi(
+        {
+            KIMI.id: UpstreamPlanRequired(detail="5035"),
+            GLM.id: UpstreamBusy(detail="3040"),
+            LLAMA.id: [],
+        }
+    )
     session = session_for(ai, KIMI)
     asyncio.run(session.open())
     assert ai.models_called == [KIMI.id, GLM.id, LLAMA.id]
@@ -341,7 +267,7 @@ def test_open_falls_back_from_a_model_outside_the_chain_to_the_whole_chain() -> 
 
 
 def test_open_does_not_fall_back_from_the_end_of_the_chain() -> None:
-    ai = FakeAi({LLAMA.id: UpstreamBusy("3040"), GLM.id: HELLO})
+    ai = FakeAi({LLAMA.id: UpstreamBusy(detail="3040"), GLM.id: HELLO})
     with pytest.raises(UpstreamBusy):
         asyncio.run(session_for(ai, LLAMA).open())
     assert ai.models_called == [LLAMA.id]
@@ -349,7 +275,7 @@ def test_open_does_not_fall_back_from_the_end_of_the_chain() -> None:
 
 def test_open_follows_the_configured_chain() -> None:
     settings = Settings(fallback_chain=("glm",))
-    ai = FakeAi({GLM.id: UpstreamBusy("3040"), LLAMA.id: NATIVE_HELLO})
+    ai = FakeAi({GLM.id: UpstreamBusy(detail="3040"), LLAMA.id: NATIVE_HELLO})
     with pytest.raises(UpstreamBusy):
         asyncio.run(session_for(ai, settings=settings).open())
     assert ai.models_called == [GLM.id]
@@ -665,7 +591,7 @@ def test_a_whole_json_answer_becomes_one_data_event_then_done(
 
 
 def test_done_names_the_model_fallen_back_from_at_open() -> None:
-    ai = FakeAi({GLM.id: UpstreamBusy("3040"), LLAMA.id: NATIVE_HELLO})
+    ai = FakeAi({GLM.id: UpstreamBusy(detail="3040"), LLAMA.id: NATIVE_HELLO})
     got = answer(ai)
     assert got.parsed.meta == {"request_id": "req-1", "model": LLAMA.id}
     assert got.final.name == "done"
@@ -680,7 +606,7 @@ def test_done_has_no_fallback_from_when_the_first_model_answered() -> None:
 
 
 def test_a_stream_that_fails_before_any_byte_falls_back() -> None:
-    ai = FakeAi({GLM.id: [Fail(UpstreamBusy("3040: mid-stream"))], LLAMA.id: NATIVE_HELLO})
+    ai = FakeAi({GLM.id: [Fail(UpstreamBusy(detail="3040: mid-stream"))], LLAMA.id: NATIVE_HELLO})
     got = answer(ai)
     assert got.between == b"".join(NATIVE_HELLO)
     assert got.final.data["model"] == LLAMA.id
@@ -697,7 +623,7 @@ def test_bytes_before_the_first_text_are_held_back_so_a_fallback_leaves_no_trace
         ROLE,
         EMPTY,
         b'data: {"choices":[{"index":0,"delta":{"cont',
-        Fail(UpstreamTimeout("3007")),
+        Fail(UpstreamTimeout(detail="3007")),
     ]
     ai = FakeAi({GLM.id: glm, LLAMA.id: NATIVE_HELLO})
     got = answer(ai)
@@ -712,7 +638,7 @@ def test_bytes_before_the_first_text_are_held_back_so_a_fallback_leaves_no_trace
 
 @pytest.mark.parametrize("first", ["content", "reasoning"])
 def test_no_model_switch_once_text_was_sent(first: str) -> None:
-    failure = UpstreamBusy("3040: mid-stream")
+    failure = UpstreamBusy(detail="3040: mid-stream")
     said = openai_stream((first, "Par"), finish_reason=None, done=False)
     ai = FakeAi({GLM.id: [*said, Fail(failure)], LLAMA.id: NATIVE_HELLO})
     got = answer(ai)
@@ -727,7 +653,7 @@ def test_no_model_switch_once_text_was_sent(first: str) -> None:
 
 
 def test_other_errors_before_the_first_text_do_not_fall_back() -> None:
-    failure = UpstreamBadRequest("3003")
+    failure = UpstreamBadRequest(detail="3003")
     ai = FakeAi({GLM.id: [ROLE, Fail(failure)], LLAMA.id: NATIVE_HELLO})
     got = answer(ai)
     assert got.parsed.names == ["meta", "error"]
@@ -742,7 +668,7 @@ def test_the_fallback_models_silence_is_its_own() -> None:
     settings = Settings(
         first_token_timeout_s=1.5, idle_timeout_s=0.2, heartbeat_s=30, total_timeout_s=3
     )
-    glm: list[Step] = [ROLE, Delay(0.15), Fail(UpstreamBusy("3040"))]
+    glm: list[Step] = [ROLE, Delay(0.15), Fail(UpstreamBusy(detail="3040"))]
     ai = FakeAi({GLM.id: glm, LLAMA.id: [Delay(0.3), *NATIVE_HELLO]})
     got = answer(ai, settings=settings)
     assert got.final.name == "done"
@@ -751,8 +677,8 @@ def test_the_fallback_models_silence_is_its_own() -> None:
 
 
 def test_the_last_error_is_reported_when_no_fallback_answers() -> None:
-    last = UpstreamQuotaExhausted("3036")
-    ai = FakeAi({GLM.id: [Fail(UpstreamBusy("3040"))], LLAMA.id: last})
+    last = UpstreamQuotaExhausted(detail="3036")
+    ai = FakeAi({GLM.id: [Fail(UpstreamBusy(detail="3040"))], LLAMA.id: last})
     got = answer(ai)
     assert got.parsed.names == ["meta", "error"]
     assert got.final == error_event(last)
@@ -765,7 +691,7 @@ def test_the_last_error_is_reported_when_no_fallback_answers() -> None:
 
 
 def test_error_events_carry_only_public_fields() -> None:
-    failure = UpstreamRateLimited("3021: AI binding env.AI said: secret detail")
+    failure = UpstreamRateLimited(detail="3021: AI binding env.AI said: secret detail")
     ai = FakeAi({GLM.id: [*openai_stream(("content", "a"), done=False), Fail(failure)]})
     got = answer(ai)
     assert got.final == Event(
@@ -931,7 +857,7 @@ def test_a_deadline_during_a_fallback_call_ends_the_stream() -> None:
     # GLM fails before its first token; Llama's call never returns. The
     # first-token deadline must still end the stream.
     ai = FakeAi(
-        {GLM.id: [Fail(UpstreamBusy("3040"))], LLAMA.id: NATIVE_HELLO},
+        {GLM.id: [Fail(UpstreamBusy(detail="3040"))], LLAMA.id: NATIVE_HELLO},
         open_delay={LLAMA.id: STALL},
     )
     got = answer(ai)
@@ -1022,7 +948,7 @@ def test_a_client_gone_when_the_first_words_are_written() -> None:
 
 
 def test_a_client_gone_before_the_error_event() -> None:
-    failure = UpstreamBadRequest("3003")
+    failure = UpstreamBadRequest(detail="3003")
     got = answer(FakeAi({GLM.id: [Fail(failure)]}), sink=FakeSink(gone_after=1))
     assert got.parsed.names == ["meta"]
     assert got.session.outcome.error is failure

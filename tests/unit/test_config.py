@@ -42,7 +42,7 @@ def test_default_system_prompt_is_plain() -> None:
 def test_every_variable_is_read() -> None:
     s = settings(
         SYSTEM_PROMPT="  You are terse.  ",
-        MODELS="kimi, @cf/zai-org/glm-4.7-flash,llama,glm",
+        MODELS=f"kimi, {find('glm').id},llama,glm",  # type: ignore[union-attr]
         DEFAULT_MODEL="kimi",
         FALLBACK_CHAIN="kimi,glm",
         MAX_BODY_BYTES="1000",

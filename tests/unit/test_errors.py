@@ -14,6 +14,7 @@ from edgechat.errors import (
     EdgechatError,
     Forbidden,
     MethodNotAllowed,
+    Misconfigured,
     NotFound,
     PayloadTooLarge,
     RateLimited,
@@ -66,6 +67,7 @@ EXPECTED: dict[type[EdgechatError], tuple[int, bool, bool, bool]] = {
     PayloadTooLarge: (413, False, False, False),
     UnsupportedMediaType: (415, False, False, False),
     RateLimited: (429, True, False, True),
+    Misconfigured: (500, False, False, False),
     UpstreamError: (502, False, False, False),
     UpstreamBusy: (503, True, True, True),
     UpstreamQuotaExhausted: (429, True, True, True),
@@ -92,7 +94,7 @@ def test_every_documented_binding_code_is_mapped() -> None:
 def test_the_tree_is_complete_and_as_documented() -> None:
     assert set(ALL_ERRORS) == set(EXPECTED)
     for cls, (status, retryable, fallback_worthy, retry_after) in EXPECTED.items():
-        exc = MethodNotAllowed(("GET",)) if cls is MethodNotAllowed else cls()
+        exc = MethodNotAllowed(allow=("GET",)) if cls is MethodNotAllowed else cls()
         assert (exc.status, exc.retryable, exc.fallback_worthy) == (
             status,
             retryable,
@@ -107,6 +109,28 @@ def test_the_tree_is_complete_and_as_documented() -> None:
         assert (int(line.group(1)), line.group(2)) == (exc.status, exc.code), cls
 
 
+@pytest.mark.parametrize("cls", ALL_ERRORS, ids=lambda cls: cls.__name__)
+def test_no_constructor_takes_a_positional_argument(cls: type[EdgechatError]) -> None:
+    # Positional text was the public message in some classes and the internal
+    # detail in others; keyword-only leaves no way to pass either by accident.
+    with pytest.raises(TypeError):
+        cls("3040: internal detail")  # type: ignore[call-arg]
+    if cls is MethodNotAllowed:
+        with pytest.raises(TypeError):
+            MethodNotAllowed(("GET",))  # type: ignore[call-arg]
+    # Every keyword the class does take is still accepted.
+    extra: dict[str, object] = {"allow": ("GET",)} if cls is MethodNotAllowed else {}
+    assert str(cls(detail="for the log", **extra)) == "for the log"  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in ALL_ERRORS if not issubclass(c, ClientError)], ids=lambda c: c.__name__
+)
+def test_only_client_errors_take_a_public_message(cls: type[EdgechatError]) -> None:
+    with pytest.raises(TypeError):
+        cls(public="our words")  # type: ignore[call-arg]
+
+
 def test_hierarchy() -> None:
     for cls in EXPECTED:
         if 400 <= cls.status < 500 and not issubclass(cls, UpstreamError):
@@ -114,12 +138,12 @@ def test_hierarchy() -> None:
     assert issubclass(DeadlineExceeded, UpstreamError)
     assert issubclass(UpstreamError, EdgechatError)
     assert issubclass(EdgechatError, Exception)
-    assert Forbidden.code == "cross_site_request"
-    assert UpstreamError.code == "upstream_error"
+    # (Each class's code is pinned against the docstring's tree above, not
+    # against a second copy of itself here.)
 
 
 def test_detail_stays_inside() -> None:
-    exc = UpstreamBusy("3040: capacity; binding AI; account 1234abcd")
+    exc = UpstreamBusy(detail="3040: capacity; binding AI; account 1234abcd")
     assert "account 1234abcd" in str(exc)
     body = json.dumps(exc.to_json())
     assert "1234abcd" not in body
@@ -130,7 +154,7 @@ def test_detail_stays_inside() -> None:
 
 
 def test_client_error_public_message_is_per_instance() -> None:
-    exc = BadRequest("messages[3].content is longer than 8000 characters.")
+    exc = BadRequest(public="messages[3].content is longer than 8000 characters.")
     assert exc.to_json() == {
         "error": {
             "code": "invalid_request",
@@ -138,6 +162,9 @@ def test_client_error_public_message_is_per_instance() -> None:
         }
     }
     assert str(exc) == "messages[3].content is longer than 8000 characters."
+    exc = BadRequest(public="model must be a string.", detail="got a list")
+    assert exc.to_json()["error"]["message"] == "model must be a string."
+    assert str(exc) == "got a list"
     # The class default is untouched.
     assert BadRequest().public_message == BadRequest.public_message
     assert "longer" not in BadRequest.public_message
@@ -150,7 +177,7 @@ def test_client_error_detail_is_for_logs_only() -> None:
 
 
 def test_body_too_large_is_the_one_413_naming_the_limit() -> None:
-    exc = errors.body_too_large(1500, "Content-Length 99999")
+    exc = errors.body_too_large(1500, detail="Content-Length 99999")
     assert isinstance(exc, PayloadTooLarge)
     assert exc.status == 413
     assert exc.to_json() == {
@@ -172,7 +199,7 @@ def test_retry_after_header() -> None:
 
 
 def test_method_not_allowed_carries_allow() -> None:
-    exc = MethodNotAllowed(["GET", "HEAD"])
+    exc = MethodNotAllowed(allow=["GET", "HEAD"])
     assert exc.allow == ("GET", "HEAD")
     assert exc.headers() == {"Allow": "GET, HEAD"}
     assert exc.status == 405

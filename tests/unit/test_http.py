@@ -3,6 +3,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from edgechat.errors import (
     EdgechatError,
     MethodNotAllowed,
@@ -12,11 +14,10 @@ from edgechat.errors import (
 )
 from edgechat.http import (
     API_HEADERS,
-    JSON_TYPE,
-    SSE_TYPE,
     Reply,
     error_reply,
     json_reply,
+    normalize_origin,
     stream_reply,
 )
 from edgechat.ports import Sink
@@ -32,12 +33,31 @@ SECURITY = {
 
 
 def test_api_headers_forbid_rendering_framing_and_sniffing() -> None:
-    assert dict(API_HEADERS) == SECURITY
+    # Read what the headers mean rather than compare them with a copy of themselves.
+    csp = {
+        directive.split()[0]: directive.split()[1:]
+        for directive in API_HEADERS["Content-Security-Policy"].split(";")
+    }
+    assert csp["default-src"] == ["'none'"]  # nothing loads, nothing runs
+    assert csp["frame-ancestors"] == ["'none'"]
+    assert API_HEADERS["X-Frame-Options"] == "DENY"
+    assert API_HEADERS["X-Content-Type-Options"] == "nosniff"
+    assert API_HEADERS["Referrer-Policy"] == "no-referrer"
 
 
-def test_content_types() -> None:
-    assert JSON_TYPE == "application/json"
-    assert SSE_TYPE == "text/event-stream; charset=utf-8"
+async def _no_stream(sink: object) -> None:
+    return None
+
+
+def test_every_kind_of_reply_carries_the_api_headers_and_its_media_type() -> None:
+    replies = [
+        (json_reply(200, {}), "application/json"),
+        (error_reply(NotFound()), "application/json"),
+        (stream_reply(_no_stream, {}), "text/event-stream; charset=utf-8"),
+    ]
+    for reply, media_type in replies:
+        assert reply.headers.items() >= API_HEADERS.items()
+        assert reply.headers["Content-Type"] == media_type
 
 
 def test_json_reply_is_compact_utf8_json_with_api_headers() -> None:
@@ -69,7 +89,7 @@ def test_error_reply_carries_the_public_error_only() -> None:
 
 
 def test_error_reply_of_an_unexpected_failure_is_generic() -> None:
-    reply = error_reply(EdgechatError("KeyError: 'AI' binding missing"))
+    reply = error_reply(EdgechatError(detail="KeyError: 'AI' binding missing"))
     assert reply.status == 500
     assert json.loads(reply.body) == {
         "error": {
@@ -81,8 +101,8 @@ def test_error_reply_of_an_unexpected_failure_is_generic() -> None:
 
 def test_error_reply_adds_the_errors_headers() -> None:
     assert error_reply(RateLimited()).headers["Retry-After"] == "60"
-    assert error_reply(UpstreamBusy("3040")).headers["Retry-After"] == "10"
-    reply = error_reply(MethodNotAllowed(("GET", "HEAD")))
+    assert error_reply(UpstreamBusy(detail="3040")).headers["Retry-After"] == "10"
+    reply = error_reply(MethodNotAllowed(allow=("GET", "HEAD")))
     assert reply.status == 405
     assert reply.headers["Allow"] == "GET, HEAD"
 
@@ -117,3 +137,22 @@ def test_reply_defaults_to_an_empty_body() -> None:
     reply = Reply(204, {})
     assert reply.body == b""
     assert reply.stream is None
+
+
+@pytest.mark.parametrize(
+    ("text", "origin"),
+    [
+        ("https://Chat.Example.com", "https://chat.example.com"),
+        ("https://chat.example.com:443/", "https://chat.example.com"),
+        ("http://localhost:8787", "http://localhost:8787"),
+        ("http://[::1]:80", "http://[::1]"),
+        ("ftp://chat.example.com", None),
+        ("https://user@chat.example.com", None),
+        ("https://chat.example.com/path", None),
+        ("https://chat.example.com?q=1", None),
+        ("https://chat.example.com:99999", None),
+        ("chat.example.com", None),
+    ],
+)
+def test_normalize_origin(text: str, origin: str | None) -> None:
+    assert normalize_origin(text) == origin

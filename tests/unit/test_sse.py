@@ -108,7 +108,7 @@ def test_data_refuses_non_json_values() -> None:
 
 
 def test_error_event_carries_only_public_fields() -> None:
-    exc = UpstreamBusy("3040: internal detail about binding AI")
+    exc = UpstreamBusy(detail="3040: internal detail about binding AI")
     chunk = sse.error(exc)
     final = parse(chunk).final
     assert final == Event(

@@ -10,9 +10,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgechat import upstream
-from edgechat.upstream import Delta, DeltaKind, UpstreamReader
+from edgechat.config import Settings
+from edgechat.upstream import Delta, DeltaKind, UpstreamReader, upstream_inputs
+
+from .fakes import chat_request, model
 
 R, C = DeltaKind.REASONING, DeltaKind.CONTENT
+GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
 
 NATIVE_EXAMPLE = (
     b'data: {"response":"Hel"}\n\n'
@@ -697,3 +701,66 @@ def test_a_whole_body_with_a_non_json_number_is_malformed() -> None:
     assert reader.finish() == []
     assert reader.whole_body is None
     assert reader.malformed_lines == 1
+
+
+# --- upstream_inputs: what the binding is sent ---------------------------------
+
+
+def test_inputs_send_the_conversation_as_messages_under_the_system_prompt() -> None:
+    settings = Settings(system_prompt="Be brief.")
+    request = chat_request(
+        GLM,
+        messages=(("user", "Hi"), ("assistant", "Hello!"), ("user", "How are you?")),
+        max_tokens=300,
+    )
+    assert upstream_inputs(request, settings, GLM) == {
+        "messages": [
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Hi"},
+            {"role": "assistant", "content": "Hello!"},
+            {"role": "user", "content": "How are you?"},
+        ],
+        "stream": True,
+        "max_completion_tokens": 300,
+    }
+
+
+def test_inputs_native_models_get_max_tokens() -> None:
+    inputs = upstream_inputs(chat_request(LLAMA, max_tokens=77), Settings(), LLAMA)
+    assert inputs["max_tokens"] == 77
+    assert "max_completion_tokens" not in inputs
+    assert inputs["messages"][0] == {"role": "system", "content": Settings().system_prompt}
+
+
+def test_inputs_reasoning_false_turns_thinking_off_for_openai_models() -> None:
+    inputs = upstream_inputs(chat_request(GLM, reasoning=False), Settings(), GLM)
+    assert inputs["chat_template_kwargs"] == {"enable_thinking": False}
+
+
+@pytest.mark.parametrize("reasoning", [None, True])
+def test_inputs_leave_thinking_alone_unless_reasoning_is_false(reasoning: bool | None) -> None:
+    inputs = upstream_inputs(chat_request(GLM, reasoning=reasoning), Settings(), KIMI)
+    assert "chat_template_kwargs" not in inputs
+
+
+def test_inputs_native_models_get_no_template_kwargs() -> None:
+    inputs = upstream_inputs(chat_request(LLAMA, reasoning=False), Settings(), LLAMA)
+    assert "chat_template_kwargs" not in inputs
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.5])
+def test_inputs_pass_temperature_when_given(temperature: float) -> None:
+    inputs = upstream_inputs(chat_request(GLM, temperature=temperature), Settings(), GLM)
+    assert inputs["temperature"] == temperature
+
+
+def test_inputs_omit_temperature_when_absent() -> None:
+    assert "temperature" not in upstream_inputs(chat_request(GLM), Settings(), GLM)
+
+
+def test_inputs_follow_the_model_called_not_the_model_asked_for() -> None:
+    # Falling back from GLM to Llama must switch to Llama's input shape.
+    inputs = upstream_inputs(chat_request(GLM, reasoning=False), Settings(), LLAMA)
+    assert inputs["max_tokens"] == 256
+    assert "max_completion_tokens" not in inputs
+    assert "chat_template_kwargs" not in inputs

@@ -143,9 +143,7 @@ function wantsThinking(inputs) {
 
 function defaultReply(model, inputs) {
   const asked = lastUserText(inputs);
-  const content =
-    `This is the edgechat local Workers AI emulator, not a real model (${model}). ` +
-    `You asked: «${asked}»`;
+  const content = `This is the edgechat local Workers AI emulator, not a real model (${model}). You asked: «${asked}»`;
   let reasoning = null;
   if (MODELS[model]?.thinks && wantsThinking(inputs)) {
     const n = countTokens(asked);
@@ -170,10 +168,7 @@ function render(ctx, reply) {
 
   const reasoningTokens = format === "openai" ? tokenize(reply.reasoning ?? "") : [];
   const contentTokens = tokenize(reply.content ?? "");
-  const all = [
-    ...reasoningTokens.map((t) => ["reasoning_content", t]),
-    ...contentTokens.map((t) => ["content", t]),
-  ];
+  const all = [...reasoningTokens.map((t) => ["reasoning_content", t]), ...contentTokens.map((t) => ["content", t])];
   const cut = all.length > budget;
   const emitted = cut ? all.slice(0, budget) : all;
   const finishReason = reply.finish_reason ?? (cut ? "length" : "stop");
@@ -183,7 +178,10 @@ function render(ctx, reply) {
   const withUsage = reply.usage !== null;
   const finalUsage = reply.usage ?? usageOf(prompt, emitted.length);
 
-  const reasoningOut = emitted.filter(([k]) => k === "reasoning_content").map(([, t]) => t).join("");
+  const reasoningOut = emitted
+    .filter(([k]) => k === "reasoning_content")
+    .map(([, t]) => t)
+    .join("");
   const contentList = emitted.filter(([k]) => k === "content").map(([, t]) => t);
   let contentOut;
   if (contentList.length > 0) contentOut = contentList.join("");
@@ -207,7 +205,13 @@ function render(ctx, reply) {
 
     const message = { role: "assistant", content: contentOut };
     if (reasoningOut !== "") message.reasoning_content = reasoningOut;
-    body = { id, object: "chat.completion", created, model, choices: [{ index: 0, message, finish_reason: finishReason }] };
+    body = {
+      id,
+      object: "chat.completion",
+      created,
+      model,
+      choices: [{ index: 0, message, finish_reason: finishReason }],
+    };
     if (withUsage) body.usage = finalUsage;
   } else {
     for (const [, text] of emitted) ev({ response: text }, true);
@@ -445,7 +449,7 @@ export class Ai {
       if (rule && "chunks" in rule) {
         steps = stepsForChunks(rule.chunks);
       } else {
-        const reply = rule && rule.reply ? rule.reply : defaultReply(model, inputs);
+        const reply = rule?.reply ? rule.reply : defaultReply(model, inputs);
         const rendered = render(ctx, reply);
         steps = stepsForRendered(rendered.events, delay, rule?.reply?.split_bytes);
         body = rendered.body;
@@ -468,7 +472,7 @@ export class Ai {
         finish();
         return body !== null ? body : result;
       }
-      return this._stream(steps, stopper, finish, signal);
+      return this._stream(steps, stopper, finish);
     } catch (err) {
       const aborted = !!signal?.aborted;
       finish({ aborted, error: messageOf(err) });
@@ -501,11 +505,13 @@ export class Ai {
     try {
       return JSON.parse(text);
     } catch {
-      throw new Error("edgechat emulator script: non-stream call on a `chunks` rule whose chunks are not one JSON body");
+      throw new Error(
+        "edgechat emulator script: non-stream call on a `chunks` rule whose chunks are not one JSON body",
+      );
     }
   }
 
-  _stream(steps, stopper, finish, signal) {
+  _stream(steps, stopper, finish) {
     let i = 0;
     let controller;
     stopper.onAbort = (reason) => {

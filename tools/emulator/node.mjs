@@ -8,7 +8,7 @@ import { appendFileSync, mkdirSync, readFileSync } from "node:fs";
 import { dirname } from "node:path";
 import { Ai } from "./ai.mjs";
 
-export { Ai, MODELS, tokenize, countTokens } from "./ai.mjs";
+export { Ai, countTokens, MODELS, tokenize } from "./ai.mjs";
 
 export const DEFAULT_DELAY_MS = 20;
 
@@ -39,7 +39,7 @@ export function createEmulator(env = process.env) {
       const path = env.EDGECHAT_AI_LOG;
       if (!path) return;
       mkdirSync(dirname(path), { recursive: true });
-      appendFileSync(path, JSON.stringify(record) + "\n");
+      appendFileSync(path, `${JSON.stringify(record)}\n`);
     },
     delayMs() {
       const raw = env.EDGECHAT_AI_DELAY_MS;

@@ -36,7 +36,13 @@ export class Ai {
    * @param {{accountId: string, apiToken: string, baseUrl?: string,
    *          gatewayBaseUrl?: string, fetch?: typeof fetch}} config
    */
-  constructor({ accountId, apiToken, baseUrl = DEFAULT_BASE_URL, gatewayBaseUrl = DEFAULT_GATEWAY_BASE_URL, fetch: fetchImpl } = {}) {
+  constructor({
+    accountId,
+    apiToken,
+    baseUrl = DEFAULT_BASE_URL,
+    gatewayBaseUrl = DEFAULT_GATEWAY_BASE_URL,
+    fetch: fetchImpl,
+  } = {}) {
     if (!accountId) throw new Error("edgechat REST client: accountId is required");
     if (!apiToken) throw new Error("edgechat REST client: apiToken is required");
     this.accountId = accountId;
@@ -53,7 +59,7 @@ export class Ai {
 
   _url(model, gateway) {
     const account = encodeURIComponent(this.accountId);
-    if (gateway && gateway.id) {
+    if (gateway?.id) {
       return `${this.gatewayBaseUrl}/${account}/${encodeURIComponent(gateway.id)}/workers-ai/${model}`;
     }
     return `${this.baseUrl}/accounts/${account}/ai/run/${model}`;
@@ -78,7 +84,9 @@ export class Ai {
       throw new Error(this._redact(`${code}: ${first.message ?? "Workers AI error"}`));
     }
     const snippet = text.trim().slice(0, 200);
-    throw new Error(this._redact(`${res.status}: Workers AI returned HTTP ${res.status}${snippet ? ` ${snippet}` : ""}`));
+    throw new Error(
+      this._redact(`${res.status}: Workers AI returned HTTP ${res.status}${snippet ? ` ${snippet}` : ""}`),
+    );
   }
 
   /** Same contract as `env.AI.run`; options: {signal, gateway, extraHeaders, returnRawResponse}. */

@@ -112,7 +112,7 @@ export default {
       case "GET /__emulator/script":
         return json(state.script);
       case "GET /__emulator/log":
-        return new Response(state.log.map((r) => JSON.stringify(r) + "\n").join(""), {
+        return new Response(state.log.map((r) => `${JSON.stringify(r)}\n`).join(""), {
           headers: { "content-type": "application/x-ndjson" },
         });
       case "DELETE /__emulator/log":

@@ -31,7 +31,10 @@ export function parseDotenv(text) {
     if (!line || line.startsWith("#")) continue;
     const eq = line.indexOf("=");
     if (eq < 1) throw new Error(`not a NAME=value line: ${JSON.stringify(raw)}`);
-    const name = line.slice(0, eq).trim().replace(/^export\s+/, "");
+    const name = line
+      .slice(0, eq)
+      .trim()
+      .replace(/^export\s+/, "");
     let value = line.slice(eq + 1).trim();
     const quote = value[0];
     if ((quote === '"' || quote === "'") && value.endsWith(quote) && value.length >= 2) {
@@ -99,5 +102,9 @@ export async function createEnv({ config, configPath, varsFile, log }) {
   }
   if (config.ai?.binding) env[config.ai.binding] = await makeAi(log);
   if (varsFile) Object.assign(env, parseDotenv(readFileSync(varsFile, "utf8")));
-  return { env, assets: config.assets?.binding ? proxy.env[config.assets.binding] : null, dispose: () => proxy.dispose() };
+  return {
+    env,
+    assets: config.assets?.binding ? proxy.env[config.assets.binding] : null,
+    dispose: () => proxy.dispose(),
+  };
 }

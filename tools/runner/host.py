@@ -1,9 +1,10 @@
 # The Python half of the runner: imports the Worker's main module and calls
 # `Default(ctx, env).fetch(request)` for each request, converting the JS request
 # into the SDK's `Request` and the returned `Response` back into a JS Response,
-# as workerd does for the class entry point. Evaluated by python.mjs; the value
-# of the last expression is handed back to JavaScript.
+# as workerd does for the class entry point. Evaluated by python.mjs, which
+# takes `make_handler` and `settings_problem` from its globals.
 import importlib
+import sys
 
 from pyodide.ffi import JsProxy
 from workers import Request
@@ -26,4 +27,19 @@ def make_handler(module_name):
     return handle
 
 
-make_handler  # noqa: B018 - the value handed back to python.mjs
+def settings_problem(js_env):
+    """What is wrong with the Worker's ``[vars]``, as its own settings parser
+    says, or None. Called once the Worker is imported: only a Worker that
+    imported edgechat's config is checked (the probe and JS workers are not).
+
+    The variables are read as the platform seam reads them, one attribute of
+    ``env`` at a time, so the parser sees the values a request would see. Its
+    messages name the variable and the rule, never a value."""
+    config = sys.modules.get("edgechat.config")
+    if config is None:
+        return None
+    try:
+        config.Settings.from_vars(lambda name: getattr(js_env, name, None))
+    except ValueError as exc:
+        return str(exc)
+    return None

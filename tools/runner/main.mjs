@@ -4,8 +4,8 @@
 //   npm start -- [--port N] [--host H] [--config FILE] [--vars FILE]
 import { writeSync } from "node:fs";
 import { createServer } from "node:http";
-import { Readable } from "node:stream";
 import { join, resolve } from "node:path";
+import { Readable } from "node:stream";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import { unstable_readConfig } from "wrangler";
@@ -43,8 +43,7 @@ function parseCommandLine(argv) {
 function workerFirstMatcher(setting) {
   if (setting === true) return () => true;
   if (!Array.isArray(setting) || setting.length === 0) return () => false;
-  const compile = (pattern) =>
-    new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*")}$`);
+  const compile = (pattern) => new RegExp(`^${pattern.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replaceAll("*", ".*")}$`);
   const include = setting.filter((p) => !p.startsWith("!")).map(compile);
   const exclude = setting.filter((p) => p.startsWith("!")).map((p) => compile(p.slice(1)));
   return (path) => include.some((re) => re.test(path)) && !exclude.some((re) => re.test(path));
@@ -129,6 +128,9 @@ async function loadJavaScriptWorker(mainPath, env) {
   };
 }
 
+// Waits for `work`, but no longer than `ms`; a failure counts as done.
+const within = (ms, work) => Promise.race([work.catch(() => {}), new Promise((r) => setTimeout(r, ms))]);
+
 async function main() {
   const options = parseCommandLine(process.argv.slice(2));
   const configPath = resolve(options.config);
@@ -148,6 +150,15 @@ async function main() {
       })
     : await loadJavaScriptWorker(config.main, await env);
   const { assets, dispose } = await bindings;
+  // A bad setting stops the runner here, before `Ready on`, instead of
+  // turning every request into a 500 whose reason is only in the log.
+  const problem = worker.settingsProblem?.();
+  if (problem) {
+    const sources = [`${options.config} [vars]`, ".dev.vars", ...(options.vars ? [options.vars] : [])];
+    log(`bad configuration (${sources.join(", ")}): ${problem}`);
+    await within(3000, dispose());
+    process.exit(2);
+  }
   const workerFirst = workerFirstMatcher(config.assets?.run_worker_first);
 
   const server = createServer(async (req, res) => {
@@ -194,7 +205,6 @@ async function main() {
     log(`${signal}: shutting down`);
     server.close();
     server.closeAllConnections();
-    const within = (ms, work) => Promise.race([work.catch(() => {}), new Promise((r) => setTimeout(r, ms))]);
     await within(2000, worker.pending.drain());
     await within(3000, dispose());
     process.exit(0);

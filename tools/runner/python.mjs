@@ -16,6 +16,7 @@ import "./scheduler.mjs";
 const HERE = dirname(fileURLToPath(import.meta.url));
 const WORKER_ROOT = "/session/metadata";
 // Imported while building the snapshot so every boot starts with them warm.
+// biome-ignore format: a packed list reads better than one name a line
 const WARM_MODULES = [
   "asyncio", "json", "codecs", "http.client", "email.message", "inspect",
   "functools", "dataclasses", "enum", "typing", "collections.abc", "hmac",
@@ -119,9 +120,7 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
     },
     cloudflareSocketsModule: {},
     doAnImport: (name) =>
-      name.startsWith("python_modules/")
-        ? import(pathToFileURL(join(projectDir, name)).href)
-        : import(name),
+      name.startsWith("python_modules/") ? import(pathToFileURL(join(projectDir, name)).href) : import(name),
     patchWaitUntil: (ctx) => {
       if (!(ctx instanceof ExecutionContext)) {
         const original = ctx.waitUntil.bind(ctx);
@@ -146,10 +145,10 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
     `import sys\nsys.path[:0] = [${JSON.stringify(WORKER_ROOT)}, ${JSON.stringify(join(WORKER_ROOT, "python_modules"))}]`,
   );
   const moduleName = relative(sourceDir, mainPath).replace(/\.py$/, "").replaceAll("/", ".");
-  const makeHandler = pyodide.runPython(readFileSync(join(HERE, "host.py"), "utf8"), {
-    globals: pyodide.toPy({ __name__: "edgechat_runner_host" }),
-  });
-  const handler = makeHandler(moduleName);
+  const host = pyodide.toPy({ __name__: "edgechat_runner_host" });
+  pyodide.runPython(readFileSync(join(HERE, "host.py"), "utf8"), { globals: host });
+  const handler = host.get("make_handler")(moduleName);
+  const settingsProblem = host.get("settings_problem");
   const loaded = performance.now();
   log(
     `python worker ${moduleName} ready: interpreter ${(booted - started).toFixed(0)} ms, ` +
@@ -159,6 +158,10 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
   return {
     pyodide,
     pending,
+    // The Worker's own settings parser on the `[vars]` it will see: its
+    // message for the first bad value, or null (also for a Worker without
+    // edgechat's config).
+    settingsProblem: () => settingsProblem(env) ?? null,
     // Runs Default(ctx, env).fetch(request) and returns the JS Response.
     async fetch(request) {
       const ctx = new ExecutionContext(pending);

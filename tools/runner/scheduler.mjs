@@ -8,10 +8,13 @@ if (typeof globalThis.scheduler?.wait !== "function") {
       const { signal } = options ?? {};
       if (signal?.aborted) return Promise.reject(signal.reason);
       return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => {
-          signal?.removeEventListener("abort", onAbort);
-          resolve();
-        }, Math.max(0, Number(delay) || 0));
+        const timer = setTimeout(
+          () => {
+            signal?.removeEventListener("abort", onAbort);
+            resolve();
+          },
+          Math.max(0, Number(delay) || 0),
+        );
         function onAbort() {
           clearTimeout(timer);
           reject(signal.reason);

@@ -246,7 +246,9 @@ function minRefusal(min, view) {
   }
   const bytes = elements * (view.BYTES_PER_ELEMENT ?? 1);
   if (elements < 0 || bytes > byteLength) {
-    return new TypeError(`Minimum bytes to read (${elements < 0 ? min : bytes}) exceeds size of buffer (${byteLength}).`);
+    return new TypeError(
+      `Minimum bytes to read (${elements < 0 ? min : bytes}) exceeds size of buffer (${byteLength}).`,
+    );
   }
   return null;
 }
@@ -837,7 +839,7 @@ function pipeOptions(options) {
   const o = options ?? {};
   const signal = o.signal;
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
-    throw new TypeError("The \"options.signal\" property must be an instance of AbortSignal.");
+    throw new TypeError('The "options.signal" property must be an instance of AbortSignal.');
   }
   return {
     preventClose: Boolean(o.preventClose),

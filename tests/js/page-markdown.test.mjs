@@ -1,0 +1,247 @@
+// The page's Markdown renderer (static/js/markdown.js) on a DOM from npm
+// (happy-dom): model text never becomes markup, links are http(s) only, no
+// image is loaded, and the supported syntax builds the expected elements.
+import assert from "node:assert/strict";
+import { after, describe, test } from "node:test";
+import { Window } from "happy-dom";
+import { renderMarkdown, safeUrl } from "../../static/js/markdown.js";
+
+const window = new Window({ url: "https://edgechat.example/" });
+// markdown.js builds nodes with globalThis.document, as in the page.
+globalThis.document = window.document;
+after(() => window.happyDOM.close());
+
+/** Renders `source` into a detached <div> and returns it. */
+function render(source, labels) {
+  const host = window.document.createElement("div");
+  host.append(renderMarkdown(source, labels));
+  return host;
+}
+
+// Everything the renderer may create, and the attributes it may set.
+const TAGS = new Set([
+  ...["p", "br", "h3", "h4", "h5", "h6", "hr", "blockquote", "ul", "ol", "li", "a", "strong", "em", "del", "code"],
+  ...["div", "span", "button", "pre", "table", "thead", "tbody", "tr", "th", "td"],
+]);
+const ATTRIBUTES = new Set(["class", "href", "rel", "target", "type", "data-lang", "start"]);
+
+/** Fails unless every element under `host` is one the renderer may build, with safe attributes. */
+function assertInert(host, source) {
+  for (const node of host.querySelectorAll("*")) {
+    const tag = node.tagName.toLowerCase();
+    assert.ok(TAGS.has(tag), `<${tag}> from ${JSON.stringify(source)}`);
+    for (const { name, value } of node.attributes) {
+      assert.ok(ATTRIBUTES.has(name), `${name}= on <${tag}> from ${JSON.stringify(source)}`);
+      if (name === "href") assert.match(value, /^https?:\/\//, `href ${value} from ${JSON.stringify(source)}`);
+      if (name === "type") assert.equal(value, "button");
+    }
+    if (tag === "a") {
+      assert.equal(node.getAttribute("rel"), "noopener noreferrer");
+      assert.equal(node.getAttribute("target"), "_blank");
+    }
+  }
+}
+
+const HOSTILE = [
+  "<img src=x onerror=alert(1)>",
+  "<script>alert(1)</script>",
+  '<a href="javascript:alert(1)">x</a>',
+  "<svg onload=alert(1)><circle/></svg>",
+  '<iframe src="https://evil.example"></iframe>',
+  "<style>body{display:none}</style>",
+  '"><img src=x onerror=alert(1)>',
+  "&lt;img src=x&gt; &amp; &#60;b&#62;",
+  "<!-- comment --><b>bold?</b>",
+  "<textarea></textarea><input autofocus onfocus=alert(1)>",
+];
+
+describe("model text never becomes markup", () => {
+  for (const payload of HOSTILE) {
+    test(`as a paragraph: ${payload}`, () => {
+      const host = render(payload);
+      assertInert(host, payload);
+      assert.equal(host.textContent, payload);
+    });
+  }
+
+  test("inside every block and inline syntax", () => {
+    const wraps = [
+      (s) => `# ${s}`,
+      (s) => `> ${s}`,
+      (s) => `- ${s}\n  - ${s}`,
+      (s) => `1. ${s}`,
+      (s) => `**${s}** _${s}_ ~~${s}~~`,
+      (s) => `\`${s}\``,
+      (s) => `\`\`\`${s}\n${s}\n\`\`\``,
+      (s) => `[${s}](https://example.com/)`,
+      (s) => `![${s}](https://example.com/i.png)`,
+      (s) => `| ${s} | b |\n|---|---|\n| ${s} | ${s} |`,
+    ];
+    for (const payload of HOSTILE) {
+      for (const wrap of wraps) {
+        const source = wrap(payload);
+        const host = render(source);
+        assertInert(host, source);
+        assert.equal(host.querySelectorAll("img, script, iframe, svg, style, input").length, 0);
+      }
+    }
+  });
+
+  test("arbitrary mixes of Markdown and HTML fragments stay inert", () => {
+    const parts = [
+      "<img src=x onerror=alert(1)>",
+      "<script>",
+      "</p>",
+      "[",
+      "](",
+      ")",
+      "javascript:alert(1)",
+      "https://example.com/x",
+      "data:text/html,<b>x</b>",
+      "**",
+      "_",
+      "~~",
+      "`",
+      "```",
+      "\n",
+      "\n\n",
+      "# ",
+      "> ",
+      "- ",
+      "1. ",
+      "|",
+      "|---|",
+      "\\",
+      "<",
+      ">",
+      "!",
+      " ",
+      "word",
+      "\r\n",
+    ];
+    // A fixed-seed generator: the same cases on every run.
+    let seed = 0x2545f491;
+    const next = () => {
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
+      return (seed >>> 0) / 2 ** 32;
+    };
+    for (let n = 0; n < 500; n++) {
+      let source = "";
+      const length = 1 + Math.floor(next() * 20);
+      for (let k = 0; k < length; k++) source += parts[Math.floor(next() * parts.length)];
+      assertInert(render(source), source);
+    }
+  });
+});
+
+describe("links and images", () => {
+  test("safeUrl keeps absolute http(s) only", () => {
+    assert.equal(safeUrl("https://example.com/a b"), "https://example.com/a%20b");
+    assert.equal(safeUrl("http://example.com"), "http://example.com/");
+    for (const bad of [
+      "javascript:alert(1)",
+      "JAVASCRIPT:alert(1)",
+      "data:text/html,x",
+      "/relative",
+      "//host/x",
+      "",
+      "vbscript:x",
+      "file:///etc/passwd",
+    ]) {
+      assert.equal(safeUrl(bad), null, bad);
+    }
+  });
+
+  test("a link with a safe URL opens in a new tab without referrer", () => {
+    const a = render("[the docs](https://example.com/docs)").querySelector("a");
+    assert.equal(a.getAttribute("href"), "https://example.com/docs");
+    assert.equal(a.textContent, "the docs");
+  });
+
+  test("a link with an unsafe URL keeps its text and loses the link", () => {
+    const host = render("[click](javascript:alert(1)) and [rel](/path)");
+    assert.equal(host.querySelectorAll("a").length, 0);
+    assert.equal(host.textContent, "click and rel");
+  });
+
+  test("an image becomes a link to it, never an <img>", () => {
+    const host = render("![a cat](https://example.com/cat.png)");
+    assert.equal(host.querySelectorAll("img").length, 0);
+    const a = host.querySelector("a");
+    assert.equal(a.getAttribute("href"), "https://example.com/cat.png");
+    assert.equal(a.textContent, "🖼 a cat");
+    const unsafe = render("![x](javascript:void) ![y](javascript:alert(1))");
+    assert.equal(unsafe.querySelectorAll("a").length, 0);
+    assert.equal(unsafe.textContent, "🖼 x !y");
+  });
+
+  test("bare and angle-bracket URLs become links; trailing punctuation stays text", () => {
+    const host = render("See https://example.com/a. Or <https://example.com/b>!");
+    const hrefs = [...host.querySelectorAll("a")].map((a) => a.getAttribute("href"));
+    assert.deepEqual(hrefs, ["https://example.com/a", "https://example.com/b"]);
+    assert.equal(host.textContent, "See https://example.com/a. Or https://example.com/b!");
+  });
+});
+
+describe("syntax", () => {
+  const html = (source, labels) => render(source, labels).innerHTML;
+
+  test("headings start at h3, paragraphs keep single newlines as <br>", () => {
+    assert.equal(html("# Title\n###### Small"), "<h3>Title</h3><h6>Small</h6>");
+    assert.equal(html("one\ntwo\n\nthree"), "<p>one<br>two</p><p>three</p>");
+    assert.equal(html("a\r\nb\rc"), "<p>a<br>b<br>c</p>");
+  });
+
+  test("inline emphasis, code and escapes", () => {
+    assert.equal(
+      html("**b** *i* _j_ ~~s~~ `a <b>` \\*not\\*"),
+      "<p><strong>b</strong> <em>i</em> <em>j</em> <del>s</del> <code>a &lt;b&gt;</code> *not*</p>",
+    );
+    assert.equal(html("snake_case_name"), "<p>snake_case_name</p>");
+  });
+
+  test("fenced code keeps its text, names its language and labels the copy button", () => {
+    const host = render("```python\nprint('<b>')\n```", { copy: "复制" });
+    const code = host.querySelector("pre > code");
+    assert.equal(code.textContent, "print('<b>')");
+    assert.equal(code.dataset.lang, "python");
+    assert.equal(host.querySelector(".code-lang").textContent, "python");
+    assert.equal(host.querySelector("button.copy").textContent, "复制");
+  });
+
+  test("an unclosed fence runs to the end (a half-streamed answer)", () => {
+    const host = render("text\n```\nline 1\nline 2");
+    assert.equal(host.querySelector("code").textContent, "line 1\nline 2");
+    assert.equal(host.querySelector(".code-lang").textContent, "text");
+  });
+
+  test("lists: nested, ordered with start, tight items without <p>", () => {
+    assert.equal(html("- a\n  - b\n- c"), "<ul><li>a<ul><li>b</li></ul></li><li>c</li></ul>");
+    const ol = render("3. x\n4. y").querySelector("ol");
+    assert.equal(ol.start, 3);
+    assert.deepEqual(
+      [...ol.children].map((li) => li.textContent),
+      ["x", "y"],
+    );
+  });
+
+  test("blockquote, rule and table with alignment", () => {
+    assert.equal(html("> quoted\n\n---"), "<blockquote><p>quoted</p></blockquote><hr>");
+    const host = render("| a | b | c |\n|:-:|--:|---|\n| 1 | 2 \\| 3 | `x|y` |");
+    assert.deepEqual(
+      [...host.querySelectorAll("th")].map((th) => th.className),
+      ["al-center", "al-right", ""],
+    );
+    assert.deepEqual(
+      [...host.querySelectorAll("td")].map((td) => td.textContent),
+      ["1", "2 | 3", "x|y"],
+    );
+  });
+
+  test("empty input renders nothing", () => {
+    assert.equal(html(""), "");
+    assert.equal(html("\n\n  \n"), "");
+  });
+});
