@@ -74,7 +74,10 @@ class UpstreamStream(Protocol):
 
     async def relay(self, sink: Sink) -> Relay:
         """Hands the rest of the stream to ``sink``; after this, ``read`` is
-        not called again. Raises ``ClientGone`` when the sink is gone."""
+        not called again. Raises ``ClientGone`` when the sink is gone.
+        ``sink`` is the one the platform handed to the reply's producer
+        (``http.Reply.stream``): the platform relays natively into its own
+        sink and accepts no other."""
         ...
 
     async def cancel(self) -> None:

@@ -32,24 +32,14 @@ from tests.api.checks import (
 )
 from tests.harness import EmulatorControl
 from tests.kit.upstream import native_chunk, native_end, openai_chunk, usage
+from tests.kit.workers_ai import BINDING_ERRORS, FALLBACK_CODES, NO_FALLBACK_CODES
 
 DETAIL = "internal-detail-K42 at AiBinding.run"
 
 MAPPING = [
-    # code, status, error code, Retry-After expected
-    (3040, 503, "model_busy", True),
-    (3036, 429, "quota_exhausted", True),
-    (3021, 429, "upstream_rate_limited", True),
-    (3007, 504, "upstream_timeout", False),
-    (3008, 504, "upstream_timeout", False),
-    (3006, 413, "conversation_too_large", False),
-    (5007, 502, "model_unavailable", False),
-    (3042, 502, "model_unavailable", False),
-    (5035, 502, "model_unavailable", False),
-    (3003, 502, "upstream_error", False),
+    (code, promised.status, promised.code, promised.retry_after)
+    for code, promised in BINDING_ERRORS.items()
 ]
-FALLBACK_CODES = [3040, 3036, 5035, 3007, 3008]
-NO_FALLBACK_CODES = [3021, 3006, 5007, 3042, 3003]
 
 
 @pytest.mark.parametrize(("binding_code", "status", "code", "retry_after"), MAPPING)
@@ -178,7 +168,7 @@ def test_other_errors_do_not_fall_back(
         {"match": {"model": LLAMA}, "reply": {"content": "must not answer"}},
     )
     chat = post_chat(client, user("hi"))
-    status, code = {row[0]: (row[1], row[2]) for row in MAPPING}[binding_code]
+    status, code = BINDING_ERRORS[binding_code].status, BINDING_ERRORS[binding_code].code
     assert_error(chat.response, status, code, "K42")
     assert "must not answer" not in chat.body.decode()
     calls = calls_before_a_later_request(ai, client)

@@ -22,6 +22,7 @@ from edgechat import sse
 from edgechat.chat import MAX_HELD_BYTES, ChatSession, watch_interval
 from edgechat.config import Settings
 from edgechat.errors import (
+    BINDING_CODES,
     DeadlineExceeded,
     UpstreamBadRequest,
     UpstreamBusy,
@@ -35,6 +36,7 @@ from edgechat.errors import (
 from edgechat.models import Model, cost_usd
 from edgechat.upstream import TAIL_BYTES
 from tests.kit.sse import MODEL, PING, Event, Parsed, parse
+from tests.kit.workers_ai import FALLBACK_CODES, NO_FALLBACK_CODES
 
 from .fakes import (
     STALL,
@@ -50,7 +52,6 @@ from .fakes import (
     openai_stream,
     usage,
 )
-from .test_errors import PLATFORM_TABLE
 
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
 
@@ -181,18 +182,16 @@ def joined(chunks: list[Step]) -> bytes:
 
 # --- open: the first model that accepts, down the fallback chain -----------------
 
-# Every documented binding code, from the one table of them (test_errors.py),
+# Every documented binding code, from the one table of them (tests/kit),
 # split by whether another model may succeed; plus an error without a code.
 FALLBACK_WORTHY = [
-    cls(detail=f"{code}: upstream says", binding_code=code)
-    for code, (cls, _) in PLATFORM_TABLE.items()
-    if cls.fallback_worthy
+    BINDING_CODES[code](detail=f"{code}: upstream says", binding_code=code)
+    for code in FALLBACK_CODES
 ]
 NOT_FALLBACK_WORTHY = [
     *(
-        cls(detail=f"{code}: upstream says", binding_code=code)
-        for code, (cls, _) in PLATFORM_TABLE.items()
-        if not cls.fallback_worthy
+        BINDING_CODES[code](detail=f"{code}: upstream says", binding_code=code)
+        for code in NO_FALLBACK_CODES
     ),
     UpstreamError(detail="something else"),
 ]

@@ -32,22 +32,7 @@ from edgechat.errors import (
     UpstreamTimeout,
     from_binding_error,
 )
-
-# The binding's error codes as
-# https://developers.cloudflare.com/workers-ai/platform/errors/ lists them:
-# code -> the class it must map to and the status our client gets.
-PLATFORM_TABLE: dict[int, tuple[type[UpstreamError], int]] = {
-    3040: (UpstreamBusy, 503),
-    3036: (UpstreamQuotaExhausted, 429),
-    3021: (UpstreamRateLimited, 429),
-    3007: (UpstreamTimeout, 504),
-    3008: (UpstreamTimeout, 504),
-    3006: (UpstreamRequestTooLarge, 413),
-    5007: (UpstreamMisconfigured, 502),
-    3042: (UpstreamMisconfigured, 502),
-    5035: (UpstreamPlanRequired, 502),
-    3003: (UpstreamBadRequest, 502),
-}
+from tests.kit.workers_ai import BINDING_ERRORS
 
 ALL_ERRORS: list[type[EdgechatError]] = [
     value
@@ -82,12 +67,14 @@ EXPECTED: dict[type[EdgechatError], tuple[int, bool, bool, bool]] = {
 }
 
 
-def test_every_documented_binding_code_is_mapped() -> None:
-    assert dict(BINDING_CODES) == {code: cls for code, (cls, _) in PLATFORM_TABLE.items()}
-    for code, (cls, status) in PLATFORM_TABLE.items():
+def test_every_documented_binding_code_is_mapped_as_promised() -> None:
+    assert set(BINDING_CODES) == set(BINDING_ERRORS)
+    for code, promised in BINDING_ERRORS.items():
         exc = from_binding_error(f"{code}: something happened")
-        assert type(exc) is cls
-        assert exc.status == status
+        assert type(exc) is BINDING_CODES[code]
+        assert (exc.status, exc.code) == (promised.status, promised.code), code
+        assert ("Retry-After" in exc.headers()) is promised.retry_after, code
+        assert exc.fallback_worthy is promised.fallback, code
         assert exc.binding_code == code
 
 
