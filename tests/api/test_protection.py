@@ -18,6 +18,7 @@ from tests.api.checks import (
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
 from tests.harness import EmulatorControl
+from tests.kit.ratelimit import in_one_window
 
 TOKEN = "tok-Secret-9b1f"
 AUTH = {"API_TOKEN": TOKEN}
@@ -90,6 +91,7 @@ def test_rate_limit_is_keyed_by_the_token(servers: ServerPool, new_client: Clien
     token = "tok-rate-only-4c2d"
     server = servers.get({"API_TOKEN": token})
     headers = {"authorization": f"Bearer {token}"}
+    in_one_window()
     for i in range(20):
         # Every request from a new address: only the token ties them together.
         chat = post_chat(new_client(server.url), user("hi"), headers=headers)
@@ -110,6 +112,7 @@ def test_21st_request_from_one_client_is_rate_limited(
     client: httpx.Client, new_client: ClientFactory, ai: EmulatorControl
 ) -> None:
     ai.script({"reply": {"content": "ok"}})
+    in_one_window()
     for i in range(20):
         chat = post_chat(client, user("hi"))
         assert chat.response.status_code == 200, f"request {i + 1} refused"
@@ -129,6 +132,7 @@ def test_21st_request_from_one_client_is_rate_limited(
 
 def test_client_cannot_choose_its_rate_limit_key(client: httpx.Client, ai: EmulatorControl) -> None:
     # CF-Connecting-IP comes from the connection, not from the request headers.
+    in_one_window()
     for i in range(20):
         chat = post_chat(client, user("hi"), headers={"cf-connecting-ip": f"10.9.{i}.1"})
         assert chat.response.status_code == 200, f"request {i + 1} refused"

@@ -21,6 +21,7 @@ from tests.browser.conftest import (
     next_client_address,
 )
 from tests.harness import ROOT, EmulatorControl, start_runner
+from tests.kit.ratelimit import in_one_window
 from tests.kit.upstream import native_chunk, openai_chunk, openai_end
 
 
@@ -76,7 +77,9 @@ def test_quota_exhausted_shows_a_429_in_plain_words(chat: Chat, ai: EmulatorCont
 def test_the_rate_limit_is_shown_with_the_wait(
     chat: Chat, relay: Relay, ai: EmulatorControl
 ) -> None:
-    # Use up this client's requests (20 a minute) from the page's own address.
+    # Use up this client's requests (20 a minute) from the page's own address,
+    # in one window of the limiter, which the page's request then shares.
+    in_one_window()
     transport = httpx.HTTPTransport(local_address=relay.client_address)
     with httpx.Client(base_url=relay.url, transport=transport, timeout=30) as client:
         for _ in range(25):

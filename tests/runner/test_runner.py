@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.harness import Runner
+from tests.kit.ratelimit import in_one_window
 
 # How long to wait for something that must happen before calling it a hang: a
 # guard far above what a loaded machine needs, never a claim about speed.
@@ -114,6 +115,7 @@ def test_kv_binding_round_trips_from_python(probe: Runner) -> None:
 
 
 def test_rate_limiter_binding_enforces_the_configured_limit(probe: Runner) -> None:
+    in_one_window(needed_s=10)
     outcomes = [get(probe, "/limit?key=client-a").json()["success"] for _ in range(4)]
     assert outcomes == [True, True, True, False]
     # Keys are counted separately.
