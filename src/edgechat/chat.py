@@ -48,7 +48,7 @@ from edgechat.errors import (
 )
 from edgechat.models import Model, Usage, cost_usd
 from edgechat.ports import TIMED_OUT, Ai, ClientGone, Sink, UpstreamStream
-from edgechat.upstream import Tail, UpstreamReader, upstream_inputs
+from edgechat.upstream import BLANK_LINES, Tail, UpstreamReader, upstream_inputs
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
@@ -256,10 +256,9 @@ class ChatSession:
             # event of the model's own shape, so the client reads it like a chunk.
             await self._write(sink, sse.data(reader.whole_body))
         else:
-            tail = Tail()
-            tail.add(b"".join(held))
-            await self._write(sink, b"".join(held))
-            self._between_events = tail.between_events
+            self._head = b"".join(held)
+            await self._write(sink, self._head)
+            self._between_events = self._head.endswith(BLANK_LINES)
         return reader
 
     def _first_text(self) -> None:

@@ -119,10 +119,6 @@ class StreamSink:
         self._piping = stream.pipeTo(
             self.writable, _js_object({"preventClose": True, "preventAbort": True})
         )
-        # Marked as handled at once (``Object`` as a no-op handler): a failure
-        # is read when the relay ends, and a rejection nobody has awaited yet
-        # must not count as unhandled meanwhile.
-        self._piping.catch(Object)
         return self._piping
 
     def piped(self) -> None:
@@ -168,6 +164,8 @@ class BindingRelay:
         # Settles when the pipe does, and never rejects: to an object when it
         # succeeded, to ``[reason]`` when it failed, so one await (raced
         # against a timer, which resolves to undefined) tells all three apart.
+        # Attached at once, it also keeps a failure nobody awaits yet from
+        # counting as an unhandled rejection.
         self._settled = sink.pipe_from(copy).then(Object, Array.of)
 
     async def rest(self, within: float) -> bool:

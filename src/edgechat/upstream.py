@@ -11,12 +11,13 @@ then a single complete JSON object instead of SSE. ``UpstreamReader`` turns any
 of these, cut into chunks at arbitrary bytes, into ``Delta``s of reasoning and
 answer text, and keeps the stream's usage and finish reason.
 
-Every microsecond here is billed CPU (one chunk is about one token; the Free
-plan allows 10 ms per request), so ``feed`` has a fast path for the usual
+``/chat`` reads with it only the model's first chunks and the last few events
+of its ``Tail`` (the rest is relayed without Python, see ``chat.py``); other
+callers may read a whole stream, so ``feed`` keeps a fast path for the usual
 chunk - whole ``data: {...}\\n\\n`` events with LF line ends - that costs one
-decode, one split and one JSON parse per event, and allocates little beyond the
-deltas. Everything unusual (the first bytes, CR line ends, an event split
-across chunks, a whole-JSON body, an oversized line) takes the slow path.
+decode, one split and one JSON parse per event. Everything unusual (the first
+bytes, CR line ends, an event split across chunks, a whole-JSON body, an
+oversized line) takes the slow path.
 ``bench/reader_bench.py`` measures it.
 """
 
@@ -34,7 +35,15 @@ if TYPE_CHECKING:
     from edgechat.config import Settings
     from edgechat.validation import ChatRequest
 
-__all__ = ["TAIL_BYTES", "Delta", "DeltaKind", "Tail", "UpstreamReader", "upstream_inputs"]
+__all__ = [
+    "BLANK_LINES",
+    "TAIL_BYTES",
+    "Delta",
+    "DeltaKind",
+    "Tail",
+    "UpstreamReader",
+    "upstream_inputs",
+]
 
 
 def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> dict[str, Any]:
@@ -387,7 +396,8 @@ TAIL_BYTES = 16 << 10
 # usage chunk, [DONE]: the ending is at most four events; a few more spare.
 TAIL_EVENTS = 6
 
-_BLANK_LINES = (b"\n\n", b"\r\n\r\n", b"\r\r")
+# The line ends that close an event: after them, a stream is between events.
+BLANK_LINES = (b"\n\n", b"\r\n\r\n", b"\r\r")
 
 
 class Tail:
@@ -413,7 +423,7 @@ class Tail:
     @property
     def between_events(self) -> bool:
         """Whether the stream so far ends with a complete event (or is empty)."""
-        return not self._bytes or self._bytes.endswith(_BLANK_LINES)
+        return not self._bytes or self._bytes.endswith(BLANK_LINES)
 
     def read(self) -> UpstreamReader:
         """A finished reader of the tail's last ``TAIL_EVENTS`` complete
