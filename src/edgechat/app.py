@@ -46,6 +46,22 @@ async def models(ctx: Context) -> Reply:
     return json_reply(200, catalog_json(s.models, s.default_model))
 
 
+async def limits(ctx: Context) -> Reply:
+    # The page reads its limits here, so the server is their one source.
+    lim = ctx.settings.limits
+    return json_reply(
+        200,
+        {
+            "max_body_bytes": lim.max_body_bytes,
+            "max_messages": lim.max_messages,
+            "max_message_chars": lim.max_message_chars,
+            "max_total_chars": lim.max_total_chars,
+            "default_output_tokens": lim.default_output_tokens,
+            "max_output_tokens": lim.max_output_tokens,
+        },
+    )
+
+
 async def page(ctx: Context) -> Reply:
     # The page is a static asset served before the Worker runs; reaching here
     # means it is missing from the deployment.
@@ -101,6 +117,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/": {"GET": page},
     "/chat": {"POST": chat, "OPTIONS": chat_preflight},
     "/api/models": {"GET": models},
+    "/api/limits": {"GET": limits},
     "/healthz": {"GET": healthz},
 }
 

@@ -64,6 +64,19 @@ def test_models_lists_only_the_configured_ones(client: httpx.Client) -> None:
     ]
 
 
+def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
+    response = client.get("/api/limits")
+    assert response.status_code == 200
+    assert response.json() == {
+        "max_body_bytes": 2048,
+        "max_messages": 3,
+        "max_message_chars": 100,
+        "max_total_chars": 150,
+        "default_output_tokens": 50,
+        "max_output_tokens": 100,
+    }
+
+
 def test_default_model_system_prompt_and_output_cap(server: Server, client: httpx.Client) -> None:
     chat = post_chat(client, user("hi"))
     assert_stream_headers(chat.response)

@@ -94,7 +94,7 @@ def test_unknown_path_is_a_generic_404(client: httpx.Client, method: str, path: 
 
 
 def test_api_responses_carry_nosniff(client: httpx.Client) -> None:
-    for path in ("/healthz", "/api/models"):
+    for path in ("/healthz", "/api/models", "/api/limits"):
         response = client.get(path)
         assert response.status_code == 200, path
         assert response.headers.get("x-content-type-options") == "nosniff", path

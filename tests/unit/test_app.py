@@ -110,6 +110,7 @@ def test_routes_table() -> None:
         "/": {"GET"},
         "/chat": {"POST", "OPTIONS"},
         "/api/models": {"GET"},
+        "/api/limits": {"GET"},
         "/healthz": {"GET"},
     }
 
