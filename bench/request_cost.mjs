@@ -93,7 +93,7 @@ ONCE = SettingsOnce()
 
 def choices(js_request, js_env, js_ctx):
     env = Bare(js_ctx, js_env).env
-    platform = WorkerPlatform(Request(js_request), env)
+    platform = WorkerPlatform(Request(js_request), env, js_ctx)
     binding = env.AI
     return {
         "settings from [vars] on every request": lambda: Settings.from_vars(platform.var),

@@ -14,6 +14,6 @@ _settings = app.SettingsOnce()
 
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
-        platform = WorkerPlatform(request, self.env)
+        platform = WorkerPlatform(request, self.env, self.ctx)
         reply = await app.handle(platform.incoming(), platform, _settings)
         return to_response(reply, self.ctx)

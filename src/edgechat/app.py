@@ -12,14 +12,20 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from edgechat import guards
-from edgechat.chat import ChatSession, Outcome
+from edgechat import cache, guards, openai_api, usage
+from edgechat.chat import ChatFraming, ChatSession, Framing, Outcome
 from edgechat.config import Settings
-from edgechat.errors import EdgechatError, MethodNotAllowed, Misconfigured, NotFound
+from edgechat.errors import (
+    EdgechatError,
+    MethodNotAllowed,
+    Misconfigured,
+    NotFound,
+    StoreUnavailable,
+)
 from edgechat.http import Incoming, Reply, error_reply, json_reply, stream_reply
-from edgechat.models import catalog_json
-from edgechat.ports import Platform, Sink
-from edgechat.validation import parse_chat_request
+from edgechat.models import catalog_json, cost_usd
+from edgechat.ports import KvError, Platform, Sink
+from edgechat.validation import ChatRequest, parse_chat_request, parse_openai_request
 
 
 @dataclass(slots=True)
@@ -68,7 +74,7 @@ async def page(ctx: Context) -> Reply:
     raise NotFound(detail="index.html not among the static assets")
 
 
-async def chat_preflight(ctx: Context) -> Reply:
+async def preflight(ctx: Context) -> Reply:
     origin = guards.cors_origin(ctx.request, ctx.settings)
     if origin is None:
         # Browsers only preflight cross-site requests; a same-origin one needs none.
@@ -78,7 +84,7 @@ async def chat_preflight(ctx: Context) -> Reply:
         {
             **guards.cors_headers(origin),
             "Access-Control-Allow-Methods": "POST, OPTIONS",
-            "Access-Control-Allow-Headers": "content-type, authorization",
+            "Access-Control-Allow-Headers": "content-type, authorization, cache-control",
             "Access-Control-Max-Age": "600",
         },
     )
@@ -86,9 +92,7 @@ async def chat_preflight(ctx: Context) -> Reply:
 
 async def chat(ctx: Context) -> Reply:
     request, settings = ctx.request, ctx.settings
-    cors = guards.cors_headers(guards.cors_origin(request, settings))
-    # An allowed cross-site caller must be able to read our errors too.
-    ctx.reply_headers.update(cors)
+    cors = _cors(ctx)
     token = guards.check_token(request, settings)
     guards.check_json(request)
     await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
@@ -98,28 +102,179 @@ async def chat(ctx: Context) -> Reply:
     )
     if settings.log_prompts:
         ctx.log["prompt"] = chat_request.messages[-1].content
-    session = ChatSession(chat_request, settings, ctx.platform.ai, request_id=ctx.request_id)
+    return await _answer(ctx, chat_request, ChatFraming, cors, stream=True)
+
+
+async def completions(ctx: Context) -> Reply:
+    """``POST /v1/chat/completions``: the OpenAI API over the same session."""
+    request, settings = ctx.request, ctx.settings
+    cors = _cors(ctx)
+    token = guards.check_api_token(request, settings)
+    guards.check_json(request)
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
+    body = await ctx.platform.read_body(settings.limits.max_body_bytes)
+    parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
+    chat_request = parsed.chat
+    if settings.log_prompts:
+        ctx.log["prompt"] = chat_request.messages[-1].content
+    created = int(time.time())
+    framing: Callable[[ChatSession], Framing]
+    if parsed.stream:
+
+        def framing(session: ChatSession) -> Framing:
+            return openai_api.ChunkFraming(
+                session, include_usage=parsed.include_usage, created=created
+            )
+    else:
+
+        def framing(session: ChatSession) -> Framing:
+            return openai_api.CompletionFraming(session, created=created)
+
+    return await _answer(ctx, chat_request, framing, cors, stream=parsed.stream)
+
+
+async def v1_models(ctx: Context) -> Reply:
+    guards.check_api_token(ctx.request, ctx.settings)
+    return json_reply(200, openai_api.models_json(ctx.settings.models))
+
+
+async def api_usage(ctx: Context) -> Reply:
+    """Today's (UTC) requests, tokens, dollars and Neurons per model."""
+    guards.check_token(ctx.request, ctx.settings)
+    kv = ctx.platform.kv
+    if kv is None:
+        raise NotFound(
+            public="Usage is counted in the CACHE KV namespace, which is not bound.",
+            detail="no CACHE binding",
+        )
     try:
-        await session.open()
-    finally:
-        _log_outcome(ctx.log, session.outcome)
+        return json_reply(200, await usage.read_day(kv, usage.day_of()))
+    except KvError as exc:
+        raise StoreUnavailable(detail=f"list: {exc}") from exc
+
+
+def _cors(ctx: Context) -> dict[str, str]:
+    cors = guards.cors_headers(guards.cors_origin(ctx.request, ctx.settings))
+    # An allowed cross-site caller must be able to read our errors too.
+    ctx.reply_headers.update(cors)
+    return cors
+
+
+async def _answer(
+    ctx: Context,
+    chat_request: ChatRequest,
+    framing: Callable[[ChatSession], Framing],
+    headers: dict[str, str],
+    *,
+    stream: bool,
+) -> Reply:
+    """One answer for either endpoint: from the cache, or from the model
+    (with fallback and deadlines, in ``ChatSession``), then kept and counted
+    after the reply."""
+    settings, platform = ctx.settings, ctx.platform
+    kv = platform.kv
+    refresh = "no-cache" in ctx.request.headers.get("cache-control", "").lower()
+    key = (
+        cache.cache_key(chat_request, settings)
+        if kv is not None and cache.wants_cache(chat_request, settings)
+        else None
+    )
+    session = ChatSession(
+        chat_request,
+        settings,
+        platform.ai,
+        request_id=ctx.request_id,
+        framing=framing,
+        ai_options=_ai_options(settings, refresh=refresh),
+        record=key is not None,
+        sleep=platform.sleep,
+    )
+    headers = {**headers, "X-Request-Id": ctx.request_id}
+    hit = None
+    if key is not None and kv is not None:
+        if not refresh:
+            hit = await cache.lookup(kv, key, ctx.log)
+        ctx.log["cache"] = headers["X-Edgechat-Cache"] = (
+            "hit" if hit else "refresh" if refresh else "miss"
+        )
+    if hit is not None:
+        session.replay(hit.model, cache.CachedUpstream(hit.body))
+    else:
+        try:
+            await session.open()
+        finally:
+            _log_outcome(ctx.log, session.outcome)
+
+    if not stream:
+        try:
+            await session.complete()
+        finally:
+            _log_outcome(ctx.log, session.outcome)
+        _keep(ctx, session, key)
+        completion = session.framing
+        assert isinstance(completion, openai_api.CompletionFraming)
+        return json_reply(200, completion.completion(), headers)
 
     async def produce(sink: Sink) -> None:
         await session.pump(sink)
         _log_outcome(ctx.log, session.outcome)
         _emit(ctx, 200)
+        _keep(ctx, session, key)
 
-    return stream_reply(produce, {**cors, "X-Request-Id": ctx.request_id})
+    return stream_reply(produce, headers)
+
+
+def _ai_options(settings: Settings, *, refresh: bool) -> dict[str, object]:
+    if settings.ai_gateway_id is None:
+        return {}
+    return {
+        "gateway": {
+            "id": settings.ai_gateway_id,
+            "skipCache": refresh,
+            "cacheTtl": settings.cache_ttl_s,
+        }
+    }
+
+
+def _keep(ctx: Context, session: ChatSession, key: str | None) -> None:
+    """After the answer: store it in the cache and count it, in the background."""
+    kv, outcome = ctx.platform.kv, session.outcome
+    if kv is None or outcome.model is None or outcome.error is not None or outcome.client_gone:
+        return
+    if key is not None:
+        body = session.recorded()
+        if body is not None:
+            ctx.platform.wait_until(
+                cache.store(kv, key, body, outcome.model, ctx.settings.cache_ttl_s, ctx.request_id)
+            )
+    counts = outcome.usage
+    ctx.platform.wait_until(
+        usage.count(
+            kv,
+            model=outcome.model,
+            prompt_tokens=counts["prompt_tokens"] if counts else 0,
+            completion_tokens=counts["completion_tokens"] if counts else 0,
+            cost_usd=0.0 if outcome.cached or not counts else cost_usd(outcome.model, counts),
+            cached=outcome.cached,
+            request_id=ctx.request_id,
+        )
+    )
 
 
 # (path → method → handler). HEAD is answered wherever GET is.
 ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/": {"GET": page},
-    "/chat": {"POST": chat, "OPTIONS": chat_preflight},
+    "/chat": {"POST": chat, "OPTIONS": preflight},
     "/api/models": {"GET": models},
     "/api/limits": {"GET": limits},
+    "/api/usage": {"GET": api_usage},
+    "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
+    "/v1/models": {"GET": v1_models},
     "/healthz": {"GET": healthz},
 }
+
+# Routes that speak the OpenAI API, errors included.
+OPENAI_PREFIX = "/v1/"
 
 
 def _allowed(methods: Mapping[str, Handler]) -> tuple[str, ...]:
@@ -171,20 +326,27 @@ async def handle(
             raise MethodNotAllowed(allow=_allowed(methods))
         reply = await handler(ctx)
     except EdgechatError as exc:
-        reply = error_reply(exc, ctx.reply_headers)
+        reply = _error_reply(ctx, exc)
         ctx.log["error_code"] = exc.code
         if exc.status >= 500 or type(exc) is EdgechatError:
             ctx.log["error_detail"] = str(exc)
     except Exception as exc:
         # A bug or a bad configuration: generic outward, detailed in the log.
         failure = EdgechatError(detail=f"{type(exc).__name__}: {exc}")
-        reply = error_reply(failure)
+        reply = _error_reply(ctx, failure)
         ctx.log["error_code"] = failure.code
         ctx.log["error_detail"] = str(failure)
     reply.headers.setdefault("X-Request-Id", ctx.request_id)
     if reply.stream is None:
         _emit(ctx, reply.status)
     return reply
+
+
+def _error_reply(ctx: Context, exc: EdgechatError) -> Reply:
+    if ctx.request.path.startswith(OPENAI_PREFIX):
+        status, body = openai_api.error_body(exc)
+        return json_reply(status, body, {**exc.headers(), **ctx.reply_headers})
+    return error_reply(exc, ctx.reply_headers)
 
 
 def _log_outcome(log: dict[str, object], outcome: Outcome) -> None:
@@ -207,6 +369,8 @@ def _log_outcome(log: dict[str, object], outcome: Outcome) -> None:
         log["error_code"] = "client_closed"
     if outcome.truncated:
         log["truncated"] = True
+    if outcome.cached:
+        log["cached"] = True
 
 
 def _emit(ctx: Context, status: int) -> None:

@@ -28,6 +28,10 @@ HEARTBEAT_S                15                          ": ping" interval while s
 ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
 API_TOKEN (secret)         (none)                      bearer token required when set
 LOG_PROMPTS                false                       log prompt text (privacy!)
+CACHE_MODE                 deterministic               answers kept in KV: off, deterministic
+                                                       (temperature 0 or a seed), all
+CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
+AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
 =========================  ==========================  =================================
 """
 
@@ -50,6 +54,10 @@ DEFAULT_SYSTEM_PROMPT = (
     "and say so when you are not sure."
 )
 
+CACHE_MODES = ("off", "deterministic", "all")
+# KV refuses an expirationTtl below 60 s.
+MIN_CACHE_TTL_S = 60
+
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
 
@@ -68,6 +76,9 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     api_token: str | None = field(default=None, repr=False)
     log_prompts: bool = False
+    cache_mode: str = "deterministic"
+    cache_ttl_s: int = 86_400
+    ai_gateway_id: str | None = None
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -93,6 +104,10 @@ class Settings:
             raise ValueError("FIRST_TOKEN_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
         if self.idle_timeout_s > self.total_timeout_s:
             raise ValueError("IDLE_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
+        if self.cache_mode not in CACHE_MODES:
+            raise ValueError(f"CACHE_MODE must be one of {', '.join(CACHE_MODES)}")
+        if self.cache_ttl_s < MIN_CACHE_TTL_S:
+            raise ValueError(f"CACHE_TTL_S must be at least {MIN_CACHE_TTL_S} seconds")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> Settings:
@@ -140,6 +155,9 @@ class Settings:
             allowed_origins=_origins("ALLOWED_ORIGINS", get),
             api_token=_text("API_TOKEN", get),
             log_prompts=_bool("LOG_PROMPTS", get, defaults.log_prompts),
+            cache_mode=(_text("CACHE_MODE", get) or defaults.cache_mode).lower(),
+            cache_ttl_s=_int("CACHE_TTL_S", get, defaults.cache_ttl_s),
+            ai_gateway_id=_text("AI_GATEWAY_ID", get),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:

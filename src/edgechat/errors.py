@@ -6,14 +6,17 @@ into a plain ``EdgechatError`` (500). The tree::
     EdgechatError                      500 internal_error
     ├── ClientError                    400 invalid_request        the request is at fault
     │   ├── BadRequest                 400 invalid_request
+    │   │   └── ModelNotFound          400 invalid_request        (404 model_not_found on /v1)
     │   ├── Unauthorized               401 unauthorized
     │   ├── Forbidden                  403 cross_site_request
+    │   ├── ApiDisabled                403 api_disabled           /v1 without API_TOKEN
     │   ├── NotFound                   404 not_found
     │   ├── MethodNotAllowed           405 method_not_allowed     (+ Allow)
     │   ├── PayloadTooLarge            413 payload_too_large
     │   ├── UnsupportedMediaType       415 unsupported_media_type
     │   └── RateLimited                429 rate_limited           (+ Retry-After)
     ├── Misconfigured                  500 misconfigured          the operator's [vars] are invalid
+    ├── StoreUnavailable               503 store_unavailable      KV failed where it was needed
     └── UpstreamError                  502 upstream_error         Workers AI failed us
         ├── UpstreamBusy               503 model_busy             3040, retryable, fallback
         ├── UpstreamQuotaExhausted     429 quota_exhausted        3036, retryable, fallback
@@ -52,6 +55,7 @@ from typing import ClassVar
 
 __all__ = [
     "BINDING_CODES",
+    "ApiDisabled",
     "BadRequest",
     "ClientError",
     "DeadlineExceeded",
@@ -59,9 +63,11 @@ __all__ = [
     "Forbidden",
     "MethodNotAllowed",
     "Misconfigured",
+    "ModelNotFound",
     "NotFound",
     "PayloadTooLarge",
     "RateLimited",
+    "StoreUnavailable",
     "Unauthorized",
     "UnsupportedMediaType",
     "UpstreamBadRequest",
@@ -137,6 +143,11 @@ class BadRequest(ClientError):
     public_message = "The request is invalid."
 
 
+class ModelNotFound(BadRequest):
+    """The request names a model this deployment does not serve. ``/chat``
+    answers 400 like any bad field; the OpenAI API answers 404 ``model_not_found``."""
+
+
 class Unauthorized(ClientError):
     status = 401
     code = "unauthorized"
@@ -150,6 +161,18 @@ class Forbidden(ClientError):
     status = 403
     code = "cross_site_request"
     public_message = "Cross-site requests to this API are not allowed."
+
+
+class ApiDisabled(ClientError):
+    """The OpenAI API needs ``API_TOKEN``: open, it would be a free key to the
+    owner's Workers AI account."""
+
+    status = 403
+    code = "api_disabled"
+    public_message = (
+        "The OpenAI-compatible API is off: the operator must set the API_TOKEN secret "
+        "(npx wrangler secret put API_TOKEN)."
+    )
 
 
 class NotFound(ClientError):
@@ -212,6 +235,16 @@ class Misconfigured(EdgechatError):
     status = 500
     code = "misconfigured"
     public_message = "The service is not configured correctly. Please try again later."
+
+
+class StoreUnavailable(EdgechatError):
+    """KV failed where an answer needs it (``/api/usage``); the cache and the
+    usage counts never fail a chat request."""
+
+    status = 503
+    code = "store_unavailable"
+    public_message = "The usage store is not available right now. Please try again later."
+    retryable = True
 
 
 # --- Workers AI's fault -----------------------------------------------------

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import math
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,7 +45,7 @@ from workers import Request
 
 from edgechat.errors import body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import TIMED_OUT, ClientGone, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, KvError, TimedOut
 
 # One read takes up to this much of what has arrived. workerd detaches the
 # buffer a BYOB read fills and hands it back as ``result.value.buffer``
@@ -276,14 +277,16 @@ class BindingAi:
         self._binding = _raw(binding)
         self._client_signal = client_signal
 
-    async def stream(self, model_id: str, inputs: dict[str, Any]) -> BindingUpstream:
+    async def stream(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> BindingUpstream:
         controller = AbortController.new()
         signal = controller.signal
         if self._client_signal is not None:
             signal = AbortSignal.any(to_js([signal, self._client_signal]))
         try:
             result = await self._binding.run(
-                model_id, _js_object(inputs), _js_object({"signal": signal})
+                model_id, _js_object(inputs), _js_object({**options, "signal": signal})
             )
         except JsException as exc:
             raise from_binding_error(str(exc)) from exc
@@ -306,21 +309,71 @@ class BindingRateLimiter:
         return bool(outcome.success)
 
 
+class BindingKv:
+    """``ports.Kv`` over a KV namespace binding; values are bytes."""
+
+    def __init__(self, binding: Any) -> None:
+        self._binding = _raw(binding)
+
+    async def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        try:
+            found = await self._binding.getWithMetadata(key, _js_object({"type": "arrayBuffer"}))
+        except JsException as exc:
+            raise KvError(str(exc)) from exc
+        value = found.value
+        if not hasattr(value, "byteLength"):  # null: no such key
+            return None
+        metadata = found.metadata
+        meta = metadata.to_py() if hasattr(metadata, "to_py") else None
+        return bytes(Uint8Array.new(value).to_bytes()), meta if isinstance(meta, dict) else {}
+
+    async def put(self, key: str, value: bytes, *, ttl_s: int, metadata: dict[str, Any]) -> None:
+        options = _js_object({"expirationTtl": ttl_s, "metadata": metadata})
+        try:
+            await self._binding.put(key, to_js(value), options)
+        except JsException as exc:
+            raise KvError(str(exc)) from exc
+
+    async def list(
+        self, prefix: str, cursor: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        query = {"prefix": prefix, **({"cursor": cursor} if cursor else {})}
+        try:
+            page = (await self._binding.list(_js_object(query))).to_py()
+        except JsException as exc:
+            raise KvError(str(exc)) from exc
+        keys = [
+            (entry["name"], meta if isinstance(meta := entry.get("metadata"), dict) else {})
+            for entry in page.get("keys", [])
+        ]
+        done = page.get("list_complete", True)
+        return keys, None if done else page.get("cursor")
+
+
 class WorkerPlatform:
     """``ports.Platform`` for one request on the Workers runtime."""
 
-    def __init__(self, request: Request, env: Any) -> None:
+    def __init__(self, request: Request, env: Any, ctx: Any) -> None:
         self._request = request.js_object
         self._env = env
+        self._ctx = ctx
         # One conversion of the whole Headers object (its names are already
         # lower-case), not one FFI call per header.
         self._headers: dict[str, str] = Object.fromEntries(self._request.headers).to_py()
         self.ai = BindingAi(env.AI, getattr(self._request, "signal", None))
         limiter = getattr(env, "RATE_LIMITER", None)
         self.rate_limiter = BindingRateLimiter(limiter) if limiter is not None else None
+        cache = getattr(env, "CACHE", None)
+        self.kv = BindingKv(cache) if cache is not None else None
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)
+
+    async def sleep(self, seconds: float) -> None:
+        await scheduler.wait(max(seconds, 0.0) * 1000)
+
+    def wait_until(self, work: Awaitable[None]) -> None:
+        _keep_alive(asyncio.ensure_future(work), self._ctx)
 
     async def read_body(self, limit: int) -> bytes:
         declared = self._headers.get("content-length")
@@ -373,9 +426,12 @@ def to_response(reply: Reply, ctx: Any) -> Any:
     if reply.stream is None:
         return _js_response(to_js(reply.body) if reply.body else None, reply)
     sink = StreamSink()
-    task = asyncio.ensure_future(reply.stream(sink))
-    # The proxy keeps the task alive for the runtime until the stream is written.
+    _keep_alive(asyncio.ensure_future(reply.stream(sink)), ctx)
+    return _js_response(sink.readable, reply)
+
+
+def _keep_alive(task: asyncio.Future[None], ctx: Any) -> None:
+    # The proxy keeps the task alive for the runtime until it is done.
     keep_alive = create_proxy(task)
     task.add_done_callback(lambda _: keep_alive.destroy())
     ctx.waitUntil(keep_alive)
-    return _js_response(sink.readable, reply)

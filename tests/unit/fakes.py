@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from edgechat.errors import PayloadTooLarge, UpstreamError
 from edgechat.models import Model, Usage, find
-from edgechat.ports import TIMED_OUT, ClientGone, Sink, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, KvError, Sink, TimedOut
 from edgechat.validation import ChatRequest, Message
 from tests.kit import upstream as wire
 
@@ -280,6 +280,8 @@ class FakeRelay:
 class Call:
     model_id: str
     inputs: dict[str, Any]
+    # AI.run's options (``gateway``) as the core passed them.
+    options: dict[str, Any] = field(default_factory=dict)
     # The stream returned to the caller, or None when the call was refused.
     upstream: FakeUpstream | None = None
     # The caller gave up waiting for the binding (the task was cancelled).
@@ -317,9 +319,11 @@ class FakeAi:
     def models_called(self) -> list[str]:
         return [call.model_id for call in self.calls]
 
-    async def stream(self, model_id: str, inputs: dict[str, Any]) -> FakeUpstream:
+    async def stream(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> FakeUpstream:
         # A deep copy: what was sent, even if the caller reuses its dicts.
-        call = Call(model_id, json.loads(json.dumps(inputs)))
+        call = Call(model_id, json.loads(json.dumps(inputs)), json.loads(json.dumps(options)))
         self.calls.append(call)
         delay = self._open_delay.get(model_id)
         try:
@@ -384,6 +388,43 @@ class FakeRateLimiter:
         return self._remaining >= 0
 
 
+class FakeKv:
+    """``ports.Kv`` in a dict; ``failing`` names the operations that raise
+    ``KvError`` ("get", "put", "list"). TTLs are recorded, not enforced."""
+
+    def __init__(self, *, page_size: int = 1000) -> None:
+        self.items: dict[str, tuple[bytes, dict[str, Any], int]] = {}
+        self.failing: set[str] = set()
+        self.gets: list[str] = []
+        self._page_size = page_size
+
+    def _check(self, operation: str) -> None:
+        if operation in self.failing:
+            raise KvError(f"{operation}: KV is down (scripted)")
+
+    async def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        self.gets.append(key)
+        self._check("get")
+        found = self.items.get(key)
+        return None if found is None else (found[0], dict(found[1]))
+
+    async def put(self, key: str, value: bytes, *, ttl_s: int, metadata: dict[str, Any]) -> None:
+        self._check("put")
+        assert isinstance(value, bytes)
+        self.items[key] = (value, json.loads(json.dumps(metadata)), ttl_s)
+
+    async def list(
+        self, prefix: str, cursor: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        self._check("list")
+        names = sorted(name for name in self.items if name.startswith(prefix))
+        start = int(cursor) if cursor else 0
+        page = names[start : start + self._page_size]
+        after = start + len(page)
+        keys = [(name, dict(self.items[name][1])) for name in page]
+        return keys, str(after) if after < len(names) else None
+
+
 @dataclass
 class FakePlatform:
     """``ports.Platform`` for one request: ``[vars]``, a body and the bindings."""
@@ -396,9 +437,23 @@ class FakePlatform:
     declared_length: bool = True
     # The limit of every read_body call.
     body_reads: list[int] = field(default_factory=list)
+    kv: FakeKv | None = None
+    # What the request left to run after its reply (``wait_until``).
+    background: list[asyncio.Future[None]] = field(default_factory=list)
 
     def var(self, name: str) -> object:
         return self.vars.get(name)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def wait_until(self, work: Any) -> None:
+        self.background.append(asyncio.ensure_future(work))
+
+    async def settle(self) -> None:
+        """Waits for everything ``wait_until`` started."""
+        while self.background:
+            await self.background.pop(0)
 
     async def read_body(self, limit: int) -> bytes:
         # Like platform.WorkerPlatform: refuse by Content-Length before

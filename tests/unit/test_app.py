@@ -111,6 +111,9 @@ def test_routes_table() -> None:
         "/chat": {"POST", "OPTIONS"},
         "/api/models": {"GET"},
         "/api/limits": {"GET"},
+        "/api/usage": {"GET"},
+        "/v1/chat/completions": {"POST", "OPTIONS"},
+        "/v1/models": {"GET"},
         "/healthz": {"GET"},
     }
 
@@ -227,7 +230,7 @@ def test_preflight_from_an_allowed_origin_gets_cors_headers() -> None:
         "Access-Control-Allow-Origin": partner,
         "Vary": "Origin",
         "Access-Control-Allow-Methods": "POST, OPTIONS",
-        "Access-Control-Allow-Headers": "content-type, authorization",
+        "Access-Control-Allow-Headers": "content-type, authorization, cache-control",
         "Access-Control-Max-Age": "600",
         "X-Request-Id": reply.headers["X-Request-Id"],
     }
