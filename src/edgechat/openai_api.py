@@ -51,13 +51,12 @@ _ERROR_TYPES = {
 def error_body(exc: EdgechatError) -> tuple[int, dict[str, Any]]:
     """The status and ``{"error": {message, type, param, code}}`` of ``exc``
     in the OpenAI API; the one place its shape is made."""
-    status, code, param = exc.status, exc.code, None
+    status, code, param, message = exc.status, exc.code, None, exc.public_message
     if isinstance(exc, ModelNotFound):
         status, code, param = 404, "model_not_found", "model"
+        message = "The model is not available; GET /v1/models lists the models you can use."
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return status, {
-        "error": {"message": exc.public_message, "type": kind, "param": param, "code": code}
-    }
+    return status, {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 def models_json(allowed: Sequence[str]) -> dict[str, Any]:
