@@ -297,11 +297,6 @@ function defaultReply(model, inputs, images) {
   return { content, reasoning };
 }
 
-/**
- * Turns a reply into the exact events and the non-stream object.
- * Returns { events: [{text, token}], body }, where `token` marks events that
- * carry a generated token (those are the ones paced by the delay).
- */
 // A reply's `tool_calls` as the wire's {id, name, arguments (text)}.
 function toolCallsOf(reply, callNumber) {
   if (reply.tool_calls === undefined || reply.tool_calls === null) return [];
@@ -327,6 +322,11 @@ function argumentPieces(text) {
   return pieces;
 }
 
+/**
+ * Turns a reply into the exact events and the non-stream object.
+ * Returns { events: [{text, token}], body }, where `token` marks events that
+ * carry a generated token (those are the ones paced by the delay).
+ */
 function render(ctx, reply) {
   const { model, inputs, id, created, images } = ctx;
   const format = reply.format ?? MODELS[model]?.format ?? "openai";
