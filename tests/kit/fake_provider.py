@@ -67,7 +67,7 @@ __all__ = [
 # never a claim about speed.
 HANG_GUARD_S = 20.0
 
-End = Literal["complete", "client_gone", "server_stopped"]
+End = Literal["complete", "dropped", "client_gone", "server_stopped"]
 
 
 @dataclass(frozen=True)
@@ -78,13 +78,16 @@ class Reply:
     ``completion_tokens`` the content pieces. ``stall_after=N`` stops a
     stream after N events (the role chunk is the first; 0: after the
     headers) and holds the connection; on a non-stream request it sends the
-    status line and headers, then holds."""
+    status line and headers, then holds. ``drop_after=N`` closes the
+    connection after N events of a stream without ending its chunked body
+    (the provider died mid-answer)."""
 
     text: str = "Hello from the fake provider."
     chunks: tuple[str, ...] | None = None
     finish_reason: str = "stop"
     usage: Mapping[str, int] | None = None
     stall_after: int | None = None
+    drop_after: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
 
     def pieces(self) -> list[str]:
@@ -352,6 +355,9 @@ class _Handler(BaseHTTPRequestHandler):
         for sent, event in enumerate(events):
             if reply.stall_after is not None and sent >= reply.stall_after:
                 return self._hold(fake, exchange)
+            if reply.drop_after is not None and sent >= reply.drop_after:
+                self.close_connection = True  # closed with the body unfinished
+                return "dropped"
             data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
             self._write_chunk(f"data: {data}\n\n".encode())
         self._write_chunk(b"")  # the last chunk of the chunked body
@@ -508,7 +514,8 @@ class FakeProvider:
 
     def wait_for_end(self, n: int, timeout: float = HANG_GUARD_S) -> End:
         """How the n-th exchange ended: ``complete`` (all of the answer was
-        written), ``client_gone`` or ``server_stopped``."""
+        written), ``dropped`` (``Reply.drop_after``), ``client_gone`` or
+        ``server_stopped``."""
         end = self._wait(n, lambda e: e.end is not None, "end", timeout).end
         assert end is not None
         return end

@@ -268,6 +268,22 @@ def test_stall_after_headers_on_a_non_stream_request(provider: FakeProvider) -> 
     assert provider.wait_for_end(1) == "client_gone"
 
 
+def test_drop_after_n_events_ends_the_body_unfinished(
+    provider: FakeProvider, client: httpx.Client
+) -> None:
+    provider.answer(Reply("a b c d", drop_after=2))
+    url = f"{provider.url}/chat/completions"
+    pieces: list[bytes] = []
+    with client.stream("POST", url, json=chat(stream=True)) as response:
+        raw = response.iter_raw()
+        with pytest.raises(httpx.RemoteProtocolError):
+            pieces.extend(raw)
+    received = b"".join(pieces)
+    assert received.count(b"data: ") == 2
+    assert b"[DONE]" not in received
+    assert provider.wait_for_end(1) == "dropped"
+
+
 def test_stop_ends_stalls_and_idle_connections_at_once() -> None:
     fake = FakeProvider(api_key=KEY, default=Stall()).start()
     fake.answer(Reply("x"))
