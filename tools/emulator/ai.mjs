@@ -4,7 +4,9 @@
 // (the binding's two streaming wire formats and its "<code>: …" errors): a ReadableStream
 // of SSE bytes when `inputs.stream` is true, a plain object otherwise, and
 // errors thrown as `Error("<code>: message")`. It never pretends to be a model:
-// the default reply says it is the emulator and echoes the question.
+// the default reply says it is the emulator and echoes the question (a vision
+// model also lists the images it got, read from their bytes; Llama Guard
+// answers "safe"). Tool calls and unsafe verdicts come only from scripts.
 //
 // Only web-platform APIs are used (ReadableStream, TextEncoder, setTimeout,
 // AbortSignal, atob), so the same file runs in Node and inside workerd.
