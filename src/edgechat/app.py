@@ -248,13 +248,14 @@ def _keep(ctx: Context, session: ChatSession, key: str | None) -> None:
                 cache.store(kv, key, body, outcome.model, ctx.settings.cache_ttl_s, ctx.request_id)
             )
     counts = outcome.usage
+    cost = cost_usd(outcome.model, counts) if counts and not outcome.cached else None
     ctx.platform.wait_until(
         usage.count(
             kv,
             model=outcome.model,
             prompt_tokens=counts["prompt_tokens"] if counts else 0,
             completion_tokens=counts["completion_tokens"] if counts else 0,
-            cost_usd=0.0 if outcome.cached or not counts else cost_usd(outcome.model, counts),
+            cost_usd=cost or 0.0,
             cached=outcome.cached,
             request_id=ctx.request_id,
         )

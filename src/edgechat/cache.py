@@ -99,6 +99,9 @@ class CachedUpstream:
     async def relay(self, sink: Sink) -> _Spent:
         return _Spent()
 
+    async def coalesce(self) -> None:
+        return None
+
     async def cancel(self) -> None:
         self._body = None
 

@@ -319,7 +319,12 @@ class ChatSession:
             or outcome.finish_reason not in ("stop", "length", None)
         ):
             return None
-        return b"".join(self._recorded)
+        body = b"".join(self._recorded)
+        # A forced tool call may end with "stop". JSON escapes every quote in
+        # a model's text, so these bytes can only be a call.
+        if b'"tool_calls":[{' in body or b'"tool_calls": [{' in body:
+            return None
+        return body
 
     def _record(self, data: bytes) -> None:
         if self._recorded is None:
@@ -458,6 +463,7 @@ class ChatSession:
         whatever the token rate."""
         tail = Tail()
         tail.add(self._head)
+        await upstream.coalesce()
         while True:
             data = await upstream.read(self._next_deadline() - self._clock())
             if data is TIMED_OUT:
@@ -488,6 +494,8 @@ class ChatSession:
             await self._write(sink, self.framing.ping)
 
     def _next_ping(self) -> float:
+        if not self.framing.ping:
+            return math.inf  # a whole answer: nothing is written before it
         # Bytes held back in phase 1 do not count: the client has not seen them.
         return self._last_write + self._settings.heartbeat_s
 

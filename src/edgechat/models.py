@@ -50,6 +50,10 @@ class Model:
     wire_format: WireFormat
     # Takes OpenAI ``tools`` / ``tool_choice`` and answers with ``tool_calls``.
     tools: bool
+    # Whether the prices are known (a provider's may not be configured).
+    priced: bool = True
+    # A provider's own API (``PROVIDERS``) instead of Workers AI: its name.
+    provider: str | None = None
 
 
 class Usage(TypedDict):
@@ -168,8 +172,10 @@ def allowed_models(allowed: Sequence[str]) -> tuple[Model, ...]:
     return tuple(dict.fromkeys(model for model in found if model is not None))
 
 
-def cost_usd(model: Model, usage: Usage) -> float:
-    """What an answer cost at list price, in US dollars."""
+def cost_usd(model: Model, usage: Usage) -> float | None:
+    """What an answer cost at list price, in US dollars (None: prices unknown)."""
+    if not model.priced:
+        return None
     dollars = (
         usage["prompt_tokens"] * model.price_in_per_m
         + usage["completion_tokens"] * model.price_out_per_m

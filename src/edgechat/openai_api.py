@@ -99,7 +99,7 @@ def finish_reason(session: ChatSession) -> str:
 # The bytes that send a batch down the slow path: any of them may start an
 # event an OpenAI client cannot take as it is. JSON escapes every quote inside
 # a string, so none of these can be part of a model's text.
-_UNUSUAL = (b'{"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
+_UNUSUAL = (b'"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
 
 # An upstream event left unfinished longer than this is not a stream we can use.
 MAX_PENDING_BYTES = 1 << 20
@@ -112,7 +112,14 @@ class ChunkFraming:
     relays_natively = False
     ping = sse.PING
 
-    __slots__ = ("_created", "_include_usage", "_pending", "_role_sent", "_session")
+    __slots__ = (
+        "_created",
+        "_discarding",
+        "_include_usage",
+        "_pending",
+        "_role_sent",
+        "_session",
+    )
 
     def __init__(self, session: ChatSession, *, include_usage: bool, created: int) -> None:
         self._session = session
@@ -120,6 +127,8 @@ class ChunkFraming:
         self._created = created
         self._pending = b""
         self._role_sent = False
+        # Dropping an oversized event up to its end.
+        self._discarding = False
 
     def opening(self) -> bytes:
         return b""
@@ -130,14 +139,23 @@ class ChunkFraming:
         if self._pending:
             data = self._pending + data
         if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            # A CR at the very end may be the first half of a CRLF: wait for more.
+            held = b"\r" if data.endswith(b"\r") else b""
+            data = data[: len(data) - len(held)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            data += held
         cut = data.rfind(b"\n\n")
         if cut < 0:
             self._pending = data
             if len(data) > MAX_PENDING_BYTES:
-                self._pending = b""  # dropped, like any oversized line
+                # Dropped, like any oversized line, up to the event's end.
+                self._pending, self._discarding = b"", True
             return b""
         whole, self._pending = data[: cut + 2], data[cut + 2 :]
+        if self._discarding:
+            end = whole.find(b"\n\n")
+            whole, self._discarding = whole[end + 2 :], False
+            if not whole:
+                return b""
         if not any(mark in whole for mark in _UNUSUAL):
             self._role_sent = True
             return whole
@@ -159,10 +177,11 @@ class ChunkFraming:
         if "content" not in delta and type(body.get("response")) is str:
             delta["content"] = body["response"]
         self._role_sent = True
-        return self._chunk(delta)
+        return self._chunk(delta, finish_reason=reader.finish_reason)
 
     def closing(self, between_events: bool) -> bytes:
-        out = self._translate(self._pending + b"\n\n") if self._pending.strip() else b""
+        rest = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        out = self._translate(rest + b"\n\n") if rest.strip() and not self._discarding else b""
         self._pending = b""
         outcome = self._session.outcome
         if outcome.finish_reason is None:

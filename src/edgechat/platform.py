@@ -37,6 +37,7 @@ from js import (
     Object,
     Promise,
     Uint8Array,
+    WritableStream,
     scheduler,
 )
 from js import Response as JsResponse
@@ -198,13 +199,22 @@ class BindingRelay:
 class BindingUpstream:
     """``ports.UpstreamStream`` over the binding's streamed answer."""
 
-    __slots__ = ("_client_signal", "_controller", "_done", "_reader", "_relay", "_stream")
+    __slots__ = (
+        "_client_signal",
+        "_controller",
+        "_done",
+        "_draining",
+        "_reader",
+        "_relay",
+        "_stream",
+    )
 
     def __init__(self, result: Any, controller: Any, client_signal: Any) -> None:
         self._controller = controller
         self._client_signal = client_signal
         self._reader: ByteReader | None = None
         self._relay: BindingRelay | None = None
+        self._draining: Any = None
         # Ended (read to the end) or cancelled: nothing left to abort.
         self._done = False
         # A complete answer (a dict) although a stream was asked for: the
@@ -237,13 +247,32 @@ class BindingUpstream:
             self._done = True
         return data
 
-    async def relay(self, sink: Any) -> BindingRelay:
-        assert isinstance(sink, StreamSink)
+    async def coalesce(self) -> None:
+        # A read of the binding's stream takes one upstream chunk (the kj
+        # chunked-body reader stops at a chunk's end), but a tee branch that
+        # has not been read keeps everything its sibling pulled, and one read
+        # takes it all across chunks (workerd's kj tee; tools/runner/README.md,
+        # "tee()"). So the sibling is piped into a sink that keeps nothing,
+        # which pulls as the model sends, and Python reads the other branch.
+        if isinstance(self._stream, bytes) or self._stream is None:
+            return
+        self._release_reader()
+        drained, watched = self._stream.tee()
+        # Settles with the stream and never rejects (a failure reaches Python
+        # through its own branch).
+        self._draining = drained.pipeTo(WritableStream.new()).then(Object, Array.of)
+        self._stream = watched
+
+    def _release_reader(self) -> None:
         if self._reader is not None:
             # Phase 1 ends on a completed read, so none is outstanding here
             # (workerd refuses releaseLock() while one is).
             self._reader.reader.releaseLock()
             self._reader = None
+
+    async def relay(self, sink: Any) -> BindingRelay:
+        assert isinstance(sink, StreamSink)
+        self._release_reader()
         self._relay = BindingRelay(self, self._stream, sink)
         return self._relay
 

@@ -81,18 +81,47 @@ class UpstreamStream(Protocol):
         sink and accepts no other."""
         ...
 
+    async def coalesce(self) -> None:
+        """From now on each ``read`` returns everything that arrived since the
+        last one (Python reads the rest itself, in batches): a read alone
+        takes one upstream chunk, about one token."""
+        ...
+
     async def cancel(self) -> None:
         """Stops the upstream call (aborts it) and releases the stream; idempotent."""
         ...
 
 
-class Ai(Protocol):
+class Fetch(Protocol):
+    """The runtime's ``fetch``, for the providers' own APIs."""
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], UpstreamStream]:
+        """POSTs ``body``; returns the status, the headers (lower-case names)
+        and the body as a stream. Raises ``UpstreamError`` when no answer
+        came (the network failed). Aborted with the client, like ``Ai``."""
+        ...
+
+
+class Streams(Protocol):
+    """Where a model's streamed answer comes from: Workers AI, or a provider."""
+
     async def stream(
         self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
     ) -> UpstreamStream:
         """Starts a streamed call; raises ``UpstreamError`` when the binding
         refuses it. ``options`` are ``AI.run``'s (``gateway``); the platform
         adds the abort signal."""
+        ...
+
+
+class Ai(Streams, Protocol):
+    async def run(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A whole (non-stream) answer, such as the moderation model's verdict;
+        raises ``UpstreamError``."""
         ...
 
 
@@ -132,6 +161,9 @@ class Platform(Protocol):
 
     @property
     def rate_limiter(self) -> RateLimiter | None: ...
+
+    @property
+    def fetch(self) -> Fetch: ...
 
     @property
     def kv(self) -> Kv | None:

@@ -244,13 +244,11 @@ def _temperature(value: Any) -> float | None:
     return float(value)
 
 
-def _max_tokens(value: Any, limits: Limits) -> int:
+def _max_tokens(value: Any, limits: Limits, name: str = "max_tokens") -> int:
     if value is None:
         return limits.default_output_tokens
     if type(value) is not int or not 1 <= value <= limits.max_output_tokens:
-        raise BadRequest(
-            public=f"max_tokens must be an integer from 1 to {limits.max_output_tokens}."
-        )
+        raise BadRequest(public=f"{name} must be an integer from 1 to {limits.max_output_tokens}.")
     return value
 
 
@@ -325,14 +323,14 @@ def parse_openai_request(
     user = data.get("user")
     if user is not None and type(user) is not str:
         raise BadRequest(public="user must be a string.")
-    cap = data.get("max_completion_tokens")
+    cap, cap_name = data.get("max_completion_tokens"), "max_completion_tokens"
     if cap is None:
-        cap = data.get("max_tokens")
+        cap, cap_name = data.get("max_tokens"), "max_tokens"
     chat = ChatRequest(
         messages=_openai_messages(data.get("messages"), limits),
         model=_model(data.get("model"), allowed_models, default_model),
         temperature=_temperature(data.get("temperature")),
-        max_tokens=_max_tokens(cap, limits),
+        max_tokens=_max_tokens(cap, limits, cap_name),
         reasoning=None,
         params=_openai_params(data),
         server_prompt=False,
@@ -541,5 +539,5 @@ def _check_tools(tools: Any) -> None:
         ):
             raise BadRequest(
                 public=f'tools[{index}] must be {{"type": "function", "function": {{"name", '
-                '"description"?, "parameters"?}}}.'
+                '"description"?, "parameters"?}}.'
             )

@@ -165,6 +165,9 @@ class FakeUpstream:
         self._copy: asyncio.Task[None] | None = None
         self._pending_read: asyncio.Future[bytes | None] | None = None
         self._pending_look: asyncio.Future[bytes | None] | None = None
+        # After ``coalesce``, a read also takes the chunks that follow at once
+        # (no delay between them), as a read of a tee branch takes all it holds.
+        self.coalesced = False
 
     @property
     def cancelled(self) -> bool:
@@ -190,11 +193,24 @@ class FakeUpstream:
             else:
                 await self._cancelled.wait()
 
+    async def coalesce(self) -> None:
+        assert self._copy is None, "coalesce() after relay()"
+        self.coalesced = True
+
+    async def _next_batch(self) -> bytes | None:
+        first = await self._next()
+        if first is None or not self.coalesced:
+            return first
+        batch = [first]
+        while self._steps and isinstance(self._steps[0], bytes):
+            batch.append(cast(bytes, self._steps.pop(0)))
+        return b"".join(batch)
+
     async def read(self, within: float) -> bytes | TimedOut | None:
         assert self._copy is None, "read() after relay()"
         if self._pending_read is None:
             self.reads += 1
-            self._pending_read = asyncio.ensure_future(self._next())
+            self._pending_read = asyncio.ensure_future(self._next_batch())
         result = await _within(self._pending_read, within)
         if result is not TIMED_OUT:
             self._pending_read = None

@@ -637,11 +637,6 @@ def test_only_complete_answers_are_kept(steps: list[Step], kept: bool) -> None:
     assert bool(answers(the_kv(where))) is kept
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ChatSession.recorded() tells a tool call only by finish_reason 'tool_calls'; "
-    "a call that ends with 'stop' (as OpenAI does for a forced tool_choice) is kept",
-)
 def test_a_tool_call_is_never_kept_whatever_its_finish_reason() -> None:
     steps = [*TOOL_CALL, wire.openai_chunk(finish_reason="stop").encode(), wire.DONE.encode()]
     where = world(ai=FakeAi({GLM.id: steps}))

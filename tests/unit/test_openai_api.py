@@ -360,11 +360,6 @@ def test_a_native_event_left_open_at_the_end_is_translated() -> None:
     assert [o["choices"][0]["finish_reason"] for o in objects] == [None, "stop"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ChunkFraming.feed drops an event over MAX_PENDING_BYTES but forwards the rest "
-    "of it when its end arrives (no discard-to-the-next-blank-line state)",
-)
 def test_nothing_of_an_oversized_event_reaches_the_client() -> None:
     session = session_for()
     framing = chunks_of(session)
@@ -498,11 +493,15 @@ def test_a_crlf_event_of_several_data_lines_stays_one_event() -> None:
     assert event.data["choices"][0]["delta"] == {"content": "Hi"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ChunkFraming.feed turns a CR at the end of a chunk into LF at once; the LF "
-    "that follows in the next chunk makes a blank line and ends the event early",
-)
+def test_a_native_event_of_several_data_lines_is_read_whole() -> None:
+    fed, _ = frame([b'data: {"response":\ndata: "Hi there"}\n\n'], LLAMA)
+    (event,) = model_events(b"".join(fed))
+    assert assert_chunk(event.data, LLAMA.id)["delta"] == {
+        "role": "assistant",
+        "content": "Hi there",
+    }
+
+
 def test_a_crlf_event_cut_between_its_cr_and_lf_stays_one_event() -> None:
     cut = MULTILINE.index(b"\r") + 1
     fed, _ = frame([MULTILINE[:cut], MULTILINE[cut:]])
@@ -637,11 +636,6 @@ def test_a_whole_json_answer_becomes_one_chunk() -> None:
     assert got.session.outcome.finish_reason == "length"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ChunkFraming.whole writes finish_reason null, and closing adds no finish chunk "
-    "because the model gave one: the client never learns why a whole JSON answer ended",
-)
 def test_a_whole_json_answer_tells_the_client_why_it_ended() -> None:
     whole = {"choices": [{"message": {"content": "Hi."}, "finish_reason": "length"}]}
     got = stream_answer(FakeAi({GLM.id: [json.dumps(whole).encode()]}))
@@ -871,6 +865,9 @@ class ReadCounter:
             async def relay(self, sink: Any) -> Any:
                 return await upstream.relay(sink)
 
+            async def coalesce(self) -> None:
+                await upstream.coalesce()
+
             async def cancel(self) -> None:
                 await upstream.cancel()
 
@@ -896,13 +893,9 @@ def test_a_silent_model_is_read_once_per_heartbeat_when_streaming() -> None:
     assert counter.reads < 50
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CompletionFraming.ping is b'': ChatSession._write skips it without moving "
-    "_last_write, so once HEARTBEAT_S passed before the first token, _first_words "
-    "reads with a bound <= 0 in a busy loop until the model speaks",
-)
 def test_a_silent_model_is_not_read_in_a_busy_loop_for_a_whole_completion() -> None:
+    # CompletionFraming has no heartbeat (ping b""): a silence must not turn
+    # the first-words loop into reads with a bound <= 0 once HEARTBEAT_S passed.
     counter = ReadCounter(FakeAi({GLM.id: SILENT_THEN_HI}))
     session = session_for(GLM, ai=counter, stream=False, settings=PINGING)
 
@@ -1353,3 +1346,24 @@ def test_the_gateway_options_follow_a_fallback() -> None:
     _, body = post(where)
     assert json.loads(body)["model"] == LLAMA.id
     assert [call.options["gateway"]["id"] for call in ai.calls] == ["gw", "gw"]
+
+
+def test_python_reads_a_long_stream_in_batches_not_per_token() -> None:
+    # 600 tokens arriving back to back: after the first words Python asks the
+    # platform to coalesce, and each read takes everything that arrived.
+    tokens = [("content", f" w{i}") for i in range(600)]
+    ai = FakeAi({GLM.id: openai_stream(*tokens, usage=USAGE)})
+    session = session_for(GLM, ai=ai)
+    sink = FakeSink()
+
+    async def run() -> None:
+        await session.open()
+        await asyncio.wait_for(session.pump(sink), HANG_S)
+
+    asyncio.run(run())
+    (call,) = ai.calls
+    assert call.upstream is not None
+    assert call.upstream.coalesced
+    assert call.upstream.reads < 10
+    text = parse(sink.body).text()
+    assert text == "".join(piece for _, piece in tokens)

@@ -492,11 +492,6 @@ def test_each_tool_is_a_function(tool: object) -> None:
     assert message.startswith('tools[1] must be {"type": "function", "function": {"name", ')
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="validation._check_tools: the message's second literal is no f-string, so its "
-    "'}}}' is written as is: one brace too many",
-)
 def test_the_tool_shape_message_has_balanced_braces() -> None:
     message = refused(asks(tools=[{"type": "retrieval"}]))
     assert message == f"tools[0] {TOOL_SHAPE}"
@@ -604,10 +599,6 @@ def test_max_tokens_is_an_integer_within_the_cap(value: object) -> None:
     assert refused(asks(max_tokens=value)) == "max_tokens must be an integer from 1 to 4096."
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a bad max_completion_tokens is reported as max_tokens (validation._max_tokens)",
-)
 def test_a_bad_max_completion_tokens_is_named_as_such() -> None:
     message = refused(asks(max_completion_tokens=0))
     assert message == "max_completion_tokens must be an integer from 1 to 4096."

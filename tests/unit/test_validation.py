@@ -322,5 +322,14 @@ def test_refusals_never_contain_the_content(content: str, index: int) -> None:
     with pytest.raises(BadRequest) as caught:
         parse({"messages": [*messages, {"role": "system", "content": content}]}, limits)
     public = caught.value.to_json()["error"]["message"]
-    if len(content) >= 3:  # shorter strings can occur in any sentence by chance
+    # The same refusal for a neutral text of that length: what is in it is our
+    # own wording ("mes" is in "messages"), not an echo.
+    neutral = "\u2603" * len(content)
+    with pytest.raises(BadRequest) as control:
+        parse(
+            {"messages": [*messages[:-1], user(neutral), {"role": "system", "content": neutral}]},
+            limits,
+        )
+    ours = control.value.to_json()["error"]["message"]
+    if len(content) >= 3 and content not in ours:  # shorter strings occur anywhere
         assert content not in public
