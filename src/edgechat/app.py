@@ -193,7 +193,7 @@ async def _answer(
     hit = None
     if key is not None and kv is not None:
         if not refresh:
-            hit = await cache.lookup(kv, key, ctx.log)
+            hit = await cache.lookup(kv, key, settings.models, ctx.log)
         ctx.log["cache"] = headers["X-Edgechat-Cache"] = (
             "hit" if hit else "refresh" if refresh else "miss"
         )

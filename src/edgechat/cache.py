@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 
 from edgechat.config import Settings
 from edgechat.models import Model, find
@@ -60,7 +61,9 @@ class Hit:
         self.body = body
 
 
-async def lookup(kv: Kv, key: str, log: dict[str, object]) -> Hit | None:
+async def lookup(kv: Kv, key: str, allowed: Sequence[str], log: dict[str, object]) -> Hit | None:
+    """The kept answer under ``key``, if any, and if the model that gave it is
+    still one the operator allows."""
     try:
         found = await kv.get(key)
     except KvError as exc:
@@ -70,8 +73,8 @@ async def lookup(kv: Kv, key: str, log: dict[str, object]) -> Hit | None:
         return None
     body, meta = found
     model = find(meta.get("model", "")) if isinstance(meta.get("model"), str) else None
-    if model is None or not body:
-        return None  # kept by an edgechat whose catalog had other models
+    if model is None or model.alias not in allowed or not body:
+        return None  # kept under another catalog or another MODELS
     return Hit(model, body)
 
 

@@ -75,7 +75,7 @@ def watch_interval(settings: Settings) -> float:
 # When Python forwards the stream itself (a framing that rewrites events), it
 # takes what arrived every this often: a batch of tokens per wake instead of
 # one wake per token, at a delay no reader notices. ``bench/chat.mjs`` measures it.
-FORWARD_BATCH_S = 0.05
+FORWARD_BATCH_S = 0.1
 
 # The most of a stream kept to be stored in the response cache; an answer
 # longer than this is not stored.

@@ -262,7 +262,7 @@ def test_lookup_finds_what_store_kept() -> None:
 
     async def run() -> Hit | None:
         await store(kv, "answer:v1:k", b"data: x\n\n", LLAMA, 120, "req-1")
-        return await lookup(kv, "answer:v1:k", {})
+        return await lookup(kv, "answer:v1:k", ("glm", "kimi", "llama"), {})
 
     hit = asyncio.run(run())
     assert hit is not None
@@ -273,7 +273,7 @@ def test_lookup_finds_what_store_kept() -> None:
 
 def test_lookup_of_a_missing_key_is_none() -> None:
     log: dict[str, object] = {}
-    assert asyncio.run(lookup(FakeKv(), "answer:v1:none", log)) is None
+    assert asyncio.run(lookup(FakeKv(), "answer:v1:none", ("glm",), log)) is None
     assert log == {}
 
 
@@ -282,7 +282,7 @@ def test_a_failing_get_is_a_miss_noted_in_the_log() -> None:
     kv.items["answer:v1:k"] = (b"data: x\n\n", {"model": GLM.id}, 60)
     kv.failing.add("get")
     log: dict[str, object] = {}
-    assert asyncio.run(lookup(kv, "answer:v1:k", log)) is None
+    assert asyncio.run(lookup(kv, "answer:v1:k", ("glm", "kimi", "llama"), log)) is None
     assert log == {"cache_error": "get: get: KV is down (scripted)"}
 
 
@@ -300,8 +300,15 @@ def test_an_entry_this_edgechat_cannot_use_is_a_miss(body: bytes, meta: dict[str
     kv = FakeKv()
     kv.items["answer:v1:k"] = (body, meta, 60)
     log: dict[str, object] = {}
-    assert asyncio.run(lookup(kv, "answer:v1:k", log)) is None
+    assert asyncio.run(lookup(kv, "answer:v1:k", ("glm", "kimi", "llama"), log)) is None
     assert log == {}
+
+
+def test_an_answer_of_a_model_no_longer_allowed_is_a_miss() -> None:
+    kv = FakeKv()
+    kv.items["answer:v1:k"] = (b"data: x\n\n", {"model": LLAMA.id}, 60)
+    assert asyncio.run(lookup(kv, "answer:v1:k", ("glm", "kimi"), {})) is None
+    assert asyncio.run(lookup(kv, "answer:v1:k", ("glm", "llama"), {})) is not None
 
 
 def test_a_failing_put_is_logged_on_a_line_of_its_own(capsys: pytest.CaptureFixture[str]) -> None:
