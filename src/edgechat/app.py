@@ -6,25 +6,30 @@ in ``ports``; ``platform.py`` adapts the Workers runtime to it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from edgechat import cache, guards, openai_api, usage
-from edgechat.chat import ChatFraming, ChatSession, Framing, Outcome
+from edgechat import cache, guards, moderation, openai_api, usage
+from edgechat.chat import ChatFraming, ChatSession, Cooling, Framing, Outcome
 from edgechat.config import Settings
 from edgechat.errors import (
+    ContentRefused,
     EdgechatError,
     MethodNotAllowed,
     Misconfigured,
+    ModerationUnavailable,
     NotFound,
     StoreUnavailable,
 )
 from edgechat.http import Incoming, Reply, error_reply, json_reply, stream_reply
 from edgechat.models import catalog_json, cost_usd
 from edgechat.ports import KvError, Platform, Sink
+from edgechat.providers import ProviderAi
 from edgechat.validation import ChatRequest, parse_chat_request, parse_openai_request
 
 
@@ -36,6 +41,8 @@ class Context:
     request_id: str
     started: float
     log: dict[str, object]
+    # The isolate's models cooling down after a capacity or quota failure.
+    cooling: Cooling = field(default_factory=Cooling)
     # Headers for whatever reply this request gets, error replies included.
     reply_headers: dict[str, str] = field(default_factory=dict)
 
@@ -179,31 +186,48 @@ async def _answer(
         if kv is not None and cache.wants_cache(chat_request, settings)
         else None
     )
+    options = _ai_options(settings, refresh=refresh)
+    check_answer = None
+    if settings.moderate_output and framing is ChatFraming:
+
+        async def check_answer(answer: str) -> moderation.Verdict:
+            turns = moderation.conversation(chat_request, answer)
+            return await moderation.check(platform.ai, turns, options)
+
     session = ChatSession(
         chat_request,
         settings,
         platform.ai,
         request_id=ctx.request_id,
         framing=framing,
-        ai_options=_ai_options(settings, refresh=refresh),
+        ai_options=options,
         record=key is not None,
+        providers=ProviderAi(platform.fetch, settings.providers) if settings.providers else None,
+        cooling=ctx.cooling,
+        check_answer=check_answer,
         sleep=platform.sleep,
     )
+    # The input check runs while the model starts; nothing is released
+    # before its verdict.
+    guard = None
+    if settings.moderate_input:
+        turns = moderation.conversation(chat_request)
+        guard = asyncio.ensure_future(moderation.check(platform.ai, turns, options))
     headers = {**headers, "X-Request-Id": ctx.request_id}
-    hit = None
-    if key is not None and kv is not None:
-        if not refresh:
-            hit = await cache.lookup(kv, key, settings.models, ctx.log)
-        ctx.log["cache"] = headers["X-Edgechat-Cache"] = (
-            "hit" if hit else "refresh" if refresh else "miss"
-        )
-    if hit is not None:
-        session.replay(hit.model, cache.CachedUpstream(hit.body))
-    else:
-        try:
-            await session.open()
-        finally:
-            _log_outcome(ctx.log, session.outcome)
+    try:
+        hit = None
+        if key is not None and kv is not None:
+            if not refresh:
+                hit = await cache.lookup(kv, key, settings.models, ctx.log)
+            ctx.log["cache"] = headers["X-Edgechat-Cache"] = (
+                "hit" if hit else "refresh" if refresh else "miss"
+            )
+        if hit is not None:
+            session.replay(hit.model, cache.CachedUpstream(hit.body))
+        await _open_after_verdict(ctx, session, guard, opened=hit is not None)
+    finally:
+        if guard is not None and not guard.done():
+            guard.cancel()
 
     if not stream:
         try:
@@ -222,6 +246,45 @@ async def _answer(
         _keep(ctx, session, key)
 
     return stream_reply(produce, headers)
+
+
+async def _open_after_verdict(
+    ctx: Context,
+    session: ChatSession,
+    guard: asyncio.Future[moderation.Verdict] | None,
+    *,
+    opened: bool,
+) -> None:
+    """Opens the session (unless a cache hit did) while the input check runs,
+    then keeps the verdict: unsafe refuses the request and aborts the call."""
+    opening = None if opened else asyncio.ensure_future(session.open())
+    try:
+        if guard is not None:
+            await _input_verdict(ctx, guard)
+        if opening is not None:
+            await opening
+    except BaseException:
+        if opening is not None and not opening.done():
+            opening.cancel()
+            with contextlib.suppress(BaseException):
+                await opening
+        await session.abandon()
+        raise
+    finally:
+        _log_outcome(ctx.log, session.outcome)
+
+
+async def _input_verdict(ctx: Context, guard: asyncio.Future[moderation.Verdict]) -> None:
+    try:
+        verdict = await guard
+    except moderation.CHECK_FAILURES as exc:
+        ctx.log["moderation_error"] = f"{type(exc).__name__}: {exc}"
+        if ctx.settings.moderation_fail_closed:
+            raise ModerationUnavailable(detail="the input check failed") from exc
+        return  # MODERATION_FAIL=open: logged, and let through
+    ctx.log["moderation"] = "safe" if verdict.safe else "unsafe:" + ",".join(verdict.categories)
+    if not verdict.safe:
+        raise ContentRefused(categories=verdict.categories)
 
 
 def _ai_options(settings: Settings, *, refresh: bool) -> dict[str, object]:
@@ -305,10 +368,14 @@ class SettingsOnce:
 
 
 async def handle(
-    request: Incoming, platform: Platform, settings: SettingsOnce | None = None
+    request: Incoming,
+    platform: Platform,
+    settings: SettingsOnce | None = None,
+    cooling: Cooling | None = None,
 ) -> Reply:
     """Answers one request. Never raises: every failure becomes an error reply.
-    Without ``settings`` the ``[vars]`` are read for this request alone."""
+    ``settings`` and ``cooling`` are the isolate's (``entry.py``); without
+    them the ``[vars]`` are read, and models cool down, for this request alone."""
     ctx = Context(
         request=request,
         platform=platform,
@@ -316,6 +383,7 @@ async def handle(
         request_id=uuid.uuid4().hex,
         started=time.monotonic(),
         log={"route": request.path, "method": request.method},
+        cooling=cooling or Cooling(),
     )
     try:
         ctx.settings = (settings or SettingsOnce()).get(platform)
@@ -372,6 +440,13 @@ def _log_outcome(log: dict[str, object], outcome: Outcome) -> None:
         log["truncated"] = True
     if outcome.cached:
         log["cached"] = True
+    if outcome.moderation is not None:
+        verdict = outcome.moderation
+        log["answer_moderation"] = (
+            "safe" if verdict.safe else "unsafe:" + ",".join(verdict.categories)
+        )
+    if outcome.moderation_error is not None:
+        log["answer_moderation_error"] = outcome.moderation_error
 
 
 def _emit(ctx: Context, status: int) -> None:

@@ -44,16 +44,46 @@ from edgechat.config import Settings
 from edgechat.errors import (
     DeadlineExceeded,
     EdgechatError,
+    ModerationUnavailable,
     UpstreamError,
     UpstreamMalformed,
 )
 from edgechat.models import Model, Usage, cost_usd
-from edgechat.ports import TIMED_OUT, Ai, ClientGone, Sink, UpstreamStream
-from edgechat.upstream import BLANK_LINES, Tail, UpstreamReader, upstream_inputs
+from edgechat.moderation import CHECK_FAILURES, Verdict
+from edgechat.ports import TIMED_OUT, ClientGone, Sink, Streams, UpstreamStream
+from edgechat.upstream import BLANK_LINES, DeltaKind, Tail, UpstreamReader, upstream_inputs
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
+# Checks a finished answer's text (``MODERATION=input,output``).
+CheckAnswer = Callable[[str], Awaitable[Verdict]]
+
+
+class Cooling:
+    """The Workers AI models of this isolate that just failed with capacity
+    (3040) or quota (3036): skipped until their ``Retry-After`` passed, so a
+    request does not wait on a model that said it cannot answer."""
+
+    __slots__ = ("_clock", "_until")
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    def mark(self, model: Model, exc: UpstreamError) -> None:
+        if exc.binding_code in (3040, 3036) and exc.retry_after:
+            self._until[model.id] = self._clock() + exc.retry_after
+
+    def cool(self, model: Model) -> bool:
+        until = self._until.get(model.id)
+        if until is None:
+            return False
+        if self._clock() >= until:
+            del self._until[model.id]
+            return False
+        return True
+
 
 # Bytes a model may send before its first text (role chunks, empty deltas),
 # held back so a fallback leaves nothing of the failed model behind; a stream
@@ -154,6 +184,8 @@ class ChatFraming:
             done["fallback_from"] = outcome.fallback_from.id
         if outcome.cached:
             done["cached"] = True
+        if outcome.moderation is not None:
+            done["moderation"] = outcome.moderation.to_json()
         return _close(between_events) + sse.event("done", done)
 
     def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
@@ -178,6 +210,10 @@ class Outcome:
     truncated: bool = False
     # Answered from the response cache, without a model call.
     cached: bool = False
+    # The verdict on the finished answer (MODERATION=input,output), or why
+    # there is none.
+    moderation: Verdict | None = None
+    moderation_error: str | None = None
 
 
 class ChatSession:
@@ -185,12 +221,15 @@ class ChatSession:
         self,
         request: ChatRequest,
         settings: Settings,
-        ai: Ai,
+        ai: Streams,
         *,
         request_id: str,
         framing: Callable[[ChatSession], Framing] = ChatFraming,
         ai_options: dict[str, Any] | None = None,
         record: bool = False,
+        providers: Streams | None = None,
+        cooling: Cooling | None = None,
+        check_answer: CheckAnswer | None = None,
         clock: Clock = time.monotonic,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -198,18 +237,27 @@ class ChatSession:
         self._settings = settings
         self._ai = ai
         self._ai_options = ai_options or {}
+        self._providers = providers
+        self._cooling = cooling or Cooling(clock)
+        self._check_answer = check_answer
         self._clock = clock
         self._sleep = sleep
         self._watch_s = watch_interval(settings)
         self.request_id = request_id
         self.first_model = request.model
         self.max_tokens = request.max_tokens
-        # Models that cannot read the request's parameters (tools on Llama) are no fallback.
+        # Models that cannot read the request's parameters (tools on Llama)
+        # are no fallback; the providers' APIs come after the Workers AI chain.
         fallbacks = settings.fallbacks_after(request.model)
-        self._candidates = [
+        candidates = [
             request.model,
             *(model for model in fallbacks if request.unfit(model) is None),
+            *(provider.model for provider in settings.providers if providers is not None),
         ]
+        # Skip models cooling down after a capacity or quota failure, unless
+        # that would leave nothing to ask.
+        warm = [model for model in candidates if not self._cooling.cool(model)]
+        self._candidates = warm or candidates
         self._upstream: UpstreamStream | None = None
         self._started = clock()
         # When bytes last came from the model (None: none yet) and when we
@@ -222,7 +270,7 @@ class ChatSession:
         self._head = b""
         # The answering model's whole stream, kept for the response cache
         # (None: not kept, or longer than MAX_RECORDED_BYTES).
-        self._recorded: list[bytes] | None = [] if record else None
+        self._recorded: list[bytes] | None = [] if record or check_answer else None
         self._recorded_size = 0
         self.outcome = Outcome()
         self.framing = framing(self)
@@ -236,9 +284,13 @@ class ChatSession:
             # The binding answers with a stream long before the first token;
             # should it not answer at all, the first-token deadline still holds.
             left = self._settings.first_token_timeout_s - (self._clock() - self._started)
+            if model.provider is not None and self._providers is not None:
+                source, options = self._providers, {}
+            else:
+                source, options = self._ai, self._ai_options
             try:
                 self._upstream = await asyncio.wait_for(
-                    self._ai.stream(model.id, inputs, self._ai_options), timeout=max(left, 0.0)
+                    source.stream(model.id, inputs, options), timeout=max(left, 0.0)
                 )
             except TimeoutError:
                 exc = DeadlineExceeded(detail=f"the binding did not answer within {left:.1f} s")
@@ -246,6 +298,7 @@ class ChatSession:
                 self.outcome.error = exc
                 raise exc from None
             except UpstreamError as exc:
+                self._cooling.mark(model, exc)
                 if exc.fallback_worthy and self._candidates:
                     continue
                 self.outcome.model = model
@@ -271,6 +324,8 @@ class ChatSession:
         try:
             await self._write(sink, self.framing.opening())
             await self._answer_with_fallback(sink)
+            if self._check_answer is not None:
+                await self._moderate_answer()
             await self._write(sink, self.framing.closing(self._between_events))
         except ClientGone:
             self.outcome.client_gone = True
@@ -299,6 +354,26 @@ class ChatSession:
             raise self.outcome.error from exc
         finally:
             await self._finish(sink)
+
+    async def abandon(self) -> None:
+        """Stops the model call (a refused request); the session ends here."""
+        await self._release_upstream()
+
+    async def _moderate_answer(self) -> None:
+        """Checks the finished answer before ``done``: the verdict goes into
+        ``done``, a failed check follows ``MODERATION_FAIL``."""
+        assert self._check_answer is not None
+        try:
+            if self._recorded is None:
+                raise ValueError(f"the answer is longer than {MAX_RECORDED_BYTES} bytes")
+            reader = UpstreamReader()
+            deltas = reader.feed(b"".join(self._recorded)) + reader.finish()
+            answer = "".join(text for kind, text in deltas if kind is DeltaKind.CONTENT)
+            self.outcome.moderation = await self._check_answer(answer)
+        except CHECK_FAILURES as exc:
+            self.outcome.moderation_error = f"{type(exc).__name__}: {exc}"
+            if self._settings.moderation_fail_closed:
+                raise ModerationUnavailable(detail=self.outcome.moderation_error) from exc
 
     async def _finish(self, sink: Sink) -> None:
         if self._upstream is not None:
@@ -341,6 +416,8 @@ class ChatSession:
                 await self._answer(sink)
                 return
             except UpstreamError as exc:
+                if self.outcome.model is not None:
+                    self._cooling.mark(self.outcome.model, exc)
                 # A model may be switched only while the client has seen none of it.
                 if self.outcome.ttft_ms is not None or not exc.fallback_worthy:
                     raise

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgechat import sse
-from edgechat.errors import EdgechatError, ModelNotFound
+from edgechat.errors import ContentRefused, EdgechatError, ModelNotFound
 from edgechat.models import Usage, allowed_models
 from edgechat.upstream import DeltaKind, UpstreamReader
 
@@ -56,7 +56,10 @@ def error_body(exc: EdgechatError) -> tuple[int, dict[str, Any]]:
         status, code, param = 404, "model_not_found", "model"
         message = "The model is not available; GET /v1/models lists the models you can use."
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    return status, {"error": {"message": message, "type": kind, "param": param, "code": code}}
+    error: dict[str, Any] = {"message": message, "type": kind, "param": param, "code": code}
+    if isinstance(exc, ContentRefused):
+        error["categories"] = list(exc.categories)
+    return status, {"error": error}
 
 
 def models_json(allowed: Sequence[str]) -> dict[str, Any]:

@@ -41,10 +41,11 @@ from js import (
     scheduler,
 )
 from js import Response as JsResponse
+from js import fetch as js_fetch
 from pyodide.ffi import JsException, create_proxy, to_js
 from workers import Request
 
-from edgechat.errors import body_too_large, from_binding_error
+from edgechat.errors import UpstreamError, UpstreamMalformed, body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
 from edgechat.ports import TIMED_OUT, ClientGone, KvError, TimedOut
 
@@ -299,6 +300,15 @@ def _raw(binding: Any) -> Any:
     return getattr(binding, "_binding", binding)
 
 
+def _abort_signal(client_signal: Any) -> tuple[Any, Any]:
+    """A controller of our own, and the signal that fires with it or with the client."""
+    controller = AbortController.new()
+    signal = controller.signal
+    if client_signal is not None:
+        signal = AbortSignal.any(to_js([signal, client_signal]))
+    return controller, signal
+
+
 class BindingAi:
     """``ports.Ai`` over the ``AI`` binding; aborts when the client goes away."""
 
@@ -306,13 +316,8 @@ class BindingAi:
         self._binding = _raw(binding)
         self._client_signal = client_signal
 
-    async def stream(
-        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
-    ) -> BindingUpstream:
-        controller = AbortController.new()
-        signal = controller.signal
-        if self._client_signal is not None:
-            signal = AbortSignal.any(to_js([signal, self._client_signal]))
+    async def _run(self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]) -> Any:
+        controller, signal = _abort_signal(self._client_signal)
         try:
             result = await self._binding.run(
                 model_id, _js_object(inputs), _js_object({**options, "signal": signal})
@@ -322,11 +327,51 @@ class BindingAi:
         except BaseException:
             controller.abort()  # the caller gave up waiting (a deadline, a cancel)
             raise
+        return result, controller
+
+    async def stream(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> BindingUpstream:
+        result, controller = await self._run(model_id, inputs, options)
         if not hasattr(result, "getReader"):
             # A complete answer although a stream was asked for: the binding
             # parses an application/json reply (``ai-api.ts``, ``run``).
             result = result.to_py()
         return BindingUpstream(result, controller, self._client_signal)
+
+    async def run(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        result, _ = await self._run(model_id, inputs, options)
+        answer = result.to_py() if hasattr(result, "to_py") else result
+        if not isinstance(answer, dict):
+            raise UpstreamMalformed(detail=f"{model_id} answered no JSON object")
+        return answer
+
+
+class BindingFetch:
+    """``ports.Fetch`` over the runtime's ``fetch``; aborts with the client."""
+
+    def __init__(self, client_signal: Any) -> None:
+        self._client_signal = client_signal
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], BindingUpstream]:
+        controller, signal = _abort_signal(self._client_signal)
+        init = _js_object({"method": "POST", "headers": headers, "signal": signal})
+        init.body = to_js(body)
+        try:
+            response = await js_fetch(url, init)
+        except JsException as exc:
+            # The message names the failure (DNS, refused, reset), never the key.
+            raise UpstreamError(detail=f"fetch failed: {exc}") from exc
+        except BaseException:
+            controller.abort()
+            raise
+        reply_headers: dict[str, str] = Object.fromEntries(response.headers).to_py()
+        stream = BindingUpstream(response.body, controller, self._client_signal)
+        return int(response.status), reply_headers, stream
 
 
 class BindingRateLimiter:
@@ -389,7 +434,9 @@ class WorkerPlatform:
         # One conversion of the whole Headers object (its names are already
         # lower-case), not one FFI call per header.
         self._headers: dict[str, str] = Object.fromEntries(self._request.headers).to_py()
-        self.ai = BindingAi(env.AI, getattr(self._request, "signal", None))
+        client_signal = getattr(self._request, "signal", None)
+        self.ai = BindingAi(env.AI, client_signal)
+        self.fetch = BindingFetch(client_signal)
         limiter = getattr(env, "RATE_LIMITER", None)
         self.rate_limiter = BindingRateLimiter(limiter) if limiter is not None else None
         cache = getattr(env, "CACHE", None)
