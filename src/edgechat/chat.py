@@ -51,7 +51,7 @@ from edgechat.errors import (
 from edgechat.models import Model, Usage, cost_usd
 from edgechat.moderation import CHECK_FAILURES, Verdict
 from edgechat.ports import TIMED_OUT, ClientGone, Sink, Streams, UpstreamStream
-from edgechat.upstream import BLANK_LINES, DeltaKind, Tail, UpstreamReader, upstream_inputs
+from edgechat.upstream import BLANK_LINES, Tail, UpstreamReader, answer_text, upstream_inputs
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
@@ -366,9 +366,7 @@ class ChatSession:
         try:
             if self._recorded is None:
                 raise ValueError(f"the answer is longer than {MAX_RECORDED_BYTES} bytes")
-            reader = UpstreamReader()
-            deltas = reader.feed(b"".join(self._recorded)) + reader.finish()
-            answer = "".join(text for kind, text in deltas if kind is DeltaKind.CONTENT)
+            answer = answer_text(b"".join(self._recorded))
             self.outcome.moderation = await self._check_answer(answer)
         except CHECK_FAILURES as exc:
             self.outcome.moderation_error = f"{type(exc).__name__}: {exc}"
