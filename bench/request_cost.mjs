@@ -94,7 +94,7 @@ INPUTS = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "use
 ONCE = SettingsOnce()
 # A whole 2,000-token GLM answer as the output check reads it.
 _CHUNK = '{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" w%d"}}]}'
-ANSWER = "".join("data: " + _CHUNK % i + "\n\n" for i in range(2000)).encode()
+ANSWER = "".join("data: " + _CHUNK % i + "\\n\\n" for i in range(2000)).encode()
 
 
 def text_by_reader():

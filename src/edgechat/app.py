@@ -310,6 +310,8 @@ def _keep(ctx: Context, session: ChatSession, key: str | None) -> None:
             ctx.platform.wait_until(
                 cache.store(kv, key, body, outcome.model, ctx.settings.cache_ttl_s, ctx.request_id)
             )
+    if not ctx.settings.count_usage:
+        return
     counts = outcome.usage
     cost = cost_usd(outcome.model, counts) if counts and not outcome.cached else None
     ctx.platform.wait_until(

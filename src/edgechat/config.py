@@ -32,6 +32,8 @@ CACHE_MODE                 deterministic               answers kept in KV: off, 
                                                        (temperature 0 or a seed), all
 CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
 AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
+USAGE_COUNTING             true                        count answers in KV for /api/usage
+                                                       (one KV write per answer)
 MODERATION                 off                         Llama Guard checks: off, input,
                                                        input,output
 MODERATION_FAIL            open                        a failed check lets the request
@@ -89,6 +91,7 @@ class Settings:
     cache_mode: str = "deterministic"
     cache_ttl_s: int = 86_400
     ai_gateway_id: str | None = None
+    count_usage: bool = True
     moderate_input: bool = False
     moderate_output: bool = False
     moderation_fail_closed: bool = False
@@ -172,6 +175,7 @@ class Settings:
             cache_mode=(_text("CACHE_MODE", get) or defaults.cache_mode).lower(),
             cache_ttl_s=_int("CACHE_TTL_S", get, defaults.cache_ttl_s),
             ai_gateway_id=_text("AI_GATEWAY_ID", get),
+            count_usage=_bool("USAGE_COUNTING", get, defaults.count_usage),
             **_moderation("MODERATION", get),
             moderation_fail_closed=_choice("MODERATION_FAIL", get, ("open", "closed")) == "closed",
             providers=_providers("PROVIDERS", get),
