@@ -30,7 +30,12 @@ from edgechat.http import Incoming, Reply, error_reply, json_reply, stream_reply
 from edgechat.models import catalog_json, cost_usd
 from edgechat.ports import KvError, Platform, Sink
 from edgechat.providers import ProviderAi
-from edgechat.validation import ChatRequest, parse_chat_request, parse_openai_request
+from edgechat.validation import (
+    ChatRequest,
+    body_cap,
+    parse_chat_request,
+    parse_openai_request,
+)
 
 
 @dataclass(slots=True)
@@ -71,6 +76,8 @@ async def limits(ctx: Context) -> Reply:
             "max_total_chars": lim.max_total_chars,
             "default_output_tokens": lim.default_output_tokens,
             "max_output_tokens": lim.max_output_tokens,
+            "max_images": lim.max_images,
+            "max_image_bytes": lim.max_image_bytes,
         },
     )
 
@@ -103,7 +110,7 @@ async def chat(ctx: Context) -> Reply:
     token = guards.check_token(request, settings)
     guards.check_json(request)
     await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
-    body = await ctx.platform.read_body(settings.limits.max_body_bytes)
+    body = await ctx.platform.read_body(body_cap(settings.limits, settings.models))
     chat_request = parse_chat_request(
         body, settings.limits, settings.models, settings.default_model
     )
@@ -119,7 +126,7 @@ async def completions(ctx: Context) -> Reply:
     token = guards.check_api_token(request, settings)
     guards.check_json(request)
     await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
-    body = await ctx.platform.read_body(settings.limits.max_body_bytes)
+    body = await ctx.platform.read_body(body_cap(settings.limits, settings.models))
     parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
     chat_request = parsed.chat
     if settings.log_prompts:

@@ -21,6 +21,8 @@ MAX_MESSAGE_CHARS          8000                        characters per message
 MAX_TOTAL_CHARS            32000                       characters over all messages
 DEFAULT_OUTPUT_TOKENS      1024                        output cap when max_tokens absent
 MAX_OUTPUT_TOKENS          4096                        highest max_tokens accepted
+MAX_IMAGES                 4                           images per request, history included
+MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
 IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer
@@ -156,6 +158,8 @@ class Settings:
             max_total_chars=_int("MAX_TOTAL_CHARS", get, base.max_total_chars),
             default_output_tokens=default_output,
             max_output_tokens=max_output,
+            max_images=_int("MAX_IMAGES", get, base.max_images),
+            max_image_bytes=_int("MAX_IMAGE_BYTES", get, base.max_image_bytes),
         )
         return cls(
             system_prompt=_text("SYSTEM_PROMPT", get) or defaults.system_prompt,

@@ -50,6 +50,8 @@ class Model:
     wire_format: WireFormat
     # Takes OpenAI ``tools`` / ``tool_choice`` and answers with ``tool_calls``.
     tools: bool
+    # Reads images: OpenAI ``image_url`` parts in user messages.
+    vision: bool = False
     # Whether the prices are known (a provider's may not be configured).
     priced: bool = True
     # A provider's own API (``PROVIDERS``) instead of Workers AI: its name.
@@ -91,6 +93,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        vision=True,
     ),
     Model(
         alias="glm-5.3",
@@ -115,6 +118,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        vision=True,
     ),
     Model(
         alias="kimi-code",
@@ -196,6 +200,7 @@ def catalog_json(allowed: Sequence[str], default_alias: str) -> list[dict[str, o
             "price_out_per_m": model.price_out_per_m,
             "free_plan": model.free_plan,
             "tools": model.tools,
+            "vision": model.vision,
             "default": model.alias == default_alias or model.id == default_alias,
         }
         for model in allowed_models(allowed)

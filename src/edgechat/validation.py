@@ -30,7 +30,8 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from edgechat.errors import BadRequest, body_too_large
-from edgechat.models import Model, WireFormat, lookup
+from edgechat.images import check_image_part, data_url_size
+from edgechat.models import Model, WireFormat, allowed_models, lookup
 
 __all__ = [
     "ChatRequest",
@@ -54,6 +55,17 @@ class Limits:
     max_total_chars: int = 32_000
     default_output_tokens: int = 1_024
     max_output_tokens: int = 4_096
+    # Images per request (the whole conversation) and each one's decoded size.
+    max_images: int = 4
+    max_image_bytes: int = 3 << 20
+
+    def body_cap(self, vision: bool) -> int:
+        """The most a body may hold: ``max_body_bytes`` of text, and where a
+        model can see, exactly what ``max_images`` images of the largest
+        size take on top (their data URLs)."""
+        if not vision:
+            return self.max_body_bytes
+        return self.max_body_bytes + self.max_images * data_url_size(self.max_image_bytes)
 
     def __post_init__(self) -> None:
         for name in (
@@ -63,6 +75,8 @@ class Limits:
             "max_total_chars",
             "default_output_tokens",
             "max_output_tokens",
+            "max_images",
+            "max_image_bytes",
         ):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
@@ -78,9 +92,13 @@ class Message:
     # What else the OpenAI API's message carries, sent to the model as it is:
     # ``tool_calls`` (assistant), ``tool_call_id`` (tool), ``name``.
     extra: Mapping[str, Any] = field(default=_NOTHING)
+    # A user message with images: its text and image parts in their order
+    # (``content`` is then the text alone, for limits, logs and moderation).
+    parts: tuple[dict[str, Any], ...] = ()
 
     def wire(self) -> dict[str, Any]:
-        return {"role": self.role, "content": self.content, **self.extra}
+        content: Any = list(self.parts) if self.parts else self.content
+        return {"role": self.role, "content": content, **self.extra}
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +118,10 @@ class ChatRequest:
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not
-        read), or None. Fallback skips such models; asking for one is a 400."""
+        read, images it cannot see), or None. Fallback skips such models;
+        asking for one is a 400."""
+        if not model.vision and any(m.parts for m in self.messages):
+            return "images"
         if model.wire_format is WireFormat.NATIVE:
             for name in _OPENAI_ONLY:
                 if name in self.params:
@@ -140,25 +161,103 @@ def parse_chat_request(
     body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
 ) -> ChatRequest:
     """Validate a ``/chat`` body; raises only ``PayloadTooLarge`` or ``BadRequest``."""
-    data = _json_object(body, limits)
+    data = _json_object(body, limits, body_cap(limits, allowed_models))
     if not data.keys() <= _FIELD_SET:
         raise BadRequest(
             public=f"The request has an unknown field; known fields: {', '.join(_FIELDS)}."
         )
-
-    messages = _messages(data.get("messages"), limits)
-    return ChatRequest(
+    images = _Images(limits)
+    messages = _messages(data.get("messages"), limits, images)
+    images.check_body(len(body))
+    request = ChatRequest(
         messages=messages,
         model=_model(data.get("model"), allowed_models, default_model),
         temperature=_temperature(data.get("temperature")),
         max_tokens=_max_tokens(data.get("max_tokens"), limits),
         reasoning=_reasoning(data.get("reasoning")),
     )
+    _check_fit(request, allowed_models)
+    return request
 
 
-def _json_object(body: bytes, limits: Limits) -> dict[str, Any]:
-    if len(body) > limits.max_body_bytes:
-        raise body_too_large(limits.max_body_bytes, detail=f"body of {len(body)} bytes")
+def body_cap(limits: Limits, allowed: Sequence[str]) -> int:
+    """The most a request body may hold in this deployment: more when one of
+    its models can see images (``Limits.body_cap``)."""
+    return limits.body_cap(any(model.vision for model in allowed_models(allowed)))
+
+
+def _check_fit(request: ChatRequest, allowed: Sequence[str]) -> None:
+    unfit = request.unfit(request.model)
+    if unfit == "images":
+        seeing = [model.alias for model in allowed_models(allowed) if model.vision]
+        which = f"these can: {', '.join(seeing)}" if seeing else "none of them can"
+        raise BadRequest(
+            public=f"Images need a model that can see; {request.model.id} cannot, and of "
+            f"this deployment's models {which}."
+        )
+    if unfit is not None:
+        raise BadRequest(public=f"{unfit} is not supported by {request.model.id}.")
+
+
+class _Images:
+    """The images of one request, counted against the limits as they are read."""
+
+    __slots__ = ("_limits", "count", "url_chars")
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self.count = 0
+        self.url_chars = 0
+
+    def part(self, part: Any, where: str) -> dict[str, Any]:
+        checked = check_image_part(part, where, self._limits.max_image_bytes)
+        self.count += 1
+        if self.count > self._limits.max_images:
+            raise BadRequest(
+                public=f"The conversation has more than {self._limits.max_images} images."
+            )
+        self.url_chars += len(checked["image_url"]["url"])
+        return checked
+
+    def check_body(self, size: int) -> None:
+        # The cap grows by what the images take, and by no more.
+        text_bytes = size - self.url_chars
+        if text_bytes > self._limits.max_body_bytes:
+            raise body_too_large(self._limits.max_body_bytes, detail=f"{text_bytes} bytes of text")
+
+
+def _content(
+    value: Any, where: str, images: _Images | None
+) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """A message's content: a string, or a non-empty list of text parts and,
+    where ``images`` counts them (user messages), image parts. Returns the
+    text (parts joined by newlines) and, when there are images, the parts."""
+    if type(value) is str:
+        return value, ()
+    kinds = "text and image parts" if images is not None else "text parts"
+    if type(value) is not list or not value:
+        raise BadRequest(public=f"{where} must be a string or a non-empty list of {kinds}.")
+    texts: list[str] = []
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(value):
+        at = f"{where}[{index}]"
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "image_url" and images is not None:
+            parts.append(images.part(part, at))
+        elif kind == "text" and type(part.get("text")) is str and part.keys() <= {"type", "text"}:
+            texts.append(part["text"])
+            parts.append({"type": "text", "text": part["text"]})
+        else:
+            raise BadRequest(public=f'{at} must be a text part {{"type": "text", "text": "…"}}.')
+    has_images = any(p["type"] == "image_url" for p in parts)
+    return "\n".join(texts), tuple(parts) if has_images else ()
+
+
+def _json_object(body: bytes, limits: Limits, cap: int) -> dict[str, Any]:
+    # Over the text cap with no image in it: refused before it is parsed.
+    if len(body) > cap or (len(body) > limits.max_body_bytes and b"data:image/" not in body):
+        limit = cap if len(body) > cap else limits.max_body_bytes
+        raise body_too_large(limit, detail=f"body of {len(body)} bytes")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -181,7 +280,7 @@ def _model(value: Any, allowed_models: Sequence[str], default_model: str) -> Mod
     return lookup(value, allowed_models)
 
 
-def _messages(value: Any, limits: Limits) -> tuple[Message, ...]:
+def _messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
     if value is None:
         raise BadRequest(public="messages is required.")
     if type(value) is not list:
@@ -205,11 +304,18 @@ def _messages(value: Any, limits: Limits) -> tuple[Message, ...]:
             )
         if role != "user" and role != "assistant":
             raise BadRequest(public=f'{where}.role must be "user" or "assistant".')
-        content = item.get("content")
-        if type(content) is not str:
-            raise BadRequest(public=f"{where}.content must be a string.")
-        total = _count_text(content, f"{where}.content", total, limits)
-        messages.append(Message(role=role, content=content))
+        value = item.get("content")
+        if role == "user" and type(value) is list:
+            content, parts = _content(value, f"{where}.content", images)
+        elif type(value) is str:
+            content, parts = value, ()
+        else:
+            raise BadRequest(
+                public=f"{where}.content must be a string"
+                + (" or a list of text and image parts." if role == "user" else ".")
+            )
+        total = _count_text(content, f"{where}.content", total, limits, may_be_empty=bool(parts))
+        messages.append(Message(role=role, content=content, parts=parts))
     if messages[-1].role != "user":
         raise BadRequest(public="The last message must come from the user.")
     return tuple(messages)
@@ -302,7 +408,7 @@ def parse_openai_request(
     """Validate a ``/v1/chat/completions`` body; raises ``PayloadTooLarge``,
     ``BadRequest`` or ``ModelNotFound``. ``model`` may be left out (the
     default model answers); ``max_completion_tokens`` wins over ``max_tokens``."""
-    data = _json_object(body, limits)
+    data = _json_object(body, limits, body_cap(limits, allowed_models))
     if not data.keys() <= _OPENAI_FIELD_SET:
         raise BadRequest(
             public="The request has a field edgechat does not support; supported: "
@@ -326,8 +432,11 @@ def parse_openai_request(
     cap, cap_name = data.get("max_completion_tokens"), "max_completion_tokens"
     if cap is None:
         cap, cap_name = data.get("max_tokens"), "max_tokens"
+    images = _Images(limits)
+    messages = _openai_messages(data.get("messages"), limits, images)
+    images.check_body(len(body))
     chat = ChatRequest(
-        messages=_openai_messages(data.get("messages"), limits),
+        messages=messages,
         model=_model(data.get("model"), allowed_models, default_model),
         temperature=_temperature(data.get("temperature")),
         max_tokens=_max_tokens(cap, limits, cap_name),
@@ -335,9 +444,7 @@ def parse_openai_request(
         params=_openai_params(data),
         server_prompt=False,
     )
-    unfit = chat.unfit(chat.model)
-    if unfit is not None:
-        raise BadRequest(public=f"{unfit} is not supported by {chat.model.id}.")
+    _check_fit(chat, allowed_models)
     return OpenAIRequest(chat=chat, stream=bool(stream), include_usage=include_usage)
 
 
@@ -349,7 +456,7 @@ def _optional_bool(value: Any, where: str) -> bool:
     return value
 
 
-def _openai_messages(value: Any, limits: Limits) -> tuple[Message, ...]:
+def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
     if value is None:
         raise BadRequest(public="messages is required.")
     if type(value) is not list:
@@ -391,38 +498,27 @@ def _openai_messages(value: Any, limits: Limits) -> tuple[Message, ...]:
             if type(name) is not str or not 0 < len(name) <= 64:
                 raise BadRequest(public=f"{where}.name must be a string of 1 to 64 characters.")
             extra["name"] = name
-        content = _openai_content(item.get("content"), f"{where}.content")
+        value = item.get("content")
+        parts: tuple[dict[str, Any], ...] = ()
+        if value is None:
+            content = ""
+        else:
+            counter = images if role == "user" else None
+            content, parts = _content(value, f"{where}.content", counter)
         # An assistant turn that only called tools has no text.
         total = _count_text(
-            content, f"{where}.content", total, limits, may_be_empty=tool_calls is not None
+            content,
+            f"{where}.content",
+            total,
+            limits,
+            may_be_empty=tool_calls is not None or bool(parts),
         )
         # Workers AI's models know "system"; "developer" is the newer OpenAI name for it.
         wire_role: Role = "system" if role == "developer" else role
-        messages.append(Message(role=wire_role, content=content, extra=MappingProxyType(extra)))
+        messages.append(
+            Message(role=wire_role, content=content, extra=MappingProxyType(extra), parts=parts)
+        )
     return tuple(messages)
-
-
-def _openai_content(value: Any, where: str) -> str:
-    """A message's content: a string, or a list of text parts (joined by newlines)."""
-    if value is None:
-        return ""
-    if type(value) is str:
-        return value
-    if type(value) is not list or not value:
-        raise BadRequest(public=f"{where} must be a string or a non-empty list of text parts.")
-    texts: list[str] = []
-    for index, part in enumerate(value):
-        if (
-            type(part) is not dict
-            or part.get("type") != "text"
-            or type(part.get("text")) is not str
-            or not part.keys() <= {"type", "text"}
-        ):
-            raise BadRequest(
-                public=f'{where}[{index}] must be a text part {{"type": "text", "text": "…"}}.'
-            )
-        texts.append(part["text"])
-    return "\n".join(texts)
 
 
 def _tool_calls(value: Any, where: str, total: int, limits: Limits) -> int:

@@ -117,6 +117,7 @@ def test_models_lists_exactly_the_allowed_models(client: httpx.Client) -> None:
             "price_out_per_m",
             "free_plan",
             "tools",
+            "vision",
             "default",
         }, entry
         assert isinstance(entry["label"], str), entry

@@ -312,6 +312,35 @@ class Call:
 Answer = UpstreamError | Sequence[Step]
 
 
+class Gate:
+    """A whole result (``AI.run``) held back until ``open()`` is called, or
+    until the fake records the event named ``after`` (say ``"stream:<id>"``):
+    ordering is asserted by events, never by guessed times."""
+
+    def __init__(self, result: dict[str, Any] | Exception, *, after: str | None = None) -> None:
+        self.result = result
+        self.after = after
+        self._opened = asyncio.Event()
+
+    def open(self) -> None:
+        self._opened.set()
+
+
+# What one ``AI.run`` call does: return this result, raise this error, wait at
+# a gate first, or never answer (only a cancel ends it).
+RunStep = dict[str, Any] | Exception | Gate | Stall
+
+
+@dataclass
+class RunCall:
+    model_id: str
+    inputs: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+    # The caller gave up (its task was cancelled, e.g. by a timeout).
+    abandoned: bool = False
+    finished: bool = False
+
+
 class FakeAi:
     """``ports.Ai`` scripted per model id: ``script[model_id]`` is the ``Answer``
     to every call of that model. A model without a script is a test bug
@@ -325,11 +354,61 @@ class FakeAi:
         *,
         open_delay: Mapping[str, float | Stall] | None = None,
         observe_lag: float = 0.0,
+        runs: Mapping[str, Sequence[RunStep]] | None = None,
     ) -> None:
         self._script = dict(script)
         self._open_delay = dict(open_delay or {})
         self._observe_lag = observe_lag
+        # ``runs[model_id]``: one step per ``run`` call, in order.
+        self._runs = {name: list(steps) for name, steps in (runs or {}).items()}
         self.calls: list[Call] = []
+        self.run_calls: list[RunCall] = []
+        # What happened, in order: "stream:<id>" (a stream call began),
+        # "opened:<id>" (it answered), "run:<id>", "ran:<id>" (a run
+        # returned or raised), "run-abandoned:<id>", "stream-abandoned:<id>".
+        self.events: list[str] = []
+        self._waiters: list[tuple[str, asyncio.Event]] = []
+
+    def _note(self, event: str) -> None:
+        self.events.append(event)
+        for name, waiter in self._waiters:
+            if name == event:
+                waiter.set()
+
+    async def happened(self, event: str) -> None:
+        """Returns once ``event`` has been recorded."""
+        if event in self.events:
+            return
+        waiter = asyncio.Event()
+        self._waiters.append((event, waiter))
+        await waiter.wait()
+
+    async def run(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        call = RunCall(model_id, json.loads(json.dumps(inputs)), json.loads(json.dumps(options)))
+        self.run_calls.append(call)
+        self._note(f"run:{model_id}")
+        step = self._runs[model_id].pop(0)
+        try:
+            if isinstance(step, Stall):
+                await asyncio.Event().wait()
+            if isinstance(step, Gate):
+                if step.after is not None:
+                    await self.happened(step.after)
+                else:
+                    await step._opened.wait()
+                step = step.result
+        except asyncio.CancelledError:
+            call.abandoned = True
+            self._note(f"run-abandoned:{model_id}")
+            raise
+        call.finished = True
+        self._note(f"ran:{model_id}")
+        if isinstance(step, Exception):
+            raise step
+        assert isinstance(step, dict)
+        return step
 
     @property
     def models_called(self) -> list[str]:
@@ -341,6 +420,7 @@ class FakeAi:
         # A deep copy: what was sent, even if the caller reuses its dicts.
         call = Call(model_id, json.loads(json.dumps(inputs)), json.loads(json.dumps(options)))
         self.calls.append(call)
+        self._note(f"stream:{model_id}")
         delay = self._open_delay.get(model_id)
         try:
             if isinstance(delay, Stall):
@@ -349,12 +429,71 @@ class FakeAi:
                 await asyncio.sleep(delay)
         except asyncio.CancelledError:
             call.abandoned = True
+            self._note(f"stream-abandoned:{model_id}")
             raise
         answer = self._script[model_id]
         if isinstance(answer, UpstreamError):
             raise answer
         call.upstream = FakeUpstream(answer, observe_lag=self._observe_lag)
+        self._note(f"opened:{model_id}")
         return call.upstream
+
+
+# --- the runtime's fetch (the providers' APIs) ------------------------------------
+
+
+@dataclass(frozen=True)
+class FetchReply:
+    """What one ``fetch`` answers: a status, headers (lower-case) and a body
+    played like a model's stream."""
+
+    status: int = 200
+    steps: Sequence[Step] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Posted:
+    url: str
+    headers: dict[str, str]
+    # The request body, parsed as JSON.
+    body: Any
+    upstream: FakeUpstream | None = None
+    abandoned: bool = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self.upstream is not None and self.upstream.cancelled
+
+
+class FakeFetch:
+    """``ports.Fetch`` answering each ``post``, in order, with the next of
+    ``replies``: a ``FetchReply``, an exception to raise (the network failed:
+    an ``UpstreamError``, as the seam translates it) or ``STALL`` (no answer
+    until cancelled). Running out of replies is a test bug."""
+
+    def __init__(self, replies: Iterable[FetchReply | Exception | Stall] = ()) -> None:
+        self._replies = list(replies)
+        self.posts: list[Posted] = []
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], FakeUpstream]:
+        assert isinstance(body, bytes)
+        posted = Posted(url, dict(headers), json.loads(body))
+        self.posts.append(posted)
+        reply = self._replies.pop(0)
+        if isinstance(reply, Stall):
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                posted.abandoned = True
+                raise
+        if isinstance(reply, Exception):
+            raise reply
+        assert isinstance(reply, FetchReply)
+        posted.upstream = FakeUpstream(reply.steps)
+        return reply.status, dict(reply.headers), posted.upstream
 
 
 # --- the client side -------------------------------------------------------------
@@ -454,6 +593,7 @@ class FakePlatform:
     # The limit of every read_body call.
     body_reads: list[int] = field(default_factory=list)
     kv: FakeKv | None = None
+    fetch: FakeFetch = field(default_factory=FakeFetch)
     # What the request left to run after its reply (``wait_until``).
     background: list[asyncio.Future[None]] = field(default_factory=list)
 

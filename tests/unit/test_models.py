@@ -139,6 +139,7 @@ def test_catalog_json() -> None:
         "price_out_per_m": 0.40,
         "free_plan": True,
         "tools": True,
+        "vision": False,
         "default": True,
     }
     json.dumps(entries)  # serialisable as is

@@ -319,14 +319,13 @@ def test_text_parts_are_joined_by_newlines() -> None:
 @pytest.mark.parametrize(
     "part",
     [
-        {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}},
         {"type": "text"},
         {"type": "text", "text": 3},
         {"type": "text", "text": "x", "cache_control": {}},
         {"text": MARKER},
         MARKER,
     ],
-    ids=["image", "no-text", "number", "extra-key", "no-type", "string"],
+    ids=["no-text", "number", "extra-key", "no-type", "string"],
 )
 def test_only_text_parts_are_taken(part: object) -> None:
     parts = [{"type": "text", "text": "fine"}, part]
@@ -338,7 +337,15 @@ def test_only_text_parts_are_taken(part: object) -> None:
 @pytest.mark.parametrize("content", [[], 42, {"type": "text", "text": "x"}, True])
 def test_content_must_be_a_string_or_a_list_of_parts(content: object) -> None:
     assert refused(asks(user(content))) == (
-        "messages[0].content must be a string or a non-empty list of text parts."
+        "messages[0].content must be a string or a non-empty list of text and image parts."
+    )
+
+
+def test_a_remote_image_url_is_refused_never_fetched() -> None:
+    part = {"type": "image_url", "image_url": {"url": "https://example.com/x.png"}}
+    assert refused(asks(user([{"type": "text", "text": "fine"}, part]))) == (
+        "messages[0].content[1].image_url.url must be a data: URL; edgechat never fetches "
+        "an image from a URL."
     )
 
 
