@@ -9,10 +9,12 @@ an event, never with guessed times; the only real waits are a patched, small
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import logging
 import re
+from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -206,12 +208,9 @@ def test_check_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(moderation, "CHECK_TIMEOUT_S", 0.01)
     ai = FakeAi({}, runs={GUARD_MODEL: [STALL]})
 
-    async def run() -> None:
-        with pytest.raises(TimeoutError) as raised:
-            await asyncio.wait_for(moderation.check(ai, TURNS, {}), HANG_S)
-        assert isinstance(raised.value, moderation.CHECK_FAILURES)
-
-    asyncio.run(run())
+    with pytest.raises(TimeoutError) as raised:
+        asyncio.run(finish(moderation.check(ai, TURNS, {})))
+    assert isinstance(raised.value, moderation.CHECK_FAILURES)
     assert ai.run_calls[0].abandoned  # the call is given up, not left running
 
 
@@ -346,10 +345,20 @@ async def _handle(path: str, platform: FakePlatform, sink: FakeSink) -> Reply:
 def serve(path: str, platform: FakePlatform) -> tuple[Reply, FakeSink]:
     sink = FakeSink()
 
-    async def run() -> Reply:
-        return await asyncio.wait_for(_handle(path, platform, sink), HANG_S)
+    return asyncio.run(finish(_handle(path, platform, sink))), sink
 
-    return asyncio.run(run()), sink
+
+async def finish[T](work: Coroutine[Any, Any, T]) -> T:
+    """Runs ``work`` to its end; a hang fails the test (a timeout that
+    cancelled it could let a swallowed cancellation pass for an answer)."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=HANG_S)
+    if not done:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        pytest.fail(f"hung for {HANG_S} s")
+    return task.result()
 
 
 def log_record(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -455,7 +464,7 @@ def test_nothing_is_released_before_the_verdict() -> None:
         assert upstream is not None
         assert upstream.reads == 0
         gate.open()
-        return await asyncio.wait_for(answering, HANG_S)
+        return await finish(answering)
 
     reply = asyncio.run(run())
     stream_ok(reply, sink)

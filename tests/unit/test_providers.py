@@ -5,7 +5,9 @@ a capacity or quota failure, and the whole path through ``app.handle``."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -435,19 +437,16 @@ def pumped(session: ChatSession) -> Parsed:
     sink = FakeSink()
 
     async def run() -> None:
-        await asyncio.wait_for(session.open(), HANG_S)
-        await asyncio.wait_for(session.pump(sink), HANG_S)
+        await session.open()
+        await session.pump(sink)
 
-    asyncio.run(run())
+    asyncio.run(finish(run()))
     return parse(sink.body)
 
 
 def opened_error(session: ChatSession) -> UpstreamError:
-    async def run() -> None:
-        await asyncio.wait_for(session.open(), HANG_S)
-
     with pytest.raises(UpstreamError) as raised:
-        asyncio.run(run())
+        asyncio.run(finish(session.open()))
     return raised.value
 
 
@@ -612,11 +611,24 @@ def serve(platform: FakePlatform, cooling: Cooling | None = None) -> tuple[Reply
     async def run() -> Reply:
         reply = await app.handle(incoming(), platform, None, cooling)
         if reply.stream is not None:
-            await asyncio.wait_for(reply.stream(sink), HANG_S)
+            await reply.stream(sink)
         await platform.settle()
         return reply
 
-    return asyncio.run(asyncio.wait_for(run(), HANG_S)), sink
+    return asyncio.run(finish(run())), sink
+
+
+async def finish[T](work: Coroutine[Any, Any, T]) -> T:
+    """Runs ``work`` to its end; a hang fails the test (a timeout that
+    cancelled it could let a swallowed cancellation pass for an answer)."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=HANG_S)
+    if not done:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        pytest.fail(f"hung for {HANG_S} s")
+    return task.result()
 
 
 def no_key_anywhere(reply: Reply, sink: FakeSink, out: str) -> None:
