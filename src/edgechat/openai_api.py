@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgechat import sse
-from edgechat.errors import ContentRefused, EdgechatError, ModelNotFound
+from edgechat.errors import ContentRefused, EdgechatError, ModelNotFound, UpstreamMalformed
 from edgechat.models import Usage, allowed_models
 from edgechat.upstream import DeltaKind, UpstreamReader
 
@@ -183,6 +183,7 @@ class ChunkFraming:
         return self._chunk(delta, finish_reason=reader.finish_reason)
 
     def closing(self, between_events: bool) -> bytes:
+        _refuse_truncated(self._session)
         rest = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         out = self._translate(rest + b"\n\n") if rest.strip() and not self._discarding else b""
         self._pending = b""
@@ -257,6 +258,14 @@ class ChunkFraming:
         return sse.data({**self._envelope(), "choices": [choice]})
 
 
+def _refuse_truncated(session: ChatSession) -> None:
+    """A stream that stopped with neither a finish reason nor ``[DONE]`` was
+    cut off: the OpenAI API has no way to say so but an error (``/chat``
+    says it with ``finish_reason: null``)."""
+    if session.outcome.truncated:
+        raise UpstreamMalformed(detail="the model's stream ended without its end")
+
+
 def _event_data(event: bytes) -> bytes | None:
     """The data of one SSE event (its ``data:`` lines joined), or None."""
     lines = [line for line in event.split(b"\n") if line.startswith(b"data:")]
@@ -303,6 +312,7 @@ class CompletionFraming:
         return self.feed(held)
 
     def closing(self, between_events: bool) -> bytes:
+        _refuse_truncated(self._session)
         self._take(self._reader.finish())
         return b""
 

@@ -688,3 +688,13 @@ def test_a_refusal_after_a_failed_model_call_leaves_no_stray_task_error(
     assert reply.status == 400
     assert json.loads(reply.body)["error"]["code"] == "content_refused"
     assert [record.getMessage() for record in caplog.records] == []
+
+
+def test_the_guard_reads_the_text_of_a_message_with_images_not_the_images() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    request = request_of(
+        Message("user", "What is this?", parts=({"type": "text", "text": "What is this?"}, image))
+    )
+    turns = moderation.conversation(request)
+    assert turns == [{"role": "user", "content": "What is this?"}]
+    assert "data:" not in json.dumps(turns)

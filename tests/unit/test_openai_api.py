@@ -1367,3 +1367,30 @@ def test_python_reads_a_long_stream_in_batches_not_per_token() -> None:
     assert call.upstream.reads < 10
     text = parse(sink.body).text()
     assert text == "".join(piece for _, piece in tokens)
+
+
+def test_a_cut_off_stream_is_an_error_on_v1() -> None:
+    # Neither a finish reason nor [DONE]: /chat says finish_reason null, the
+    # OpenAI API can only say it with an error.
+    cut = native_stream("Half", " an answ", done=False)
+    streamed = session_for(LLAMA, ai=FakeAi({LLAMA.id: cut}))
+    sink = FakeSink()
+
+    async def run_stream() -> None:
+        await streamed.open()
+        await asyncio.wait_for(streamed.pump(sink), HANG_S)
+
+    asyncio.run(run_stream())
+    events = parse(sink.body).events
+    assert events[-1].data["error"]["code"] == "upstream_malformed"
+    assert b"[DONE]" not in sink.body
+    assert parse(sink.body).text() == "Half an answ"
+
+    whole = session_for(LLAMA, ai=FakeAi({LLAMA.id: list(cut)}), stream=False)
+
+    async def run_whole() -> None:
+        await whole.open()
+        await asyncio.wait_for(whole.complete(), HANG_S)
+
+    with pytest.raises(UpstreamMalformed):
+        asyncio.run(run_whole())

@@ -736,3 +736,27 @@ def test_a_provider_answer_kept_in_the_cache_can_be_given_again() -> None:
     where.kv = kv
     reply, _ = serve(where)
     assert reply.headers.get("X-Edgechat-Cache") == "hit"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="provider candidates skip the ChatRequest.unfit filter: an image request "
+    "falls back to a provider model that cannot see (vision=False)",
+)
+def test_an_image_request_is_not_sent_to_a_provider_that_cannot_see() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    request = ChatRequest(
+        messages=(Message("user", "What is this?", parts=({"type": "text", "text": "?"}, image)),),
+        model=KIMI,
+        temperature=None,
+        max_tokens=32,
+        reasoning=None,
+    )
+    assert request.unfit(zhipu().model) == "images"
+    s = settings(MODELS="glm,kimi,llama", PROVIDERS="zhipu", ZHIPU_API_KEY=KEY)
+    ai = FakeAi({KIMI.id: BUSY})
+    fetch = FakeFetch([FetchReply(200, HELLO)])
+    session = ChatSession(request, s, ai, request_id="r", providers=ProviderAi(fetch, s.providers))
+    with pytest.raises(UpstreamBusy):
+        asyncio.run(finish(session.open()))
+    assert fetch.posts == []
