@@ -271,8 +271,9 @@ async def _open_after_verdict(
         if opening is not None:
             await opening
     except BaseException:
-        if opening is not None and not opening.done():
+        if opening is not None:
             opening.cancel()
+            # Awaited even when done: a failed call's exception is retrieved.
             with contextlib.suppress(BaseException):
                 await opening
         await session.abandon()
@@ -311,7 +312,7 @@ def _keep(ctx: Context, session: ChatSession, key: str | None) -> None:
     kv, outcome = ctx.platform.kv, session.outcome
     if kv is None or outcome.model is None or outcome.error is not None or outcome.client_gone:
         return
-    if key is not None:
+    if key is not None and outcome.model.provider is None:
         body = session.recorded()
         if body is not None:
             ctx.platform.wait_until(

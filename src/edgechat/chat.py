@@ -252,7 +252,11 @@ class ChatSession:
         candidates = [
             request.model,
             *(model for model in fallbacks if request.unfit(model) is None),
-            *(provider.model for provider in settings.providers if providers is not None),
+            *(
+                provider.model
+                for provider in settings.providers
+                if providers is not None and request.unfit(provider.model) is None
+            ),
         ]
         # Skip models cooling down after a capacity or quota failure, unless
         # that would leave nothing to ask.

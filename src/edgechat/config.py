@@ -303,7 +303,7 @@ def _choice(var: str, get: Callable[[str], object], choices: tuple[str, ...]) ->
 
 
 def _moderation(var: str, get: Callable[[str], object]) -> dict[str, bool]:
-    parts = set(_list(var, get) or ("off",))
+    parts = {part.lower() for part in _list(var, get) or ("off",)}
     if parts == {"off"}:
         return {"moderate_input": False, "moderate_output": False}
     if parts not in ({"input"}, {"input", "output"}):
@@ -315,8 +315,7 @@ def _providers(var: str, get: Callable[[str], object]) -> tuple[Provider, ...]:
     """The providers named in ``var`` that have a key; one without its key is
     skipped (a deployment may name them all and set keys where it has them)."""
     providers: list[Provider] = []
-    for name in _list(var, get) or ():
-        name = name.lower()
+    for name in dict.fromkeys(item.lower() for item in _list(var, get) or ()):
         if not NAME.fullmatch(name):
             raise ValueError(f"{var} names must be lower-case letters, digits and _")
         prefix = name.upper()

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgechat.errors import ProviderError
+from edgechat.errors import ProviderError, UpstreamError
 from edgechat.models import Model, WireFormat
 from edgechat.ports import Fetch, UpstreamStream
 
@@ -111,7 +111,12 @@ class ProviderAi:
             "accept": "text/event-stream",
         }
         url = provider.base_url.rstrip("/") + "/chat/completions"
-        status, reply_headers, stream = await self._fetch.post(url, headers, body)
+        try:
+            status, reply_headers, stream = await self._fetch.post(url, headers, body)
+        except ProviderError:
+            raise
+        except UpstreamError as exc:
+            raise ProviderError(detail=f"provider {provider.name}: {exc}") from exc
         if status != 200:
             await stream.cancel()
             retry = reply_headers.get("retry-after", "")

@@ -264,10 +264,6 @@ def test_bad_moderation_settings(value: str) -> None:
         Settings.from_mapping({"MODERATION": value})
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="MODERATION is case-sensitive while CACHE_MODE and MODERATION_FAIL are not",
-)
 def test_moderation_setting_ignores_case_like_the_others() -> None:
     s = Settings.from_mapping({"MODERATION": "Input,OUTPUT"})
     assert (s.moderate_input, s.moderate_output) == (True, True)
@@ -672,11 +668,6 @@ def test_a_cached_answer_waits_for_the_verdict_too(capsys: pytest.CaptureFixture
     assert (record["cache"], record["moderation"]) == ("hit", "unsafe:S1,S10")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="when the model call failed before an unsafe verdict, the opening task's "
-    "exception is never retrieved: asyncio logs it, binding detail and all",
-)
 def test_a_refusal_after_a_failed_model_call_leaves_no_stray_task_error(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
