@@ -12,6 +12,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -52,7 +53,29 @@ def start_runner(
     env: Mapping[str, str] | None = None,
     timeout: float = 90.0,
 ) -> Iterator[Runner]:
-    """Runs the runner on a free port until the block ends, then ends its group."""
+    """Runs the runner on a free port until the block ends, then ends its group.
+
+    Its models do not cool down (``COOLDOWN_MAX_S=0``) unless the vars file
+    says otherwise: the isolate lives for the whole suite, and a model a test
+    made answer 3040 would otherwise be skipped by the tests after it."""
+    with tempfile.TemporaryDirectory(prefix="edgechat-vars-") as folder:
+        text = vars_file.read_text() if vars_file is not None else ""
+        if not re.search(r"^COOLDOWN_MAX_S=", text, re.MULTILINE):
+            text += "\nCOOLDOWN_MAX_S=0\n"
+        merged = Path(folder) / "test.vars"
+        merged.write_text(text)
+        with _started(config, vars_file=merged, env=env, timeout=timeout) as runner:
+            yield runner
+
+
+@contextmanager
+def _started(
+    config: Path,
+    *,
+    vars_file: Path,
+    env: Mapping[str, str] | None,
+    timeout: float,
+) -> Iterator[Runner]:
     proc_env = {k: v for k, v in os.environ.items() if not k.startswith("EDGECHAT_")}
     # Tests never talk to the real Workers AI.
     proc_env.pop("CLOUDFLARE_API_TOKEN", None)

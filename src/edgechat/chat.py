@@ -71,9 +71,10 @@ class Cooling:
         self._clock = clock
         self._until: dict[str, float] = {}
 
-    def mark(self, model: Model, exc: UpstreamError) -> None:
-        if exc.binding_code in (3040, 3036) and exc.retry_after:
-            self._until[model.id] = self._clock() + exc.retry_after
+    def mark(self, model: Model, exc: UpstreamError, longest_s: float = math.inf) -> None:
+        seconds = min(exc.retry_after or 0, longest_s)
+        if exc.binding_code in (3040, 3036) and seconds > 0:
+            self._until[model.id] = self._clock() + seconds
 
     def cool(self, model: Model) -> bool:
         until = self._until.get(model.id)
@@ -302,7 +303,7 @@ class ChatSession:
                 self.outcome.error = exc
                 raise exc from None
             except UpstreamError as exc:
-                self._cooling.mark(model, exc)
+                self._cooling.mark(model, exc, self._settings.cooldown_max_s)
                 if exc.fallback_worthy and self._candidates:
                     continue
                 self.outcome.model = model
@@ -419,7 +420,7 @@ class ChatSession:
                 return
             except UpstreamError as exc:
                 if self.outcome.model is not None:
-                    self._cooling.mark(self.outcome.model, exc)
+                    self._cooling.mark(self.outcome.model, exc, self._settings.cooldown_max_s)
                 # A model may be switched only while the client has seen none of it.
                 if self.outcome.ttft_ms is not None or not exc.fallback_worthy:
                     raise

@@ -34,6 +34,8 @@ CACHE_MODE                 deterministic               answers kept in KV: off, 
                                                        (temperature 0 or a seed), all
 CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
 AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
+COOLDOWN_MAX_S             3600                        the longest a model that answered 3040
+                                                       or 3036 is skipped (0: never skipped)
 USAGE_COUNTING             true                        count answers in KV for /api/usage
                                                        (one KV write per answer)
 MODERATION                 off                         Llama Guard checks: off, input,
@@ -94,6 +96,7 @@ class Settings:
     cache_ttl_s: int = 86_400
     ai_gateway_id: str | None = None
     count_usage: bool = True
+    cooldown_max_s: int = 3600
     moderate_input: bool = False
     moderate_output: bool = False
     moderation_fail_closed: bool = False
@@ -180,6 +183,7 @@ class Settings:
             cache_ttl_s=_int("CACHE_TTL_S", get, defaults.cache_ttl_s),
             ai_gateway_id=_text("AI_GATEWAY_ID", get),
             count_usage=_bool("USAGE_COUNTING", get, defaults.count_usage),
+            cooldown_max_s=_whole("COOLDOWN_MAX_S", get, defaults.cooldown_max_s),
             **_moderation("MODERATION", get),
             moderation_fail_closed=_choice("MODERATION_FAIL", get, ("open", "closed")) == "closed",
             providers=_providers("PROVIDERS", get),
@@ -257,6 +261,16 @@ def _int(var: str, get: Callable[[str], object], default: int) -> int:
     if number < 1:
         raise ValueError(f"{var} must be a positive whole number")
     return number
+
+
+def _whole(var: str, get: Callable[[str], object], default: int) -> int:
+    """A whole number that may be 0."""
+    text = _text(var, get)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise ValueError(f"{var} must be a whole number, 0 or more")
+    return int(text)
 
 
 def _seconds(var: str, get: Callable[[str], object], default: float) -> float:

@@ -48,7 +48,7 @@ def check_image_part(part: Any, where: str, max_image_bytes: int) -> dict[str, A
     image = part.get("image_url") if type(part) is dict else None
     if type(image) is not dict or not part.keys() <= {"type", "image_url"}:
         raise BadRequest(
-            public=f'{where} must be {{"type": "image_url", "image_url": {{"url": "data:…"}}}}.'
+            public=f'{where} must be {{"type": "image_url", "image_url": {{"url": "data:..."}}}}.'
         )
     url = image.get("url")
     detail = image.get("detail")

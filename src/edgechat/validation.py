@@ -248,7 +248,7 @@ def _content(
             texts.append(part["text"])
             parts.append({"type": "text", "text": part["text"]})
         else:
-            raise BadRequest(public=f'{at} must be a text part {{"type": "text", "text": "…"}}.')
+            raise BadRequest(public=f'{at} must be a text part {{"type": "text", "text": "..."}}.')
     has_images = any(p["type"] == "image_url" for p in parts)
     return "\n".join(texts), tuple(parts) if has_images else ()
 
@@ -611,7 +611,7 @@ def _openai_params(data: Mapping[str, Any]) -> Mapping[str, Any]:
         if choice not in _TOOL_CHOICES and not named:
             raise BadRequest(
                 public='tool_choice must be "none", "auto", "required" or '
-                '{"type": "function", "function": {"name": …}}.'
+                '{"type": "function", "function": {"name": ...}}.'
             )
         if tools is None and choice != "none":
             raise BadRequest(public="tool_choice needs tools.")

@@ -173,7 +173,16 @@ def _ok() -> dict[str, Any]:
         {"messages": [{"content": MARK}]},
         {"messages": [{"role": "user", "content": None}]},
         {"messages": [{"role": "user", "content": 5}]},
-        {"messages": [{"role": "user", "content": [{"type": "text", "text": MARK}]}]},
+        # Parts: a user's content may be text and image parts, an assistant's not.
+        {"messages": [{"role": "user", "content": [{"type": "texts", "text": MARK}]}]},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": MARK, "x": 1}]}]},
+        {
+            "messages": [
+                {"role": "user", "content": "hi"},
+                {"role": "assistant", "content": [{"type": "text", "text": MARK}]},
+                {"role": "user", "content": "hi"},
+            ]
+        },
         {"messages": [{"role": "user", "content": MARK, "name": "x"}]},
         {"messages": [{"role": MARK, "content": "hi"}]},
         {"messages": [{"role": "tool", "content": MARK}]},

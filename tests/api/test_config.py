@@ -74,6 +74,8 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_total_chars": 150,
         "default_output_tokens": 50,
         "max_output_tokens": 100,
+        "max_images": 4,
+        "max_image_bytes": 3 << 20,
     }
 
 

@@ -135,6 +135,14 @@ async def _within[T](future: asyncio.Future[T], within: float) -> T | TimedOut:
     return future.result() if done else TIMED_OUT
 
 
+def _retrieved[T](future: asyncio.Future[T]) -> asyncio.Future[T]:
+    """A read the session may leave behind (it cancels the upstream instead
+    of awaiting it, as the platform's reads are left): its failure is taken
+    here, so it is never reported as an unretrieved task exception."""
+    future.add_done_callback(lambda done: done.cancelled() or done.exception())
+    return future
+
+
 class FakeUpstream:
     """``ports.UpstreamStream`` playing a script of chunks, delays, failures and stalls.
 
@@ -210,7 +218,7 @@ class FakeUpstream:
         assert self._copy is None, "read() after relay()"
         if self._pending_read is None:
             self.reads += 1
-            self._pending_read = asyncio.ensure_future(self._next_batch())
+            self._pending_read = _retrieved(asyncio.ensure_future(self._next_batch()))
         result = await _within(self._pending_read, within)
         if result is not TIMED_OUT:
             self._pending_read = None
@@ -232,7 +240,7 @@ class FakeUpstream:
 
     async def observe(self, within: float) -> bytes | TimedOut | None:
         if self._pending_look is None:
-            self._pending_look = asyncio.ensure_future(self._look())
+            self._pending_look = _retrieved(asyncio.ensure_future(self._look()))
         result = await _within(self._pending_look, within)
         if result is not TIMED_OUT:
             self._pending_look = None

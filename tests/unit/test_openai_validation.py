@@ -330,7 +330,7 @@ def test_text_parts_are_joined_by_newlines() -> None:
 def test_only_text_parts_are_taken(part: object) -> None:
     parts = [{"type": "text", "text": "fine"}, part]
     assert refused(asks(user(parts))) == (
-        'messages[0].content[1] must be a text part {"type": "text", "text": "…"}.'
+        'messages[0].content[1] must be a text part {"type": "text", "text": "..."}.'
     )
 
 
@@ -528,7 +528,7 @@ def test_tool_choice_none_needs_no_tools() -> None:
 def test_tool_choice_of_another_value_is_refused(choice: object) -> None:
     assert refused(asks(tools=[TOOL], tool_choice=choice)) == (
         'tool_choice must be "none", "auto", "required" or '
-        '{"type": "function", "function": {"name": …}}.'
+        '{"type": "function", "function": {"name": ...}}.'
     )
 
 

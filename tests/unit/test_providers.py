@@ -20,6 +20,7 @@ from edgechat.errors import (
     UpstreamBusy,
     UpstreamError,
     UpstreamPlanRequired,
+    UpstreamQuotaExhausted,
     UpstreamRateLimited,
     UpstreamTimeout,
     from_binding_error,
@@ -736,3 +737,20 @@ def test_an_image_request_is_not_sent_to_a_provider_that_cannot_see() -> None:
     with pytest.raises(UpstreamBusy):
         asyncio.run(finish(session.open()))
     assert fetch.posts == []
+
+
+def test_cooldown_max_s_caps_the_skip_and_0_turns_it_off() -> None:
+    now = [100.0]
+    cooling = Cooling(clock=lambda: now[0])
+    quota = UpstreamQuotaExhausted(detail="3036", binding_code=3036)  # Retry-After 3600
+    cooling.mark(GLM, quota, 60)
+    now[0] += 59
+    assert cooling.cool(GLM)
+    now[0] += 2
+    assert not cooling.cool(GLM)
+    cooling.mark(GLM, quota, 0)
+    assert not cooling.cool(GLM)
+    assert Settings.from_mapping({"COOLDOWN_MAX_S": "0"}).cooldown_max_s == 0
+    assert Settings().cooldown_max_s == 3600
+    with pytest.raises(ValueError, match="COOLDOWN_MAX_S"):
+        Settings.from_mapping({"COOLDOWN_MAX_S": "-1"})

@@ -151,7 +151,7 @@ def test_unknown_fields_are_refused_without_naming_them() -> None:
         ),
         (
             [{"role": "user", "content": ["a"]}],
-            'messages[0].content[0] must be a text part {"type": "text", "text": "…"}.',
+            'messages[0].content[0] must be a text part {"type": "text", "text": "..."}.',
         ),
         ([user(), user("")], "messages[1].content must not be empty."),
         ([user(" \n\t\u3000")], "messages[0].content must not be empty."),
