@@ -217,9 +217,12 @@ async def _answer(
     # The input check runs while the model starts; nothing is released
     # before its verdict.
     guard = None
-    if settings.moderate_input:
-        turns = moderation.conversation(chat_request)
+    turns = moderation.conversation(chat_request) if settings.moderate_input else []
+    if turns:
         guard = asyncio.ensure_future(moderation.check(platform.ai, turns, options))
+    elif settings.moderate_input:
+        # Llama Guard reads text; a conversation of images alone has none.
+        ctx.log["moderation"] = "skipped: no text"
     headers = {**headers, "X-Request-Id": ctx.request_id}
     try:
         hit = None

@@ -91,7 +91,9 @@ async def read_day(kv: Kv, day: str) -> dict[str, Any]:
     models = sorted(per_model.values(), key=lambda entry: entry["model"])
     for entry in models:
         entry["cost_usd"] = round(entry["cost_usd"], 8)
-        entry["neurons"] = round(entry["cost_usd"] * NEURONS_PER_USD)
+        # Neurons are Workers AI's unit; a provider's own API bills in its own.
+        workers_ai = entry["model"].startswith("@cf/")
+        entry["neurons"] = round(entry["cost_usd"] * NEURONS_PER_USD) if workers_ai else 0
     return {
         "day": day,
         "models": models,

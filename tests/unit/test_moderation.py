@@ -689,3 +689,9 @@ def test_the_guard_reads_the_text_of_a_message_with_images_not_the_images() -> N
     turns = moderation.conversation(request)
     assert turns == [{"role": "user", "content": "What is this?"}]
     assert "data:" not in json.dumps(turns)
+
+
+def test_a_conversation_of_images_alone_is_not_sent_to_the_guard() -> None:
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    request = request_of(Message("user", "", parts=(image,)))
+    assert moderation.conversation(request) == []

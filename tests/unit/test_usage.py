@@ -492,3 +492,16 @@ def test_the_v1_api_is_counted_too() -> None:
 
 def test_the_module_says_what_it_exports() -> None:
     assert set(usage.__all__) == {"NEURONS_PER_USD", "count", "day_of", "read_day"}
+
+
+def test_a_providers_answers_count_no_neurons() -> None:
+    kv = FakeKv()
+    kv.items["usage:v1:2026-12-01:r1"] = (
+        b"",
+        {"model": "acme/acme-chat-1", "prompt": 10, "completion": 5, "usd": 0.001, "cached": False},
+        60,
+    )
+    body = asyncio.run(read_day(kv, "2026-12-01"))
+    (entry,) = body["models"]
+    assert entry["cost_usd"] == 0.001
+    assert entry["neurons"] == 0
