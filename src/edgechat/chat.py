@@ -1,8 +1,12 @@
-"""One chat answer: call the model (with fallback), relay its stream, keep the
-deadlines, and end with exactly one ``done`` or ``error``.
+"""One chat answer, for either endpoint: call the model (with fallback, down
+the Workers AI chain and then the providers' APIs), relay its stream, keep
+the deadlines, and end with exactly one closing (``done``/``error``).
 
-The stream the client gets is ``meta``, then the model's own SSE events byte
-for byte, then ``done`` or ``error``. Every chunk of a model's stream is about
+What the client gets is a ``Framing``'s: for ``/chat`` (``ChatFraming``)
+``meta``, then the model's own SSE events byte for byte, then ``done`` or
+``error``; for the OpenAI API (``openai_api``) chunks, a whole completion, or
+its error. A cache hit replays a kept stream through the same path
+(``replay``). Every chunk of a model's stream is about
 one token, and at the edge every microsecond Python spends on one is billed
 CPU (the Free plan allows 10 ms per request), so Python does not touch the
 stream per token. It works in two phases:
@@ -18,7 +22,9 @@ stream per token. It works in two phases:
    ``watch`` interval (4 s by default) to look at what went by
    (``Relay.observe``): that is enough for the idle and total deadlines and,
    from the last bytes (``upstream.Tail``), the finish reason, usage and
-   truncation.
+   truncation. A framing that rewrites events (the OpenAI API's) has Python
+   forward the rest instead, a batch every ``FORWARD_BATCH_S``
+   (``_forward_rest``).
 
 Heartbeats (``: ping``) are sent in phase 1, while the model is silent before
 its first words: queueing and prompt processing are where long silences
