@@ -5,7 +5,8 @@
 // links), so an answer cannot make the browser fetch a remote URL by itself.
 //
 // Supported: paragraphs (single newlines are line breaks), headings, lists
-// (nested, ordered with start), fenced code with a copy button, inline code,
+// (nested, ordered with start), fenced code with a copy button and syntax
+// highlighting (highlight.js: spans of text, classes only), inline code,
 // bold, italic, strikethrough, links and bare URLs, blockquotes, tables,
 // horizontal rules. An unclosed code fence runs to the end, which is what a
 // half-streamed answer needs.
@@ -16,6 +17,8 @@ const HR = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
 const QUOTE = /^ {0,3}> ?/;
 const ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:[ \t]+(.*))?$/;
 const TABLE_SEP = /^ *\|? *:?-+:? *(?:\| *:?-+:? *)*\|? *$/;
+
+import { languageLabel, paint } from "./highlight.js";
 
 let doc = globalThis.document;
 
@@ -125,12 +128,13 @@ function blocks(lines, parent, labels) {
 function codeBlock(text, lang, labels) {
   const wrap = el("div", "code");
   const head = el("div", "code-head");
-  head.append(el("span", "code-lang", lang || "text"));
+  head.append(el("span", "code-lang", languageLabel(lang)));
   const copy = el("button", "copy", labels.copy || "Copy");
   copy.type = "button";
   head.append(copy);
   const pre = el("pre");
-  const code = el("code", null, text);
+  const code = el("code");
+  paint(code, text, lang);
   if (lang) code.dataset.lang = lang;
   pre.append(code);
   wrap.append(head, pre);

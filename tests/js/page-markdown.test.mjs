@@ -207,7 +207,8 @@ describe("syntax", () => {
     const code = host.querySelector("pre > code");
     assert.equal(code.textContent, "print('<b>')");
     assert.equal(code.dataset.lang, "python");
-    assert.equal(host.querySelector(".code-lang").textContent, "python");
+    assert.equal(host.querySelector(".code-lang").textContent, "Python");
+    assert.equal(host.querySelector("pre .tok-fn").textContent, "print");
     assert.equal(host.querySelector("button.copy").textContent, "复制");
   });
 
