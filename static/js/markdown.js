@@ -333,3 +333,67 @@ function inline(text, parent) {
   }
   flush();
 }
+
+/**
+ * Renders a growing Markdown source into `host` incrementally, for a streamed
+ * answer: blocks that can no longer change are rendered once and kept; only
+ * the open tail (the last block or two) is rendered again on each update. A
+ * block is closed once a blank line outside any code fence is followed by a
+ * whole line that starts at column 0 and is not a list item: nothing after
+ * that can join the blocks before it, so the pieces render exactly as the
+ * whole source would (tests/js/page-markdown.test.mjs checks this at every
+ * cut). A source that is not an extension of the last one starts over.
+ */
+export class MarkdownStream {
+  constructor(host, labels = {}) {
+    this.host = host;
+    this.labels = labels;
+    this.reset();
+  }
+
+  reset() {
+    this.source = "";
+    this.committed = 0; // source[0, committed) is rendered for good
+    this.scanned = 0; // lines before this offset are classified
+    this.fence = null; // the open fence at `scanned`, if any
+    this.blank = false; // the last classified line was blank (outside a fence)
+    this.tail = [];
+    this.host.replaceChildren();
+  }
+
+  update(raw) {
+    const source = raw.replace(/\r\n?/g, "\n");
+    if (source === this.source) return;
+    if (!source.startsWith(this.source)) this.reset();
+    this.source = source;
+    let cut = this.committed;
+    while (this.scanned < source.length) {
+      const end = source.indexOf("\n", this.scanned);
+      if (end < 0) break; // the last line is not whole yet
+      const start = this.scanned;
+      const line = source.slice(start, end);
+      this.scanned = end + 1;
+      if (this.fence) {
+        const close = line.trim();
+        if (close.startsWith(this.fence) && close.replaceAll(this.fence[0], "") === "") this.fence = null;
+        continue;
+      }
+      if (!line.trim()) {
+        this.blank = true;
+        continue;
+      }
+      if (this.blank && /^\S/.test(line) && !ITEM.test(line)) cut = start;
+      this.blank = false;
+      const m = FENCE.exec(line);
+      if (m) this.fence = m[1];
+    }
+    for (const node of this.tail) node.remove();
+    if (cut > this.committed) {
+      this.host.append(renderMarkdown(source.slice(this.committed, cut), this.labels));
+      this.committed = cut;
+    }
+    const tail = renderMarkdown(source.slice(this.committed), this.labels);
+    this.tail = [...tail.childNodes];
+    this.host.append(tail);
+  }
+}

@@ -55,7 +55,7 @@ def test_a_full_chat_has_no_console_errors_and_no_csp_violations(
     _showcase(ai)
     answer = chat.ask("Please compare GLM and Kimi")
     answer.locator("summary").click()
-    answer.get_by_role("button", name="Copy").click()
+    answer.get_by_role("button", name="Copy", exact=True).click()
     chat.ask("Thanks!")
     chat.button("New chat").click()
     chat.page.get_by_role("button", name="中文").click()

@@ -40,7 +40,7 @@ def test_hostile_answers_and_messages_render_as_text_and_run_nothing(
     # The markup is shown as text…
     expect(answer).to_contain_text("""<img src=x onerror="window.__pwned = 'img'">""")
     expect(answer).to_contain_text("<script>window.__pwned = 'script'</script>")
-    expect(page.get_by_role("article", name="You")).to_have_text(
+    expect(page.get_by_role("article", name="You").locator(".bubble")).to_have_text(
         "<img src=y onerror=\"window.__pwned='user'\"> show me tricks"
     )
     # …and builds no element and runs nothing, also after a moment.
