@@ -1,8 +1,9 @@
 """Weight of the chat page: HTML + CSS + JavaScript in static/, gzipped.
 
 The budget (issue 12) is 40 KB gzipped in total, the code highlighter
-included, so the page stays quick to load on a phone. Each file is compressed on its own, as it is served; the
-script exits with status 1 when the total is over the budget.
+included, so the page stays quick to load on a phone. Each file is
+compressed on its own, as it is served; the script exits with status 1 when
+the total is over the budget.
 
     npm run bench:page        (this, then bench/page_render.py)
     .venv/bin/python bench/page_weight.py

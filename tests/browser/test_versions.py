@@ -1,4 +1,4 @@
-"""Edit and resend, regenerate, and the earlier versions of a turn (‹ 2/3 ›),
+"""Edit and resend, regenerate, and the earlier versions of a turn ("2/3" with arrows),
 in the history and after a reload; copy a message's Markdown."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from tests.harness import EmulatorControl
 
 
 def versions(article: Any) -> Any:
-    """The ‹ n/m › control of a message."""
+    """The "n/m" control of a message, between its two arrows."""
     return article.get_by_role("group", name="Version", exact=False)
 
 
@@ -46,7 +46,7 @@ def test_editing_a_message_continues_from_there_and_keeps_the_earlier_version(
     expect(nav).to_contain_text("2/2")
     expect(nav.get_by_role("button", name="Next version")).to_be_disabled()
 
-    # ‹ brings back the first version with everything that followed it.
+    # The left arrow brings back the first version with everything that followed it.
     nav.get_by_role("button", name="Previous version").click()
     expect(questions).to_have_count(2)
     expect(questions.first.locator(".bubble")).to_have_text("Tell me about apples")
@@ -187,7 +187,7 @@ def test_the_new_controls_speak_chinese_and_fit_a_phone(new_chat: Any, ai: Emula
     answer = page.get_by_role("article", name="助手").last
     expect(answer).to_have_attribute("aria-busy", "false")
     answer.get_by_role("button", name="重新生成").click()
-    expect(answer.get_by_role("group", name="第 2 版，共 2 版")).to_be_visible()
+    expect(answer.get_by_role("group", name="第 2 版，共 2 版")).to_be_visible()  # noqa: RUF001
     expect(answer.get_by_role("button", name="复制消息")).to_be_visible()
     question = page.get_by_role("article", name="你")
     expect(question.get_by_role("button", name="编辑消息")).to_be_visible()
@@ -196,7 +196,7 @@ def test_the_new_controls_speak_chinese_and_fit_a_phone(new_chat: Any, ai: Emula
     # and Tab goes on to the message's other controls.
     answer.get_by_role("button", name="上一版本").focus()
     page.keyboard.press("Enter")
-    expect(answer.get_by_role("group", name="第 1 版，共 2 版")).to_be_visible()
+    expect(answer.get_by_role("group", name="第 1 版，共 2 版")).to_be_visible()  # noqa: RUF001
     expect(answer.get_by_role("button", name="下一版本")).to_be_focused()
     page.keyboard.press("Tab")
     expect(answer.get_by_role("button", name="复制消息")).to_be_focused()
