@@ -772,8 +772,13 @@ ui.searchInput.addEventListener("keydown", (e) => {
   } else if (e.key === "Enter") {
     e.preventDefault();
     openResult(chosen);
+  } else if (e.key === "Escape") {
+    // A search field would only clear itself: Escape closes the search.
+    e.preventDefault();
+    ui.searchDialog.close();
   }
 });
+ui.searchDialog.addEventListener("close", () => ui.input.focus());
 ui.searchOpen.addEventListener("click", openSearch);
 ui.searchClose.addEventListener("click", () => ui.searchDialog.close());
 ui.searchDialog.addEventListener("click", (e) => {
