@@ -133,6 +133,7 @@ function codeBlock(text, lang, labels) {
   copy.type = "button";
   head.append(copy);
   const pre = el("pre");
+  pre.tabIndex = 0; // a block wider than the screen scrolls from the keyboard too
   const code = el("code");
   paint(code, text, lang);
   if (lang) code.dataset.lang = lang;

@@ -23,7 +23,7 @@ const TAGS = new Set([
   ...["p", "br", "h3", "h4", "h5", "h6", "hr", "blockquote", "ul", "ol", "li", "a", "strong", "em", "del", "code"],
   ...["div", "span", "button", "pre", "table", "thead", "tbody", "tr", "th", "td"],
 ]);
-const ATTRIBUTES = new Set(["class", "href", "rel", "target", "type", "data-lang", "start"]);
+const ATTRIBUTES = new Set(["class", "href", "rel", "target", "type", "data-lang", "start", "tabindex"]);
 
 /** Fails unless every element under `host` is one the renderer may build, with safe attributes. */
 function assertInert(host, source) {
