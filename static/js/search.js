@@ -7,6 +7,7 @@ import { nodes } from "./tree.js";
 
 const BEFORE = 30;
 const AFTER = 90;
+const PER_CONVERSATION = 3; // messages shown per conversation
 
 const literal = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
@@ -40,7 +41,7 @@ function snippet(text, re) {
  * Conversations matching `query`, best first: title matches, then message
  * matches, newest conversation first within each. A result is
  * {conversation, node (null for a title match), text, marks: [[start, end]]}.
- * At most one result per conversation and place; `limit` results in all.
+ * At most the title and three messages per conversation; `limit` results in all.
  */
 export function search(conversations, query, limit = 30) {
   const re = pattern(query);
@@ -51,12 +52,12 @@ export function search(conversations, query, limit = 30) {
   for (const conversation of byDate) {
     const title = snippet(conversation.title || "", re);
     if (title) titles.push({ conversation, node: null, ...title });
+    let hits = 0;
     for (const node of nodes(conversation)) {
       const hit = snippet(node.content || "", re);
-      if (hit) {
-        messages.push({ conversation, node, ...hit });
-        break;
-      }
+      if (!hit) continue;
+      messages.push({ conversation, node, ...hit });
+      if (++hits === PER_CONVERSATION) break;
     }
   }
   return [...titles, ...messages].slice(0, limit);

@@ -3,6 +3,7 @@ message text, matches highlighted, arrows choose, Enter opens."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -67,19 +68,20 @@ def test_results_are_highlighted_and_chosen_with_the_arrows(
     box = dialog.get_by_role("combobox")
     box.fill("KYOTO")
     results = dialog.get_by_role("option")
-    # The title first, then the messages (the question, first of its conversation).
-    expect(results).to_have_count(2)
-    expect(dialog.get_by_role("status")).to_have_text("2 results")
-    expect(results.nth(0).locator("mark")).to_have_text(["Kyoto"])
-    expect(results.nth(1).locator("mark")).to_have_text(["Kyoto"])
+    # The title first, then the messages: the question and the answer.
+    expect(results).to_have_count(3)
+    expect(dialog.get_by_role("status")).to_have_text("3 results")
+    for k in range(3):
+        expect(results.nth(k).locator("mark")).to_have_text(["Kyoto"])
+    expect(results.nth(2)).to_contain_text("lovely in April")
     expect(box).to_have_attribute("aria-activedescendant", "result-0")
     box.press("ArrowDown")
     expect(results.nth(1)).to_have_attribute("aria-selected", "true")
     expect(results.nth(0)).to_have_attribute("aria-selected", "false")
     expect(box).to_have_attribute("aria-activedescendant", "result-1")
-    box.press("ArrowDown")  # wraps around
-    expect(results.nth(0)).to_have_attribute("aria-selected", "true")
     box.press("ArrowUp")
+    box.press("ArrowUp")  # wraps around to the last
+    expect(results.nth(2)).to_have_attribute("aria-selected", "true")
     box.press("Enter")
     expect(page.get_by_role("article", name="Assistant")).to_contain_text("lovely in April")
 
@@ -107,7 +109,8 @@ def test_search_finds_an_earlier_version_and_shows_it(chat: Chat, ai: EmulatorCo
     page.keyboard.press("Control+k")
     page.get_by_role("combobox", name="Search conversations").fill("apples")
     # The title (the first question) and the earlier version of the message.
-    page.get_by_role("option").filter(has=page.locator(".result-text")).click()
+    earlier = page.locator(".result-text", has_text=re.compile("^Tell me about apples$"))
+    page.get_by_role("listbox", name="Results").get_by_role("option").filter(has=earlier).click()
     expect(question.locator(".bubble")).to_have_text("Tell me about apples")
     expect(question.get_by_role("group", name="Version 1 of 2")).to_be_visible()
 

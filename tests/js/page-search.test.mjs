@@ -39,12 +39,13 @@ describe("search", () => {
       [
         ["k", "title"],
         ["k", "Plan a tri"],
+        ["k", "Kyoto is l"],
         ["o", "Where is k"],
       ],
     );
     assert.deepEqual(marked(results[0]), ["Kyoto"]);
     assert.deepEqual(marked(results[1]), ["Kyoto"]);
-    assert.deepEqual(marked(results[2]), ["kyoto"]);
+    assert.deepEqual(marked(results[3]), ["kyoto"]);
   });
 
   test("answers, Chinese text, several words and every match in the snippet", () => {
@@ -62,6 +63,14 @@ describe("search", () => {
     assert.deepEqual(marked(search([code], "f(x)")[0]), ["f(x)"]);
     assert.deepEqual(search([code], "a.c"), []);
     assert.deepEqual(marked(search([code], "b*c")[0]), ["b*c"]);
+  });
+
+  test("at most three messages per conversation", () => {
+    const chatty = chat("x", "", 1, "tea 1", "tea 2", "tea 3", "tea 4", "tea 5");
+    assert.deepEqual(
+      search([chatty], "tea").map((r) => r.node.content),
+      ["tea 1", "tea 2", "tea 3"],
+    );
   });
 
   test("earlier versions are searched too", () => {
