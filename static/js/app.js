@@ -447,7 +447,11 @@ function setBusy(busy) {
 function send(text) {
   if (active || !text.trim()) return;
   const conversation = store.current || store.create();
-  addVersion(tip(conversation), { role: "user", content: text });
+  const last = tip(conversation);
+  // After a question left without an answer (an imported thread can end so),
+  // the new one becomes its next version: users and answers alternate.
+  const parent = last.role === "user" ? parentOf(conversation, last) : last;
+  addVersion(parent, { role: "user", content: text });
   if (!conversation.title) conversation.title = text.trim().replace(/\s+/g, " ").slice(0, 60);
   ui.input.value = "";
   resizeInput();
