@@ -88,6 +88,7 @@ function applyLang() {
   fillModels();
   renderSidebar();
   renderConversation();
+  if (ui.searchDialog.open) runSearch();
 }
 
 // --- models ---------------------------------------------------------------------
@@ -305,17 +306,11 @@ function showVersion(message, step) {
   if (!shown) return;
   store.save();
   renderConversation();
-  // Keep the keyboard where it was: on the same control of the message now shown.
-  const view = [...ui.messages.querySelectorAll("article")].find((a) => a.contains(document.activeElement));
-  if (!view) {
-    const label = step < 0 ? t.previousVersion : t.nextVersion;
-    const index = thread(conversation).indexOf(shown);
-    const article = ui.messages.querySelectorAll("article")[index];
-    const target =
-      article?.querySelector(`button[aria-label="${label}"]:not(:disabled)`) ||
-      article?.querySelector(".version-step:not(:disabled)");
-    target?.focus();
-  }
+  // The keyboard stays on the arrow it used, or on the other one at an end.
+  const article = ui.messages.querySelectorAll("article")[thread(conversation).indexOf(shown)];
+  const steps = [...(article?.querySelectorAll(".version-step:not(:disabled)") || [])];
+  const label = step < 0 ? t.previousVersion : t.nextVersion;
+  (steps.find((b) => b.getAttribute("aria-label") === label) || steps[0])?.focus();
 }
 
 function startEdit(view) {
@@ -327,7 +322,10 @@ function startEdit(view) {
   if (limits) box.maxLength = limits.max_message_chars;
   const save = el("button", "btn btn-primary btn-small", t.saveAndSend);
   save.type = "submit";
-  const cancel = button("btn btn-small", t.cancel, () => renderConversation());
+  const cancel = button("btn btn-small", t.cancel, () => {
+    renderConversation();
+    ui.input.focus();
+  });
   const row = el("div", "edit-actions");
   row.append(cancel, save);
   form.append(box, row);

@@ -92,6 +92,9 @@ def test_export_markdown_json_and_all_then_import_into_another_browser(
     expect(answer.locator(".answer")).to_have_text("Roses are red.")
     other.page.reload()
     expect(sidebar(other).get_by_role("listitem")).to_have_count(2)
+    assert chat.csp_violations() == []
+    assert other.csp_violations() == []
+    assert chat.log.page_errors == other.log.page_errors == []
 
 
 def _export(chat: Chat, ai: EmulatorControl) -> dict[str, Any]:
