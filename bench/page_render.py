@@ -110,12 +110,16 @@ new PerformanceObserver((list) => {
 """
 
 
-def answer_tokens(count: int) -> list[str]:
-    """`count` tokens of Markdown: each word with the whitespace before it."""
-    text = ""
+CODE_LINE = "    total += compute(item, {n}, name='x')  # step {n}\n"
+
+
+def answer_tokens(count: int, shape: str = "mixed") -> list[str]:
+    """`count` tokens of Markdown: each word with the whitespace before it.
+    "mixed" is sections of every kind of block; "code" one long code block."""
+    text = "Here it is:\n\n```python\ndef run(items):\n" if shape == "code" else ""
     n = 1
     while len(re.findall(r"\s*\S+", text)) < count:
-        text += SECTION.replace("{n}", str(n))
+        text += (CODE_LINE if shape == "code" else SECTION).replace("{n}", str(n))
         n += 1
     return re.findall(r"\s*\S+", text)[:count]
 
@@ -198,8 +202,10 @@ def serve_page_from(page: Any, rev: str) -> None:
     page.route(re.compile(r"^[^?]*/(|[\w./-]+\.(html|css|js|svg))$"), handle)
 
 
-def run(tokens: int, delay_ms: float, rev: str | None = None) -> dict[str, Any]:
-    pieces = answer_tokens(tokens)
+def run(
+    tokens: int, delay_ms: float, rev: str | None = None, shape: str = "mixed"
+) -> dict[str, Any]:
+    pieces = answer_tokens(tokens, shape)
     chunks: list[object] = []
     for piece in pieces:
         chunks.append(openai_chunk(content=piece))
@@ -274,8 +280,14 @@ def main() -> int:
     parser.add_argument(
         "--page-at", metavar="REV", help="serve static/ as it was at this git revision"
     )
+    parser.add_argument(
+        "--shape",
+        choices=["mixed", "code"],
+        default="mixed",
+        help="every kind of block (the default), or one long code block",
+    )
     args = parser.parse_args()
-    r = run(args.tokens, args.delay_ms, args.page_at)
+    r = run(args.tokens, args.delay_ms, args.page_at, args.shape)
     if args.page_at:
         print(f"the page of {args.page_at}")
     over = r["over_target"]

@@ -392,15 +392,33 @@ function markup(code) {
   return out;
 }
 
-/** Fills `codeEl` with `code` highlighted as `lang`: spans with tok-* classes and text nodes only. */
+const painted = new WeakMap(); // code element → {pieces, nodes} it shows
+
+/**
+ * Fills `codeEl` with `code` highlighted as `lang`: spans with tok-* classes
+ * and text nodes only. Painting the same element again (a code block growing
+ * while an answer streams) keeps the nodes of the pieces that did not change
+ * and rebuilds from the first one that did.
+ */
 export function paint(codeEl, code, lang) {
   const doc = codeEl.ownerDocument;
-  const nodes = highlight(code, lang).map(([kind, text]) => {
+  const pieces = highlight(code, lang);
+  const before = painted.get(codeEl);
+  let same = 0;
+  if (before && codeEl.childNodes.length === before.nodes.length) {
+    const limit = Math.min(pieces.length, before.pieces.length);
+    while (same < limit && pieces[same][0] === before.pieces[same][0] && pieces[same][1] === before.pieces[same][1])
+      same++;
+    for (const node of before.nodes.slice(same)) node.remove();
+  } else codeEl.replaceChildren();
+  const kept = before && same ? before.nodes.slice(0, same) : [];
+  const added = pieces.slice(same).map(([kind, text]) => {
     if (!kind || !KINDS.has(kind)) return doc.createTextNode(text);
     const span = doc.createElement("span");
     span.className = `tok-${kind}`;
     span.textContent = text;
     return span;
   });
-  codeEl.replaceChildren(...nodes);
+  codeEl.append(...added);
+  painted.set(codeEl, { pieces, nodes: [...kept, ...added] });
 }

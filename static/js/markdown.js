@@ -339,11 +339,15 @@ function inline(text, parent) {
  * Renders a growing Markdown source into `host` incrementally, for a streamed
  * answer: blocks that can no longer change are rendered once and kept; only
  * the open tail (the last block or two) is rendered again on each update. A
- * block is closed once a blank line outside any code fence is followed by a
- * whole line that starts at column 0 and is not a list item: nothing after
- * that can join the blocks before it, so the pieces render exactly as the
- * whole source would (tests/js/page-markdown.test.mjs checks this at every
- * cut). A source that is not an extension of the last one starts over.
+ * block is closed once a whole line outside any code fence starts at column 0
+ * and either follows a blank line and is not a list item, or opens a code
+ * fence (and has no "|", which a table row could have): nothing after that
+ * can join the blocks before it, so the pieces render exactly as the whole
+ * source would (tests/js/page-markdown.test.mjs checks this at every cut).
+ * An open code block at the end is not rebuilt either: its new text is
+ * painted onto the same element (highlight.js repaints from the first piece
+ * that changed). A source that is not an extension of the last one starts
+ * over.
  */
 export class MarkdownStream {
   constructor(host, labels = {}) {
@@ -356,9 +360,11 @@ export class MarkdownStream {
     this.source = "";
     this.committed = 0; // source[0, committed) is rendered for good
     this.scanned = 0; // lines before this offset are classified
-    this.fence = null; // the open fence at `scanned`, if any
+    this.fence = null; // the open fence at `scanned`, if any…
+    this.fenceStart = -1; // …and where its opening line starts
     this.blank = false; // the last classified line was blank (outside a fence)
     this.tail = [];
+    this.code = null; // {element, lang} of the tail when it is one open code block
     this.host.replaceChildren();
   }
 
@@ -383,18 +389,40 @@ export class MarkdownStream {
         this.blank = true;
         continue;
       }
-      if (this.blank && /^\S/.test(line) && !ITEM.test(line)) cut = start;
-      this.blank = false;
       const m = FENCE.exec(line);
-      if (m) this.fence = m[1];
+      const column0 = /^\S/.test(line);
+      if (column0 && ((this.blank && !ITEM.test(line)) || (m && !line.includes("|")))) cut = start;
+      this.blank = false;
+      if (m) {
+        this.fence = m[1];
+        this.fenceStart = start;
+      }
     }
-    for (const node of this.tail) node.remove();
     if (cut > this.committed) {
+      for (const node of this.tail) node.remove();
+      this.tail = [];
+      this.code = null;
       this.host.append(renderMarkdown(source.slice(this.committed, cut), this.labels));
       this.committed = cut;
     }
-    const tail = renderMarkdown(source.slice(this.committed), this.labels);
-    this.tail = [...tail.childNodes];
-    this.host.append(tail);
+    const tail = source.slice(this.committed);
+    if (this.growCode(tail)) return;
+    for (const node of this.tail) node.remove();
+    const rendered = renderMarkdown(tail, this.labels);
+    this.tail = [...rendered.childNodes];
+    this.host.append(rendered);
+    const openCode = this.fence && this.fenceStart === this.committed && tail.includes("\n");
+    const element = openCode && this.tail.length === 1 ? this.tail[0].querySelector("pre > code") : null;
+    this.code = element ? { element, lang: FENCE.exec(tail)[2] } : null;
+  }
+
+  /** Paints the tail's new text onto its open code block; false when the tail is something else now. */
+  growCode(tail) {
+    if (!this.code || !this.fence || this.fenceStart !== this.committed) return false;
+    // A last line that may be the closing fence is left to the renderer.
+    const last = tail.slice(tail.lastIndexOf("\n") + 1).trim();
+    if (last && last.replaceAll(this.fence[0], "") === "") return false;
+    paint(this.code.element, tail.slice(tail.indexOf("\n") + 1), this.code.lang);
+    return true;
   }
 }

@@ -205,4 +205,19 @@ describe("highlight", () => {
     assert.equal(code.querySelectorAll("img, script").length, 0);
     assert.ok(code.querySelector(".tok-tag"));
   });
+
+  test("painting the same element again keeps the unchanged pieces and ends as a fresh paint", () => {
+    const code = window.document.createElement("code");
+    paint(code, "def f(x):\n    return 'op", "python");
+    const first = code.firstChild;
+    paint(code, "def f(x):\n    return 'open string'\n# done", "python");
+    assert.ok(code.firstChild === first, "the first piece was rebuilt");
+    const fresh = window.document.createElement("code");
+    paint(fresh, "def f(x):\n    return 'open string'\n# done", "python");
+    assert.equal(code.innerHTML, fresh.innerHTML);
+    // Another language, or text that is no extension, still ends right.
+    paint(code, "SELECT 1", "sql");
+    paint(fresh, "SELECT 1", "sql");
+    assert.equal(code.innerHTML, fresh.innerHTML);
+  });
 });

@@ -251,6 +251,7 @@ describe("MarkdownStream (incremental rendering of a streamed answer)", () => {
   const SOURCES = [
     "# Title\n\nA paragraph\non two lines.\n\n- a\n- b\n\n  still b\n\n- c\n\n1. one\n2. two\n\n```py\nx = 1\n\n\ny = 2\n```\n\n| a | b |\n|---|:-:|\n| 1 | 2 |\n\n> quoted\n> more\n\n---\n\nThe **end** with `code`.",
     "text\n\n```\nunclosed fence\n\nrunning on",
+    "Right after a line:\n```js\nconst a = `x`; // c\n\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n```\n- list\n```py\ndef f():\n    return '''\n\n'''\n```\n~~~\n``` not closing\n~~~",
     "- item\n\n      indented code in a list\n\nafter\r\n\r\nwindows lines\r\n\r\n~~~js\nconst a = 1;\n~~~\n",
   ];
   const full = (source) => {
@@ -282,6 +283,21 @@ describe("MarkdownStream (incremental rendering of a streamed answer)", () => {
     assert.ok(host.querySelector("h3") === heading, "the heading was rebuilt");
     assert.ok(host.querySelector("p") === first, "the first paragraph was rebuilt");
     assert.equal(host.querySelectorAll("p").length, 3);
+  });
+
+  test("an open code block grows on the same element, its earlier pieces kept", () => {
+    const host = window.document.createElement("div");
+    const stream = new MarkdownStream(host);
+    stream.update("Code:\n\n```python\ndef f(x):\n");
+    const code = host.querySelector("pre > code");
+    const keyword = code.querySelector(".tok-kw");
+    stream.update("Code:\n\n```python\ndef f(x):\n    return x  # done\n");
+    assert.ok(host.querySelector("pre > code") === code, "the code block was rebuilt");
+    assert.ok(code.querySelector(".tok-kw") === keyword, "the first keyword was rebuilt");
+    assert.equal(code.textContent, "def f(x):\n    return x  # done\n");
+    const whole = "Code:\n\n```python\ndef f(x):\n    return x  # done\n```\n\nAfter.";
+    stream.update(whole);
+    assert.equal(host.innerHTML, full(whole));
   });
 
   test("a source that does not extend the last one is rendered again from the start", () => {
