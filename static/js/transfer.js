@@ -79,9 +79,11 @@ export function fileName(title, ext, now = new Date()) {
 
 export class ImportError extends Error {
   constructor(code, path = "") {
-    super(path ? `${code} at ${path}` : code);
-    this.code = code; // "size" | "json" | "format" | "field"
-    this.path = path;
+    // The path names keys from the file: shown as text, and kept short.
+    const where = path.length > 120 ? `${path.slice(0, 119)}…` : path;
+    super(where ? `${code} at ${where}` : code);
+    this.code = code; // "size" | "json" | "format" | "field" | "storage"
+    this.path = where;
   }
 }
 

@@ -141,6 +141,12 @@ describe("import refuses, whole", () => {
     const proto = toJson([conversation()]).replace('"role": "user"', '"__proto__": {"polluted": true}, "role": "user"');
     refused(proto, "field", "$.conversations[0].next[0].__proto__");
     assert.equal({}.polluted, undefined);
+    // A key from the file is named, but never at length.
+    const long = changed((d) => (d.conversations[0]["k".repeat(500)] = 1));
+    assert.throws(
+      () => parseImport(long),
+      (error) => error.code === "field" && error.path.length <= 120 && error.path.startsWith("$.conversations[0].kkk"),
+    );
   });
 
   test("wrong types, roles out of turn, bad picks, duplicate ids", () => {
