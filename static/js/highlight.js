@@ -5,7 +5,8 @@
 // never becomes markup, and the colours come from classes in app.css (the
 // strict CSP allows no inline style). An unclosed string or comment runs to
 // the end of its line (or of the block), which is what a half-streamed answer
-// needs.
+// needs. Each line is a block of its own, so a growing block costs the
+// browser the layout of its new lines only.
 
 const KINDS = new Set(["kw", "str", "com", "num", "lit", "type", "fn", "attr", "tag", "var"]);
 
@@ -392,33 +393,57 @@ function markup(code) {
   return out;
 }
 
-const painted = new WeakMap(); // code element → {pieces, nodes} it shows
+const painted = new WeakMap(); // code element → {keys, nodes}: its lines as painted
+
+/** The pieces split into lines; each line keeps its "\n" (the last one has none). */
+function lines(pieces) {
+  const out = [[]];
+  for (const [kind, text] of pieces) {
+    const parts = text.split("\n");
+    parts.forEach((part, k) => {
+      const last = k === parts.length - 1;
+      const piece = last ? part : `${part}\n`;
+      if (piece) out.at(-1).push([kind, piece]);
+      if (!last) out.push([]);
+    });
+  }
+  if (!out.at(-1).length && out.length > 1) out.pop();
+  return out;
+}
 
 /**
- * Fills `codeEl` with `code` highlighted as `lang`: spans with tok-* classes
- * and text nodes only. Painting the same element again (a code block growing
- * while an answer streams) keeps the nodes of the pieces that did not change
- * and rebuilds from the first one that did.
+ * Fills `codeEl` with `code` highlighted as `lang`: one <span class="ln"> per
+ * line (a block of its own, so the browser lays out only the lines that
+ * change), holding spans with tok-* classes and text nodes only. Painting the
+ * same element again (a code block growing while an answer streams) keeps
+ * the lines that did not change and rebuilds from the first one that did.
  */
 export function paint(codeEl, code, lang) {
   const doc = codeEl.ownerDocument;
-  const pieces = highlight(code, lang);
+  const rows = lines(highlight(code, lang));
+  const keys = rows.map((row) => row.map(([kind, text]) => `${kind}\u0000${text}`).join("\u0001"));
   const before = painted.get(codeEl);
   let same = 0;
   if (before && codeEl.childNodes.length === before.nodes.length) {
-    const limit = Math.min(pieces.length, before.pieces.length);
-    while (same < limit && pieces[same][0] === before.pieces[same][0] && pieces[same][1] === before.pieces[same][1])
-      same++;
+    const limit = Math.min(keys.length, before.keys.length);
+    while (same < limit && keys[same] === before.keys[same]) same++;
     for (const node of before.nodes.slice(same)) node.remove();
   } else codeEl.replaceChildren();
   const kept = before && same ? before.nodes.slice(0, same) : [];
-  const added = pieces.slice(same).map(([kind, text]) => {
-    if (!kind || !KINDS.has(kind)) return doc.createTextNode(text);
-    const span = doc.createElement("span");
-    span.className = `tok-${kind}`;
-    span.textContent = text;
-    return span;
+  const added = rows.slice(same).map((row) => {
+    const line = doc.createElement("span");
+    line.className = "ln";
+    line.append(
+      ...row.map(([kind, text]) => {
+        if (!kind || !KINDS.has(kind)) return doc.createTextNode(text);
+        const span = doc.createElement("span");
+        span.className = `tok-${kind}`;
+        span.textContent = text;
+        return span;
+      }),
+    );
+    return line;
   });
   codeEl.append(...added);
-  painted.set(codeEl, { pieces, nodes: [...kept, ...added] });
+  painted.set(codeEl, { keys, nodes: [...kept, ...added] });
 }

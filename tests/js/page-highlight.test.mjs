@@ -199,11 +199,19 @@ describe("highlight", () => {
     assert.equal(code.textContent, '<img src=x onerror="alert(1)"> <script>alert(2)</script>');
     for (const node of code.querySelectorAll("*")) {
       assert.equal(node.tagName, "SPAN");
-      assert.match(node.className, /^tok-(kw|str|com|num|lit|type|fn|attr|tag|var)$/);
+      assert.match(node.className, /^(ln|tok-(kw|str|com|num|lit|type|fn|attr|tag|var))$/);
       assert.equal(node.attributes.length, 1);
     }
     assert.equal(code.querySelectorAll("img, script").length, 0);
     assert.ok(code.querySelector(".tok-tag"));
+    // One block per line, each keeping its line break; a token across lines is split between them.
+    paint(code, "a = '''x\ny'''\n\nb", "python");
+    assert.deepEqual(
+      [...code.children].map((line) => line.textContent),
+      ["a = '''x\n", "y'''\n", "\n", "b"],
+    );
+    assert.equal(code.children[1].firstChild.className, "tok-str");
+    assert.equal(code.textContent, "a = '''x\ny'''\n\nb");
   });
 
   test("painting the same element again keeps the unchanged pieces and ends as a fresh paint", () => {
