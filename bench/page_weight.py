@@ -1,10 +1,12 @@
 """Weight of the chat page: HTML + CSS + JavaScript in static/, gzipped.
 
-The budget (issue 4) is 30 KB gzipped in total, so the page stays quick to
-load on a phone. Each file is compressed on its own, as it is served; the
-script exits with status 1 when the total is over the budget.
+The budget (issue 12) is 40 KB gzipped in total, the code highlighter
+included, so the page stays quick to load on a phone. Each file is
+compressed on its own, as it is served; the script exits with status 1 when
+the total is over the budget.
 
-    npm run bench:page        (or .venv/bin/python bench/page_weight.py)
+    npm run bench:page        (this, then bench/page_render.py)
+    .venv/bin/python bench/page_weight.py
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import sys
 from pathlib import Path
 
 STATIC = Path(__file__).resolve().parent.parent / "static"
-BUDGET = 30 * 1024
+BUDGET = 40 * 1024
 KINDS = (".html", ".css", ".js", ".mjs")
 
 

@@ -3,9 +3,12 @@
 // the Markdown renderer's text nodes), never as markup.
 
 import { applyStrings, initialLang, saveLang, strings } from "./i18n.js";
-import { renderMarkdown } from "./markdown.js";
+import { MarkdownStream } from "./markdown.js";
+import { search } from "./search.js";
 import { modelDelta, readEvents } from "./sse.js";
-import { requestMessages, Store } from "./store.js";
+import { parseLimits, requestMessages, Store } from "./store.js";
+import { fileName, ImportError, MAX_IMPORT_BYTES, parseImport, toJson, toMarkdown } from "./transfer.js";
+import { addVersion, dropVersion, nodes, parentOf, reveal, stepVersion, thread, tip, versionOf } from "./tree.js";
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -29,6 +32,19 @@ const ui = {
   tokenInput: $("token-input"),
   tokenHint: $("token-hint"),
   tokenCancel: $("token-cancel"),
+  searchOpen: $("search-open"),
+  searchKey: $("search-key"),
+  searchDialog: $("search-dialog"),
+  searchInput: $("search-input"),
+  searchStatus: $("search-status"),
+  searchResults: $("search-results"),
+  searchClose: $("search-close"),
+  exportMd: $("export-md"),
+  exportJson: $("export-json"),
+  exportAll: $("export-all"),
+  importButton: $("import"),
+  importFile: $("import-file"),
+  notice: $("notice"),
 };
 
 const MODEL_KEY = "edgechat.model";
@@ -42,6 +58,7 @@ let models = [];
 let active = null; // {controller, conversation, message}
 let stick = true;
 let pendingRetry = null;
+let limits = null; // the server's (GET /api/limits); null until read, or if it cannot be
 const views = new Map(); // message object → its DOM parts, for the shown conversation
 
 function el(tag, className, text) {
@@ -71,6 +88,7 @@ function applyLang() {
   fillModels();
   renderSidebar();
   renderConversation();
+  if (ui.searchDialog.open) runSearch();
 }
 
 // --- models ---------------------------------------------------------------------
@@ -139,6 +157,11 @@ function renderSidebar() {
     return li;
   });
   ui.list.replaceChildren(...items);
+  const shown = store.current;
+  const empty = !shown?.next.length;
+  ui.exportMd.disabled = empty;
+  ui.exportJson.disabled = empty;
+  ui.exportAll.disabled = !store.conversations.some((c) => c.next.length);
 }
 
 function startRename(li, conversation) {
@@ -186,34 +209,36 @@ function closeSidebar() {
 function renderConversation() {
   views.clear();
   const conversation = store.current;
-  const nodes = [];
-  const messages = conversation ? conversation.messages : [];
-  messages.forEach((m, k) => {
-    nodes.push(messageView(m, k === messages.length - 1));
-  });
-  ui.empty.hidden = nodes.length > 0;
-  ui.messages.replaceChildren(ui.empty, ...nodes);
+  const messages = conversation ? thread(conversation) : [];
+  const articles = messages.map((m, k) => messageView(conversation, m, k === messages.length - 1));
+  ui.empty.hidden = articles.length > 0;
+  ui.messages.replaceChildren(ui.empty, ...articles);
   stick = true;
   scrollDown();
 }
 
-function messageView(message, isLast) {
+function messageView(conversation, message, isLast) {
   const root = el("article", `msg ${message.role}`);
   root.setAttribute("aria-label", message.role === "user" ? t.you : t.assistant);
+  const view = { root, conversation, message, isLast };
+  view.actions = el("div", "actions");
   if (message.role === "user") {
-    root.append(el("div", "bubble", message.content));
+    view.bubble = el("div", "bubble", message.content);
+    root.append(view.bubble, view.actions);
+    views.set(message, view);
+    renderActions(view);
     return root;
   }
-  const view = { root, message, isLast };
   view.reasoning = el("details", "reasoning");
   view.reasoningTitle = el("summary");
   view.reasoningBody = el("div", "reasoning-body");
   view.reasoning.append(view.reasoningTitle, view.reasoningBody);
   view.answer = el("div", "answer");
+  view.markdown = new MarkdownStream(view.answer, { copy: t.copy });
   view.dots = el("div", "dots", "•••");
   view.dots.setAttribute("aria-hidden", "true");
   view.footer = el("div", "footer");
-  root.append(view.reasoning, view.answer, view.dots, view.footer);
+  root.append(view.reasoning, view.answer, view.dots, view.footer, view.actions);
   views.set(message, view);
   updateView(view, true);
   return root;
@@ -226,10 +251,128 @@ function updateView(view, full) {
   view.root.classList.toggle("streaming", streaming);
   view.reasoning.hidden = !m.reasoning;
   view.reasoningTitle.textContent = streaming && !m.content ? t.thinking : t.reasoning;
-  view.reasoningBody.textContent = m.reasoning || "";
-  view.answer.replaceChildren(renderMarkdown(m.content || "", { copy: t.copy }));
+  if (view.reasoningBody.textContent.length !== (m.reasoning || "").length)
+    view.reasoningBody.textContent = m.reasoning || "";
+  // Only the open end of the answer is rendered again (markdown.js, MarkdownStream).
+  view.markdown.update(m.content || "");
   view.dots.hidden = !streaming || Boolean(m.content || m.reasoning);
-  if (full || !streaming) renderFooter(view);
+  if (full || !streaming) {
+    renderFooter(view);
+    renderActions(view);
+  }
+}
+
+/** Copy, edit or regenerate, and ‹ 2/3 › when the message has other versions. */
+function renderActions(view) {
+  const { conversation, message: m } = view;
+  const parts = [];
+  const busy = Boolean(active);
+  const { index, count } = versionOf(conversation, m);
+  if (count > 1) {
+    const nav = el("div", "versions");
+    nav.setAttribute("role", "group");
+    nav.setAttribute("aria-label", t.version(index + 1, count));
+    const prev = button("btn-icon version-step", "‹", () => showVersion(m, -1));
+    prev.setAttribute("aria-label", t.previousVersion);
+    prev.disabled = busy || index === 0;
+    const next = button("btn-icon version-step", "›", () => showVersion(m, 1));
+    next.setAttribute("aria-label", t.nextVersion);
+    next.disabled = busy || index === count - 1;
+    const where = el("span", "version-count", `${index + 1}/${count}`);
+    where.setAttribute("aria-hidden", "true");
+    nav.append(prev, where, next);
+    parts.push(nav);
+  }
+  if (m.status !== "streaming" && m.content) {
+    const copy = button("btn-small btn-ghost action", t.copy, () => copyText(copy, m.content, t.copyMessage));
+    copy.setAttribute("aria-label", t.copyMessage);
+    parts.push(copy);
+  }
+  if (m.role === "user" && !busy) {
+    const edit = button("btn-small btn-ghost action", t.edit, () => startEdit(view));
+    edit.setAttribute("aria-label", t.editMessage);
+    parts.push(edit);
+  }
+  if (m.role === "assistant" && view.isLast && !busy && (m.status === "done" || m.status === "stopped")) {
+    parts.push(button("btn-small btn-ghost action", t.regenerate, () => regenerate()));
+  }
+  view.actions.replaceChildren(...parts);
+}
+
+function showVersion(message, step) {
+  const conversation = store.current;
+  if (active || !conversation) return;
+  const shown = stepVersion(conversation, message, step);
+  if (!shown) return;
+  store.save();
+  renderConversation();
+  // The keyboard stays on the arrow it used, or on the other one at an end.
+  const article = ui.messages.querySelectorAll("article")[thread(conversation).indexOf(shown)];
+  const steps = [...(article?.querySelectorAll(".version-step:not(:disabled)") || [])];
+  const label = step < 0 ? t.previousVersion : t.nextVersion;
+  (steps.find((b) => b.getAttribute("aria-label") === label) || steps[0])?.focus();
+}
+
+function startEdit(view) {
+  if (active) return;
+  const form = el("form", "edit-form");
+  const box = el("textarea", "edit-input");
+  box.value = view.message.content;
+  box.setAttribute("aria-label", t.editMessage);
+  if (limits) box.maxLength = limits.max_message_chars;
+  const save = el("button", "btn btn-primary btn-small", t.saveAndSend);
+  save.type = "submit";
+  const cancel = button("btn btn-small", t.cancel, () => {
+    renderConversation();
+    ui.input.focus();
+  });
+  const row = el("div", "edit-actions");
+  row.append(cancel, save);
+  form.append(box, row);
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    resend(view.message, box.value);
+  });
+  box.addEventListener("keydown", (e) => {
+    if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
+      e.preventDefault();
+      resend(view.message, box.value);
+    } else if (e.key === "Escape") {
+      e.preventDefault();
+      e.stopPropagation();
+      renderConversation();
+      ui.input.focus();
+    }
+  });
+  view.root.classList.add("editing");
+  view.bubble.replaceWith(form);
+  view.actions.replaceChildren();
+  box.focus();
+  box.setSelectionRange(box.value.length, box.value.length);
+}
+
+/** Sends an edited message as a new version of that turn; the conversation goes on from it. */
+function resend(message, text) {
+  const conversation = store.current;
+  if (active || !conversation || !text.trim()) return;
+  const parent = parentOf(conversation, message);
+  if (!parent) return;
+  addVersion(parent, { role: "user", content: text });
+  stick = true;
+  run(conversation);
+  ui.input.focus();
+}
+
+function copyText(control, text, label) {
+  const done = () => {
+    control.textContent = t.copied;
+    if (label) control.setAttribute("aria-label", t.copied);
+    setTimeout(() => {
+      control.textContent = t.copy;
+      if (label) control.setAttribute("aria-label", label);
+    }, 1500);
+  };
+  if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, () => {});
 }
 
 function renderFooter(view) {
@@ -302,7 +445,11 @@ function setBusy(busy) {
 function send(text) {
   if (active || !text.trim()) return;
   const conversation = store.current || store.create();
-  conversation.messages.push({ role: "user", content: text });
+  const last = tip(conversation);
+  // After a question left without an answer (an imported thread can end so),
+  // the new one becomes its next version: users and answers alternate.
+  const parent = last.role === "user" ? parentOf(conversation, last) : last;
+  addVersion(parent, { role: "user", content: text });
   if (!conversation.title) conversation.title = text.trim().replace(/\s+/g, " ").slice(0, 60);
   ui.input.value = "";
   resizeInput();
@@ -310,29 +457,59 @@ function send(text) {
   run(conversation);
 }
 
+/** Asks again after a failed answer, which the new one replaces. */
 function retry() {
   const conversation = store.current;
   if (active || !conversation) return;
-  const last = conversation.messages.at(-1);
-  if (last && last.role === "assistant") conversation.messages.pop();
+  const last = tip(conversation);
+  if (last.role === "assistant") dropVersion(parentOf(conversation, last), last);
   run(conversation);
 }
 
-async function run(conversation) {
+/** A new version of the last answer, the earlier ones kept; it bypasses any cache of answers. */
+function regenerate() {
+  const conversation = store.current;
+  if (active || !conversation) return;
+  const last = tip(conversation);
+  if (last.role !== "assistant") return;
+  stick = true;
+  run(conversation, { fresh: true });
+}
+
+const limitsReady = loadLimits();
+
+async function loadLimits() {
+  try {
+    const res = await fetch("/api/limits", { headers: { Accept: "application/json" } });
+    if (res.ok) limits = parseLimits(await res.json());
+  } catch {
+    limits = null; // the server will name any limit a request breaks
+  }
+  if (limits) ui.input.maxLength = limits.max_message_chars;
+}
+
+async function run(conversation, { fresh = false } = {}) {
   const alias = ui.model.disabled ? undefined : ui.model.value;
   const message = { role: "assistant", content: "", reasoning: "", status: "streaming" };
-  const body = { messages: requestMessages(conversation.messages) };
-  if (alias) body.model = alias;
-  if (!ui.reasoning.checked) body.reasoning = false;
-  conversation.messages.push(message);
-  store.touch(conversation);
+  let parent = tip(conversation);
+  if (parent.role === "assistant") parent = parentOf(conversation, parent); // regenerate: a sibling
+  const path = thread(conversation);
+  const history = path.slice(0, path.indexOf(parent) + 1);
+  addVersion(parent, message);
   const controller = new AbortController();
   active = { controller, conversation, message };
+  store.touch(conversation);
   setBusy(true);
   renderSidebar();
   renderConversation();
+  await limitsReady;
+  const body = { messages: requestMessages(history, limits) };
+  if (alias) body.model = alias;
+  if (!ui.reasoning.checked) body.reasoning = false;
 
   const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
+  // Regenerate asks for a new answer, not one a cache kept (the server's cache honours it).
+  if (fresh) headers["Cache-Control"] = "no-cache";
   const token = localStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
   const started = performance.now();
@@ -344,7 +521,6 @@ async function run(conversation) {
       headers,
       body: JSON.stringify(body),
       signal: controller.signal,
-      cache: "no-store",
     });
     if (!res.ok) {
       let error = {};
@@ -414,6 +590,8 @@ async function run(conversation) {
     updateView(view, true);
     scrollDown();
   }
+  // Edit and Regenerate come back on the other messages.
+  for (const other of views.values()) if (other !== view) renderActions(other);
   if (pendingRetry) {
     const next = pendingRetry;
     pendingRetry = null;
@@ -471,7 +649,12 @@ ui.stop.addEventListener("click", () => {
   ui.input.focus();
 });
 document.addEventListener("keydown", (e) => {
-  if (e.key === "Escape" && active && !ui.dialog.open) {
+  if ((e.ctrlKey || e.metaKey) && !e.altKey && !e.shiftKey && e.key.toLowerCase() === "k") {
+    e.preventDefault();
+    openSearch();
+    return;
+  }
+  if (e.key === "Escape" && active && !ui.dialog.open && !ui.searchDialog.open) {
     e.preventDefault();
     stopActive();
   }
@@ -483,18 +666,11 @@ ui.messages.addEventListener("scroll", () => {
 ui.messages.addEventListener("click", (e) => {
   const copy = e.target.closest("button.copy");
   if (!copy) return;
-  const code = copy.closest(".code").querySelector("code").textContent;
-  const done = () => {
-    copy.textContent = t.copied;
-    setTimeout(() => {
-      copy.textContent = t.copy;
-    }, 1500);
-  };
-  if (navigator.clipboard) navigator.clipboard.writeText(code).then(done, () => {});
+  copyText(copy, copy.closest(".code").querySelector("code").textContent);
 });
 ui.newChat.addEventListener("click", () => {
   const current = store.current;
-  if (!current || current.messages.length) store.create();
+  if (!current || current.next.length) store.create();
   closeSidebar();
   renderSidebar();
   renderConversation();
@@ -510,12 +686,164 @@ ui.lang.addEventListener("click", () => {
 ui.menu.addEventListener("click", () => (ui.shell.classList.contains("nav-open") ? closeSidebar() : openSidebar()));
 ui.backdrop.addEventListener("click", closeSidebar);
 
+// --- search ---------------------------------------------------------------------
+
+let found = [];
+let chosen = -1;
+
+function openSearch() {
+  if (ui.dialog.open) return;
+  closeSidebar();
+  if (!ui.searchDialog.open) ui.searchDialog.showModal();
+  ui.searchInput.select();
+  runSearch();
+}
+
+function runSearch() {
+  const query = ui.searchInput.value;
+  found = search(store.conversations, query);
+  chosen = found.length ? 0 : -1;
+  ui.searchResults.replaceChildren(
+    ...found.map((r, k) => {
+      const li = el("li", "result");
+      li.id = `result-${k}`;
+      li.setAttribute("role", "option");
+      const title = el("span", "result-title");
+      if (r.node) title.textContent = r.conversation.title || t.untitled;
+      else marked(title, r.text, r.marks);
+      li.append(title);
+      if (r.node) {
+        const text = el("span", "result-text");
+        marked(text, r.text, r.marks);
+        li.append(text);
+      }
+      li.addEventListener("click", () => openResult(k));
+      return li;
+    }),
+  );
+  ui.searchInput.setAttribute("aria-expanded", String(found.length > 0));
+  ui.searchStatus.textContent = query.trim() ? (found.length ? t.results(found.length) : t.noResults) : "";
+  markChosen();
+}
+
+/** Fills `node` with `text`, each range of `marks` in a <mark>: text nodes only. */
+function marked(node, text, marks) {
+  let at = 0;
+  for (const [start, end] of marks) {
+    if (start > at) node.append(text.slice(at, start));
+    node.append(el("mark", null, text.slice(start, end)));
+    at = end;
+  }
+  if (at < text.length) node.append(text.slice(at));
+}
+
+function markChosen() {
+  ui.searchResults.querySelectorAll("[role=option]").forEach((li, k) => {
+    li.setAttribute("aria-selected", String(k === chosen));
+    if (k === chosen) li.scrollIntoView({ block: "nearest" });
+  });
+  if (chosen >= 0) ui.searchInput.setAttribute("aria-activedescendant", `result-${chosen}`);
+  else ui.searchInput.removeAttribute("aria-activedescendant");
+}
+
+function openResult(k) {
+  const r = found[k];
+  if (!r) return;
+  if (active && active.conversation !== r.conversation) stopActive();
+  if (r.node) reveal(r.conversation, r.node);
+  store.select(r.conversation.id);
+  ui.searchDialog.close();
+  renderSidebar();
+  renderConversation();
+  const article = r.node ? views.get(r.node)?.root : null;
+  if (article) {
+    stick = false;
+    article.scrollIntoView({ block: "center" });
+    article.classList.add("found");
+  }
+  ui.input.focus();
+}
+
+ui.searchInput.addEventListener("input", runSearch);
+ui.searchInput.addEventListener("keydown", (e) => {
+  if (e.key === "ArrowDown" || e.key === "ArrowUp") {
+    e.preventDefault();
+    if (!found.length) return;
+    chosen = (chosen + (e.key === "ArrowDown" ? 1 : -1) + found.length) % found.length;
+    markChosen();
+  } else if (e.key === "Enter") {
+    e.preventDefault();
+    openResult(chosen);
+  } else if (e.key === "Escape") {
+    // A search field would only clear itself: Escape closes the search.
+    e.preventDefault();
+    ui.searchDialog.close();
+  }
+});
+ui.searchDialog.addEventListener("close", () => ui.input.focus());
+ui.searchOpen.addEventListener("click", openSearch);
+ui.searchClose.addEventListener("click", () => ui.searchDialog.close());
+ui.searchDialog.addEventListener("click", (e) => {
+  if (e.target === ui.searchDialog) ui.searchDialog.close(); // the backdrop
+});
+if (/Mac|iPhone|iPad/.test(navigator.platform || "")) ui.searchKey.textContent = "⌘ K";
+
+// --- export and import ------------------------------------------------------------
+
+function download(name, type, text) {
+  const url = URL.createObjectURL(new Blob([text], { type }));
+  const a = el("a");
+  a.href = url;
+  a.download = name;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+function notify(text, problem = false) {
+  ui.notice.textContent = text;
+  ui.notice.classList.toggle("problem-text", problem);
+}
+
+ui.exportMd.addEventListener("click", () => {
+  const c = store.current;
+  if (!c) return;
+  download(fileName(c.title, "md"), "text/markdown", toMarkdown(c, { user: t.you, assistant: t.assistant }));
+});
+ui.exportJson.addEventListener("click", () => {
+  const c = store.current;
+  if (c) download(fileName(c.title, "json"), "application/json", toJson([c]));
+});
+ui.exportAll.addEventListener("click", () => {
+  const list = store.sorted().filter((c) => c.next.length);
+  download(fileName("conversations", "json"), "application/json", toJson(list));
+});
+ui.importButton.addEventListener("click", () => ui.importFile.click());
+ui.importFile.addEventListener("change", async () => {
+  const file = ui.importFile.files[0];
+  ui.importFile.value = "";
+  if (!file) return;
+  try {
+    if (file.size > MAX_IMPORT_BYTES) throw new ImportError("size");
+    const list = parseImport(await file.text());
+    if (!store.addAll(list)) throw new ImportError("storage");
+    store.select(store.sorted()[0].id);
+    renderSidebar();
+    renderConversation();
+    notify(t.imported(list.length));
+  } catch (error) {
+    const why = t.importRefused[error instanceof ImportError ? error.code : "json"] || t.importRefused.json;
+    notify(typeof why === "function" ? why(error.path) : why, true);
+  }
+});
+
 // --- start ----------------------------------------------------------------------
 
 ui.reasoning.checked = localStorage.getItem(THINK_KEY) !== "0";
 // A conversation left streaming by a reload was cut off.
 for (const c of store.conversations) {
-  for (const m of c.messages) if (m.status === "streaming") m.status = "interrupted";
+  for (const m of nodes(c)) if (m.status === "streaming") m.status = "interrupted";
 }
 if (!store.current && store.conversations.length) store.select(store.sorted()[0].id);
 applyLang();

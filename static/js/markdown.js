@@ -5,7 +5,8 @@
 // links), so an answer cannot make the browser fetch a remote URL by itself.
 //
 // Supported: paragraphs (single newlines are line breaks), headings, lists
-// (nested, ordered with start), fenced code with a copy button, inline code,
+// (nested, ordered with start), fenced code with a copy button and syntax
+// highlighting (highlight.js: spans of text, classes only), inline code,
 // bold, italic, strikethrough, links and bare URLs, blockquotes, tables,
 // horizontal rules. An unclosed code fence runs to the end, which is what a
 // half-streamed answer needs.
@@ -16,6 +17,8 @@ const HR = /^ {0,3}([-*_])(?:[ \t]*\1){2,}[ \t]*$/;
 const QUOTE = /^ {0,3}> ?/;
 const ITEM = /^( *)([-*+]|\d{1,9}[.)])(?:[ \t]+(.*))?$/;
 const TABLE_SEP = /^ *\|? *:?-+:? *(?:\| *:?-+:? *)*\|? *$/;
+
+import { languageLabel, paint } from "./highlight.js";
 
 let doc = globalThis.document;
 
@@ -125,12 +128,14 @@ function blocks(lines, parent, labels) {
 function codeBlock(text, lang, labels) {
   const wrap = el("div", "code");
   const head = el("div", "code-head");
-  head.append(el("span", "code-lang", lang || "text"));
+  head.append(el("span", "code-lang", languageLabel(lang)));
   const copy = el("button", "copy", labels.copy || "Copy");
   copy.type = "button";
   head.append(copy);
   const pre = el("pre");
-  const code = el("code", null, text);
+  pre.tabIndex = 0; // a block wider than the screen scrolls from the keyboard too
+  const code = el("code");
+  paint(code, text, lang);
   if (lang) code.dataset.lang = lang;
   pre.append(code);
   wrap.append(head, pre);
@@ -328,4 +333,96 @@ function inline(text, parent) {
     pos += m[0].length;
   }
   flush();
+}
+
+/**
+ * Renders a growing Markdown source into `host` incrementally, for a streamed
+ * answer: blocks that can no longer change are rendered once and kept; only
+ * the open tail (the last block or two) is rendered again on each update. A
+ * block is closed once a whole line outside any code fence starts at column 0
+ * and either follows a blank line and is not a list item, or opens a code
+ * fence (and has no "|", which a table row could have): nothing after that
+ * can join the blocks before it, so the pieces render exactly as the whole
+ * source would (tests/js/page-markdown.test.mjs checks this at every cut).
+ * An open code block at the end is not rebuilt either: its new text is
+ * painted onto the same element (highlight.js repaints from the first piece
+ * that changed). A source that is not an extension of the last one starts
+ * over.
+ */
+export class MarkdownStream {
+  constructor(host, labels = {}) {
+    this.host = host;
+    this.labels = labels;
+    this.reset();
+  }
+
+  reset() {
+    this.source = "";
+    this.committed = 0; // source[0, committed) is rendered for good
+    this.scanned = 0; // lines before this offset are classified
+    this.fence = null; // the open fence at `scanned`, if any…
+    this.fenceStart = -1; // …and where its opening line starts
+    this.blank = false; // the last classified line was blank (outside a fence)
+    this.tail = [];
+    this.code = null; // {element, lang} of the tail when it is one open code block
+    this.host.replaceChildren();
+  }
+
+  update(raw) {
+    const source = raw.replace(/\r\n?/g, "\n");
+    if (source === this.source) return;
+    if (!source.startsWith(this.source)) this.reset();
+    this.source = source;
+    let cut = this.committed;
+    while (this.scanned < source.length) {
+      const end = source.indexOf("\n", this.scanned);
+      if (end < 0) break; // the last line is not whole yet
+      const start = this.scanned;
+      const line = source.slice(start, end);
+      this.scanned = end + 1;
+      if (this.fence) {
+        const close = line.trim();
+        if (close.startsWith(this.fence) && close.replaceAll(this.fence[0], "") === "") this.fence = null;
+        continue;
+      }
+      if (!line.trim()) {
+        this.blank = true;
+        continue;
+      }
+      const m = FENCE.exec(line);
+      const column0 = /^\S/.test(line);
+      if (column0 && ((this.blank && !ITEM.test(line)) || (m && !line.includes("|")))) cut = start;
+      this.blank = false;
+      if (m) {
+        this.fence = m[1];
+        this.fenceStart = start;
+      }
+    }
+    if (cut > this.committed) {
+      for (const node of this.tail) node.remove();
+      this.tail = [];
+      this.code = null;
+      this.host.append(renderMarkdown(source.slice(this.committed, cut), this.labels));
+      this.committed = cut;
+    }
+    const tail = source.slice(this.committed);
+    if (this.growCode(tail)) return;
+    for (const node of this.tail) node.remove();
+    const rendered = renderMarkdown(tail, this.labels);
+    this.tail = [...rendered.childNodes];
+    this.host.append(rendered);
+    const openCode = this.fence && this.fenceStart === this.committed && tail.includes("\n");
+    const element = openCode && this.tail.length === 1 ? this.tail[0].querySelector("pre > code") : null;
+    this.code = element ? { element, lang: FENCE.exec(tail)[2] } : null;
+  }
+
+  /** Paints the tail's new text onto its open code block; false when the tail is something else now. */
+  growCode(tail) {
+    if (!this.code || !this.fence || this.fenceStart !== this.committed) return false;
+    // A last line that may be the closing fence is left to the renderer.
+    const last = tail.slice(tail.lastIndexOf("\n") + 1).trim();
+    if (last && last.replaceAll(this.fence[0], "") === "") return false;
+    paint(this.code.element, tail.slice(tail.indexOf("\n") + 1), this.code.lang);
+    return true;
+  }
 }

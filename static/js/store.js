@@ -1,17 +1,17 @@
 // Conversations live in localStorage, so they survive a reload and never
-// leave the browser except as the `messages` of a /chat request.
+// leave the browser except as the `messages` of a /chat request (or a file
+// the user exports).
 //
-// A conversation: {id, title, updated, messages: [message]}. A message:
-// {role: "user"|"assistant", content, reasoning?, status?, stats?, error?}
-// where status is "done", "stopped", "interrupted" or "error".
+// A conversation: {id, title, updated, next, pick}, the root of a tree of
+// messages (tree.js). A message: {role: "user"|"assistant", content,
+// reasoning?, status?, stats?, error?, next, pick} where status is "done",
+// "stopped", "interrupted" or "error".
 
-const KEY = "edgechat.conversations.v1";
+import { fromList } from "./tree.js";
+
+const KEY = "edgechat.conversations.v2";
+const OLD_KEY = "edgechat.conversations.v1"; // a plain list of messages per conversation
 const CURRENT = "edgechat.current";
-
-// The server's defaults (MAX_MESSAGES, MAX_TOTAL_CHARS): older turns are left
-// out of a request rather than making a long conversation fail.
-const MAX_MESSAGES = 50;
-const MAX_TOTAL_CHARS = 32000;
 
 export class Store {
   constructor(storage = localStorage) {
@@ -22,20 +22,36 @@ export class Store {
 
   load() {
     try {
-      const list = JSON.parse(this.storage.getItem(KEY) || "[]");
-      return Array.isArray(list) ? list.filter((c) => c && Array.isArray(c.messages)) : [];
+      const saved = this.storage.getItem(KEY);
+      if (saved !== null) {
+        const list = JSON.parse(saved);
+        return Array.isArray(list) ? list.filter((c) => c && typeof c === "object" && Array.isArray(c.next)) : [];
+      }
+      const old = JSON.parse(this.storage.getItem(OLD_KEY) || "[]");
+      if (!Array.isArray(old)) return [];
+      return old
+        .filter((c) => c && typeof c === "object" && Array.isArray(c.messages))
+        .map(({ messages, ...c }) =>
+          fromList(
+            c,
+            messages.filter((m) => m && typeof m === "object"),
+          ),
+        );
     } catch {
       return [];
     }
   }
 
+  /** Writes everything; false when the storage refused (full or disabled). */
   save() {
     try {
       this.storage.setItem(KEY, JSON.stringify(this.conversations));
       if (this.currentId) this.storage.setItem(CURRENT, this.currentId);
       else this.storage.removeItem(CURRENT);
+      return true;
     } catch {
       // Storage full or disabled: the chat keeps working for this visit.
+      return false;
     }
   }
 
@@ -48,10 +64,9 @@ export class Store {
   }
 
   create() {
-    const id = crypto.randomUUID ? crypto.randomUUID() : String(Date.now() + Math.random());
-    const conversation = { id, title: "", updated: Date.now(), messages: [] };
+    const conversation = { id: newId(), title: "", updated: Date.now(), next: [], pick: 0 };
     this.conversations.push(conversation);
-    this.currentId = id;
+    this.currentId = conversation.id;
     this.save();
     return conversation;
   }
@@ -77,20 +92,69 @@ export class Store {
     conversation.updated = Date.now();
     this.save();
   }
+
+  /**
+   * Adds conversations (already validated, transfer.js) all at once: an id
+   * already here gets a new one, so nothing is overwritten. Returns false and
+   * changes nothing when the storage cannot hold them.
+   */
+  addAll(list) {
+    const before = this.conversations;
+    const taken = new Set(before.map((c) => c.id));
+    const added = list.map((c) => (taken.has(c.id) ? { ...c, id: newId() } : c));
+    this.conversations = [...before, ...added];
+    if (this.save()) return true;
+    this.conversations = before;
+    this.save();
+    return false;
+  }
 }
 
-/** The `messages` of a /chat request: the answered turns, newest kept when over the caps. */
-export function requestMessages(messages) {
+function newId() {
+  return crypto.randomUUID ? crypto.randomUUID() : String(Date.now() + Math.random());
+}
+
+/**
+ * The `messages` of a /chat request from the thread on screen: the answered
+ * turns, the newest kept within the server's limits (GET /api/limits), so a
+ * long conversation leaves its oldest turns out instead of failing. The
+ * newest message is always sent: if it alone breaks a limit, the server says
+ * which. Without limits (they could not be read) everything is sent.
+ */
+export function requestMessages(messages, limits = null) {
   const usable = messages
     .filter((m) => m.content?.trim() && (m.role === "user" || m.role === "assistant"))
     .map((m) => ({ role: m.role, content: m.content }));
   const out = [];
   let total = 0;
+  let bytes = 64; // {"messages":[…],"model":…,"reasoning":false}
   for (let k = usable.length - 1; k >= 0; k--) {
-    total += usable[k].content.length;
-    if (out.length >= MAX_MESSAGES || (out.length && total > MAX_TOTAL_CHARS)) break;
-    out.unshift(usable[k]);
+    const m = usable[k];
+    total += m.content.length;
+    bytes += jsonBytes(m) + 1;
+    if (
+      out.length &&
+      limits &&
+      (out.length >= limits.max_messages ||
+        total > limits.max_total_chars ||
+        m.content.length > limits.max_message_chars ||
+        bytes > limits.max_body_bytes)
+    )
+      break;
+    out.unshift(m);
   }
   while (out.length > 1 && out[0].role !== "user") out.shift();
   return out;
+}
+
+const encoder = new TextEncoder();
+const jsonBytes = (value) => encoder.encode(JSON.stringify(value)).length;
+
+const LIMIT_FIELDS = ["max_body_bytes", "max_messages", "max_message_chars", "max_total_chars"];
+
+/** The server's limits from a GET /api/limits body, or null when it is not what the server sends. */
+export function parseLimits(data) {
+  if (!data || typeof data !== "object") return null;
+  for (const name of LIMIT_FIELDS) if (!Number.isInteger(data[name]) || data[name] <= 0) return null;
+  return Object.fromEntries(LIMIT_FIELDS.map((name) => [name, data[name]]));
 }

@@ -60,12 +60,16 @@ def test_history_survives_a_reload_and_each_conversation_sends_its_own_history(
 
     page.reload()
     # The last conversation is shown again, and both are listed.
-    expect(page.get_by_role("article", name="You")).to_have_text("Tell me about pears")
+    expect(page.get_by_role("article", name="You").locator(".bubble")).to_have_text(
+        "Tell me about pears"
+    )
     listed = sidebar.get_by_role("button", name=re.compile("^Tell me about"))
     expect(listed).to_have_count(2)
 
     sidebar.get_by_role("button", name="Tell me about apples", exact=True).click()
-    expect(page.get_by_role("article", name="You")).to_have_text("Tell me about apples")
+    expect(page.get_by_role("article", name="You").locator(".bubble")).to_have_text(
+        "Tell me about apples"
+    )
     expect(chat.last_answer().locator(".answer")).to_have_text(apples_answer)
     chat.ask("And their colours?")
 
@@ -95,7 +99,9 @@ def test_conversations_can_be_renamed_and_deleted(chat: Chat, ai: EmulatorContro
     sidebar.get_by_role("button", name="Delete: Recipe for dumplings").click()
     expect(sidebar.get_by_role("button", name="Recipe for dumplings", exact=True)).to_have_count(0)
     # The remaining conversation is shown.
-    expect(page.get_by_role("article", name="You")).to_have_text("Plan a trip to Kyoto")
+    expect(page.get_by_role("article", name="You").locator(".bubble")).to_have_text(
+        "Plan a trip to Kyoto"
+    )
 
     page.reload()
     expect(sidebar.get_by_role("button", name="Kyoto 2027", exact=True)).to_be_visible()

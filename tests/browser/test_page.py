@@ -55,7 +55,7 @@ def test_a_full_chat_has_no_console_errors_and_no_csp_violations(
     _showcase(ai)
     answer = chat.ask("Please compare GLM and Kimi")
     answer.locator("summary").click()
-    answer.get_by_role("button", name="Copy").click()
+    answer.get_by_role("button", name="Copy", exact=True).click()
     chat.ask("Thanks!")
     chat.button("New chat").click()
     chat.page.get_by_role("button", name="中文").click()
@@ -116,6 +116,23 @@ def test_on_a_phone_the_sidebar_opens_from_the_menu_and_nothing_overflows(
     expect(chat.answers()).to_have_count(0)
 
 
+CODE_ANSWER = """Two ways to read the stream:
+
+```python
+import httpx
+
+def read(url: str) -> int:
+    # one event at a time
+    with httpx.stream("POST", url, json={"n": 42}) as res:
+        return sum(1 for _ in res.iter_lines())
+```
+
+```js
+const res = await fetch("/chat", { method: "POST", body });
+for await (const piece of res.body) console.log(piece.length);
+```"""
+
+
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 @pytest.mark.parametrize(
     ("size", "viewport"),
@@ -125,11 +142,39 @@ def test_screenshots_for_review(
     new_chat: Any, ai: EmulatorControl, scheme: str, size: str, viewport: dict[str, int]
 ) -> None:
     chat: Chat = new_chat(viewport=viewport, color_scheme=scheme).open()
+    page = chat.page
+    # No animation, so the pictures are taken of a page at rest.
+    page.emulate_media(reduced_motion="reduce")
     ARTIFACTS.mkdir(exist_ok=True)
-    chat.page.screenshot(path=ARTIFACTS / f"page-empty-{scheme}-{size}.png")
+    page.screenshot(path=ARTIFACTS / f"page-empty-{scheme}-{size}.png")
     _showcase(ai)
     chat.ask("Please compare GLM and Kimi")
-    chat.page.wait_for_timeout(200)  # let the cursor animation settle
-    chat.page.screenshot(path=ARTIFACTS / f"page-chat-{scheme}-{size}.png")
+    page.screenshot(path=ARTIFACTS / f"page-chat-{scheme}-{size}.png")
     assert (ARTIFACTS / f"page-chat-{scheme}-{size}.png").stat().st_size > 5_000
+
+    # The new controls: an edited question and a regenerated answer (2/2 on
+    # each), copy buttons, highlighted code.
+    ai.script({"reply": {"content": CODE_ANSWER}})
+    chat.ask("How do I read it?")
+    question = page.get_by_role("article", name="You").last
+    question.get_by_role("button", name="Edit message").click()
+    question.get_by_role("textbox", name="Edit message").fill("How do I read the stream?")
+    question.get_by_role("textbox", name="Edit message").press("Enter")
+    chat.wait_idle()
+    chat.last_answer().get_by_role("button", name="Regenerate").click()
+    chat.wait_idle()
+    expect(chat.last_answer().get_by_role("group", name="Version 2 of 2")).to_be_visible()
+    expect(chat.last_answer().locator(".tok-kw").first).to_be_visible()
+    chat.last_answer().scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / f"page-versions-{scheme}-{size}.png")
+
+    page.keyboard.press("Control+k")
+    page.get_by_role("combobox", name="Search conversations").fill("stream")
+    expect(page.get_by_role("listbox", name="Results").get_by_role("option").first).to_be_visible()
+    page.screenshot(path=ARTIFACTS / f"page-search-{scheme}-{size}.png")
+    page.keyboard.press("Escape")
+    if size == "phone":
+        page.get_by_role("button", name="Conversations").click()
+        expect(page.get_by_role("button", name="Export as Markdown")).to_be_in_viewport()
+        page.screenshot(path=ARTIFACTS / f"page-sidebar-{scheme}-{size}.png")
     assert chat.csp_violations() == []

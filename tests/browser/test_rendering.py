@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import CLOSE_EVENT, Chat
+from tests.browser.conftest import CLOSE_EVENT, Chat, done, meta
 from tests.harness import EmulatorControl
 from tests.kit.upstream import native_chunk, openai_chunk, openai_end
 
@@ -40,7 +42,7 @@ def test_hostile_answers_and_messages_render_as_text_and_run_nothing(
     # The markup is shown as text…
     expect(answer).to_contain_text("""<img src=x onerror="window.__pwned = 'img'">""")
     expect(answer).to_contain_text("<script>window.__pwned = 'script'</script>")
-    expect(page.get_by_role("article", name="You")).to_have_text(
+    expect(page.get_by_role("article", name="You").locator(".bubble")).to_have_text(
         "<img src=y onerror=\"window.__pwned='user'\"> show me tricks"
     )
     # …and builds no element and runs nothing, also after a moment.
@@ -199,3 +201,92 @@ def test_the_page_reader_reassembles_events_and_characters_cut_at_every_byte(
         ["message", nothing],  # the binding's {"response": "", "usage": …}
         ["done", {"model": "m"}],
     ]
+
+
+# One block per language of issue 12, with what each must colour as a keyword.
+CODE_BLOCKS = [
+    ("python", "Python", "def area(r):\n    return 3.14 * r ** 2  # pi", "def"),
+    ("js", "JavaScript", "const n = 42; // answer", "const"),
+    ("ts", "TypeScript", "interface User { name: string }", "interface"),
+    ("json", "JSON", '{"ok": true, "n": 1}', None),
+    ("bash", "Bash", 'for f in *.txt; do echo "$f"; done', "for"),
+    ("html", "HTML", '<a href="/x">link</a>', None),
+    ("css", "CSS", "@media print { .a { color: red; } }", "@media"),
+    ("sql", "SQL", "SELECT id FROM users WHERE n > 1;", "SELECT"),
+    ("go", "Go", "func main() { var x int = 1 }", "func"),
+    ("rust", "Rust", "fn main() { let v = 1; }", "fn"),
+    ("java", "Java", "public class A { }", "public"),
+    ("c", "C", "int main(void) { return 0; }", "return"),
+    ("cpp", "C++", "auto p = nullptr; // c++", "auto"),
+]
+
+
+def test_code_is_highlighted_by_language_with_its_name_in_light_and_dark(
+    new_chat: Any, ai: EmulatorControl
+) -> None:
+    source = "\n\n".join(f"```{fence}\n{code}\n```" for fence, _, code, _ in CODE_BLOCKS)
+    colours = {}
+    for scheme in ("light", "dark"):
+        chat: Chat = new_chat(color_scheme=scheme).open()
+        ai.script({"reply": {"content": source}})
+        answer = chat.ask("Code in every language").locator(".answer")
+        blocks = answer.locator(".code")
+        expect(blocks).to_have_count(len(CODE_BLOCKS))
+        expect(blocks.locator(".code-lang")).to_have_text([name for _, name, _, _ in CODE_BLOCKS])
+        for k, (_, _, code, keyword) in enumerate(CODE_BLOCKS):
+            block = blocks.nth(k)
+            expect(block.locator("pre code")).to_have_text(code)
+            expect(block.locator("[class^=tok-]").first).to_be_visible()
+            if keyword:
+                expect(block.locator(".tok-kw").first).to_have_text(keyword)
+        expect(blocks.nth(0).locator(".tok-com")).to_have_text("# pi")
+        expect(blocks.nth(0).locator(".tok-num").first).to_have_text("3.14")
+        expect(blocks.nth(3).locator(".tok-lit")).to_have_text("true")
+        expect(blocks.nth(5).locator(".tok-tag").first).to_have_text("<a")
+        expect(blocks.nth(1).locator(".tok-com")).to_have_text("// answer")
+        colours[scheme] = answer.evaluate(
+            """a => Object.fromEntries(["kw", "str", "com", "num"].map((k) => [k,
+                getComputedStyle(a.querySelector(".tok-" + k)).color]).concat([["text",
+                getComputedStyle(a.querySelector("pre code")).color]]))"""
+        )
+        assert chat.csp_violations() == []
+    for scheme in ("light", "dark"):
+        # Each kind has its own colour, none the plain text's.
+        kinds = [colours[scheme][k] for k in ("kw", "str", "com", "num")]
+        assert len(set(kinds)) == 4, colours
+        assert colours[scheme]["text"] not in kinds
+    assert colours["light"]["kw"] != colours["dark"]["kw"]
+
+
+def test_a_long_answer_renders_incrementally_keeping_the_closed_blocks(chat: Chat) -> None:
+    """Closed blocks are rendered once: their elements stay the same while
+    the answer goes on (the old page rebuilt the whole answer per frame)."""
+    words = [
+        "## Heading\n\n",
+        "First",
+        " paragraph.\n\n",
+        "Second paragraph\n",
+        "goes",
+        " on.\n\n",
+        "Third.",
+    ]
+    events = [openai_chunk(content=word) for word in words]
+    chat.serve_chat(meta(), *events, *openai_end(), done())
+    chat.hold_chat_events()
+    chat.send("Long answer")
+    answer = chat.last_answer().locator(".answer")
+    # A block is closed once a whole line follows its blank line.
+    chat.release_events(1 + 4)  # meta, up to "Second paragraph\n"
+    expect(answer.locator("p").last).to_have_text("Second paragraph")
+    answer.locator("h4").evaluate("h => { h.dataset.seen = 'yes'; }")
+    answer.locator("p").first.evaluate("p => { p.dataset.seen = 'yes'; }")
+    answer.locator("p").last.evaluate("p => { p.dataset.seen = 'yes'; }")
+    chat.release_all_events()
+    chat.wait_idle()
+    expect(answer.locator("p")).to_have_text(
+        ["First paragraph.", "Second paragraphgoes on.", "Third."]  # <br> has no text
+    )
+    expect(answer.locator("h4")).to_have_attribute("data-seen", "yes")
+    expect(answer.locator("p").first).to_have_attribute("data-seen", "yes")
+    # The open block was rendered again as it grew.
+    expect(answer.locator("p").nth(1)).not_to_have_attribute("data-seen", "yes")

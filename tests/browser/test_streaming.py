@@ -29,7 +29,9 @@ def test_a_question_streams_into_the_page_token_by_token(chat: Chat, ai: Emulato
     chat.send("Please stream an answer")
 
     # The user's message is shown at once, and the page says it is working.
-    expect(chat.page.get_by_role("article", name="You")).to_have_text("Please stream an answer")
+    expect(chat.page.get_by_role("article", name="You").locator(".bubble")).to_have_text(
+        "Please stream an answer"
+    )
     expect(chat.button("Stop")).to_be_visible()
     expect(chat.button("Send")).to_be_hidden()
     answer = chat.last_answer()
@@ -192,7 +194,7 @@ def test_enter_sends_shift_enter_adds_a_line_and_the_input_grows(
     assert ai.calls() == []
 
     box.press("Enter")
-    expect(chat.page.get_by_role("article", name="You")).to_have_text(
+    expect(chat.page.get_by_role("article", name="You").locator(".bubble")).to_have_text(
         "first line\nsecond line\nthird line"
     )
     expect(box).to_have_value("")

@@ -4,7 +4,7 @@
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { Window } from "happy-dom";
-import { renderMarkdown, safeUrl } from "../../static/js/markdown.js";
+import { MarkdownStream, renderMarkdown, safeUrl } from "../../static/js/markdown.js";
 
 const window = new Window({ url: "https://edgechat.example/" });
 // markdown.js builds nodes with globalThis.document, as in the page.
@@ -23,7 +23,7 @@ const TAGS = new Set([
   ...["p", "br", "h3", "h4", "h5", "h6", "hr", "blockquote", "ul", "ol", "li", "a", "strong", "em", "del", "code"],
   ...["div", "span", "button", "pre", "table", "thead", "tbody", "tr", "th", "td"],
 ]);
-const ATTRIBUTES = new Set(["class", "href", "rel", "target", "type", "data-lang", "start"]);
+const ATTRIBUTES = new Set(["class", "href", "rel", "target", "type", "data-lang", "start", "tabindex"]);
 
 /** Fails unless every element under `host` is one the renderer may build, with safe attributes. */
 function assertInert(host, source) {
@@ -207,7 +207,8 @@ describe("syntax", () => {
     const code = host.querySelector("pre > code");
     assert.equal(code.textContent, "print('<b>')");
     assert.equal(code.dataset.lang, "python");
-    assert.equal(host.querySelector(".code-lang").textContent, "python");
+    assert.equal(host.querySelector(".code-lang").textContent, "Python");
+    assert.equal(host.querySelector("pre .tok-fn").textContent, "print");
     assert.equal(host.querySelector("button.copy").textContent, "复制");
   });
 
@@ -243,5 +244,80 @@ describe("syntax", () => {
   test("empty input renders nothing", () => {
     assert.equal(html(""), "");
     assert.equal(html("\n\n  \n"), "");
+  });
+});
+
+describe("MarkdownStream (incremental rendering of a streamed answer)", () => {
+  const SOURCES = [
+    "# Title\n\nA paragraph\non two lines.\n\n- a\n- b\n\n  still b\n\n- c\n\n1. one\n2. two\n\n```py\nx = 1\n\n\ny = 2\n```\n\n| a | b |\n|---|:-:|\n| 1 | 2 |\n\n> quoted\n> more\n\n---\n\nThe **end** with `code`.",
+    "text\n\n```\nunclosed fence\n\nrunning on",
+    "Right after a line:\n```js\nconst a = `x`; // c\n\n```\n| a | b |\n|---|---|\n| 1 | 2 |\n```\n- list\n```py\ndef f():\n    return '''\n\n'''\n```\n~~~\n``` not closing\n~~~",
+    "- item\n\n      indented code in a list\n\nafter\r\n\r\nwindows lines\r\n\r\n~~~js\nconst a = 1;\n~~~\n",
+  ];
+  const full = (source) => {
+    const host = window.document.createElement("div");
+    host.append(renderMarkdown(source));
+    return host.innerHTML;
+  };
+
+  test("at every cut of the source, the page shows what rendering it whole shows", () => {
+    for (const source of SOURCES) {
+      const host = window.document.createElement("div");
+      const stream = new MarkdownStream(host);
+      for (let n = 0; n <= source.length; n++) {
+        stream.update(source.slice(0, n));
+        assert.equal(host.innerHTML, full(source.slice(0, n)), `${JSON.stringify(source.slice(0, n))}`);
+      }
+    }
+  });
+
+  test("blocks that are closed are rendered once and kept, not rebuilt", () => {
+    const host = window.document.createElement("div");
+    const stream = new MarkdownStream(host);
+    stream.update("# Title\n\nfirst paragraph\n\nsecond");
+    const heading = host.querySelector("h3");
+    // "first paragraph" is closed once a whole line follows its blank line.
+    stream.update("# Title\n\nfirst paragraph\n\nsecond paragraph\n");
+    const first = host.querySelector("p");
+    stream.update("# Title\n\nfirst paragraph\n\nsecond paragraph\ngoes on\n\nthird");
+    assert.ok(host.querySelector("h3") === heading, "the heading was rebuilt");
+    assert.ok(host.querySelector("p") === first, "the first paragraph was rebuilt");
+    assert.equal(host.querySelectorAll("p").length, 3);
+  });
+
+  test("an open code block grows on the same element, its earlier pieces kept", () => {
+    const host = window.document.createElement("div");
+    const stream = new MarkdownStream(host);
+    stream.update("Code:\n\n```python\ndef f(x):\n");
+    const code = host.querySelector("pre > code");
+    const keyword = code.querySelector(".tok-kw");
+    stream.update("Code:\n\n```python\ndef f(x):\n    return x  # done\n");
+    assert.ok(host.querySelector("pre > code") === code, "the code block was rebuilt");
+    assert.ok(code.querySelector(".tok-kw") === keyword, "the first keyword was rebuilt");
+    assert.equal(code.textContent, "def f(x):\n    return x  # done\n");
+    const whole = "Code:\n\n```python\ndef f(x):\n    return x  # done\n```\n\nAfter.";
+    stream.update(whole);
+    assert.equal(host.innerHTML, full(whole));
+  });
+
+  test("a source that does not extend the last one is rendered again from the start", () => {
+    const host = window.document.createElement("div");
+    const stream = new MarkdownStream(host);
+    stream.update("one\n\ntwo\n\nthree");
+    stream.update("other\n\nx");
+    assert.equal(host.innerHTML, full("other\n\nx"));
+    stream.update("");
+    assert.equal(host.innerHTML, "");
+  });
+
+  test("hostile text stays text when rendered in pieces", () => {
+    const host = window.document.createElement("div");
+    const stream = new MarkdownStream(host);
+    const source =
+      "<img src=x onerror=alert(1)>\n\n```html\n<script>alert(2)</script>\n```\n\n[x](javascript:alert(3))";
+    for (let n = 0; n <= source.length; n += 3) stream.update(source.slice(0, n));
+    stream.update(source);
+    assertInert(host, source);
+    assert.equal(host.querySelectorAll("img, script").length, 0);
   });
 });

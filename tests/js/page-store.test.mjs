@@ -1,8 +1,19 @@
 // The page's conversation store (static/js/store.js): the `messages` of a
-// /chat request, and conversations kept in a Storage.
+// /chat request within the server's limits, and conversations kept in a Storage.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { requestMessages, Store } from "../../static/js/store.js";
+import { parseLimits, requestMessages, Store } from "../../static/js/store.js";
+import { addVersion, thread } from "../../static/js/tree.js";
+
+// What GET /api/limits answers with the server's defaults.
+const LIMITS = {
+  max_body_bytes: 65536,
+  max_messages: 50,
+  max_message_chars: 8000,
+  max_total_chars: 32000,
+  default_output_tokens: 1024,
+  max_output_tokens: 4096,
+};
 
 const user = (content) => ({ role: "user", content });
 const assistant = (content, extra = {}) => ({ role: "assistant", content, ...extra });
@@ -40,29 +51,76 @@ describe("requestMessages", () => {
     assert.deepEqual(requestMessages([]), []);
   });
 
-  test("keeps the newest 50 messages", () => {
+  test("keeps the newest max_messages messages", () => {
     const history = Array.from({ length: 60 }, (_, k) => (k % 2 ? assistant(`a${k}`) : user(`u${k}`)));
-    const out = requestMessages(history);
+    const out = requestMessages(history, LIMITS);
     assert.equal(out.length, 50);
     assert.deepEqual(out, history.slice(10));
+    // The newest 3 would open with an answer, so 2 are sent.
+    assert.deepEqual(requestMessages(history, { ...LIMITS, max_messages: 3 }), history.slice(-2));
   });
 
-  test("keeps the newest turns within 32000 characters, then starts at a user turn", () => {
-    const big = "x".repeat(10000);
+  test("keeps the newest turns within max_total_chars, then starts at a user turn", () => {
+    const big = "x".repeat(7000);
+    const limits = { ...LIMITS, max_total_chars: 22000 };
     const history = [user(big), assistant(big), user(big), assistant(big), user("last")];
-    // 3 × 10000 + 4 fits; a fourth big one would not, and the kept list may
+    // 3 × 7000 + 4 fits; a fourth big one would not, and the kept list may
     // not open with the assistant turn, so it drops to the user turn after it.
-    assert.deepEqual(requestMessages(history), [user(big), assistant(big), user("last")]);
-    // Exactly 32000 characters fit; one more leaves the oldest out, and with
-    // it the assistant turn that would then open the list.
-    const exact = [user("y".repeat(16000)), assistant("z".repeat(16000))];
-    assert.deepEqual(requestMessages(exact), exact);
-    assert.deepEqual(requestMessages([...exact, user("!")]), [user("!")]);
+    assert.deepEqual(requestMessages(history, limits), [user(big), assistant(big), user("last")]);
+    // Exactly the limit fits; one more leaves the oldest out, and with it the
+    // assistant turn that would then open the list.
+    const exact = [user("y".repeat(7000)), assistant("z".repeat(7000))];
+    assert.deepEqual(requestMessages(exact, { ...LIMITS, max_total_chars: 14000 }), exact);
+    assert.deepEqual(requestMessages([...exact, user("!")], { ...LIMITS, max_total_chars: 14000 }), [user("!")]);
   });
 
-  test("the newest message is sent even when it alone is over the cap", () => {
+  test("an older message over max_message_chars ends what is sent (the server would refuse it)", () => {
+    const long = assistant("l".repeat(8001));
+    assert.deepEqual(requestMessages([user("q"), long, user("next")], LIMITS), [user("next")]);
+    assert.deepEqual(requestMessages([user("q"), long, user("next")], { ...LIMITS, max_message_chars: 9000 }), [
+      user("q"),
+      long,
+      user("next"),
+    ]);
+  });
+
+  test("the body stays within max_body_bytes, counted in UTF-8", () => {
+    const cjk = "中".repeat(3000); // 9000 bytes each
+    const history = [user(cjk), assistant(cjk), user(cjk), assistant(cjk), user("last")];
+    const out = requestMessages(history, { ...LIMITS, max_body_bytes: 20000 });
+    assert.equal(out.length, 3); // 3 × 3000 characters would fit max_total_chars, not 20000 bytes
+    assert.ok(new TextEncoder().encode(JSON.stringify({ messages: out })).length <= 20000);
+    assert.equal(requestMessages(history, { ...LIMITS, max_body_bytes: 15000 }).length, 1);
+  });
+
+  test("the newest message is sent even when it alone is over a limit", () => {
     const huge = user("h".repeat(40000));
-    assert.deepEqual(requestMessages([user("old"), huge]), [huge]);
+    assert.deepEqual(requestMessages([user("old"), huge], LIMITS), [huge]);
+  });
+
+  test("without the server's limits everything is sent (the server names any limit broken)", () => {
+    const history = Array.from({ length: 60 }, (_, k) => (k % 2 ? assistant(`a${k}`) : user(`u${k}`)));
+    assert.equal(requestMessages(history, null).length, 60);
+  });
+
+  test("parseLimits keeps the four request limits and refuses anything else", () => {
+    assert.deepEqual(parseLimits(LIMITS), {
+      max_body_bytes: 65536,
+      max_messages: 50,
+      max_message_chars: 8000,
+      max_total_chars: 32000,
+    });
+    for (const bad of [
+      null,
+      "x",
+      [],
+      {},
+      { ...LIMITS, max_messages: "50" },
+      { ...LIMITS, max_total_chars: 0 },
+      { ...LIMITS, max_body_bytes: 1.5 },
+    ]) {
+      assert.equal(parseLimits(bad), null, JSON.stringify(bad));
+    }
   });
 });
 
@@ -84,7 +142,8 @@ class MemoryStorage {
   }
 }
 
-const KEY = "edgechat.conversations.v1";
+const KEY = "edgechat.conversations.v2";
+const OLD_KEY = "edgechat.conversations.v1";
 const CURRENT = "edgechat.current";
 
 describe("Store", () => {
@@ -98,7 +157,7 @@ describe("Store", () => {
     const storage = new MemoryStorage();
     const store = new Store(storage);
     const conversation = store.create();
-    conversation.messages.push(user("hi"));
+    addVersion(conversation, user("hi"));
     store.touch(conversation);
     const again = new Store(storage);
     assert.deepEqual(again.conversations, [conversation]);
@@ -109,18 +168,53 @@ describe("Store", () => {
     for (const raw of ["{not json", '{"a":1}', "42", "null"]) {
       assert.deepEqual(new Store(new MemoryStorage({ [KEY]: raw })).conversations, [], raw);
     }
-    const mixed = JSON.stringify([null, 3, { id: "x" }, { id: "ok", messages: [] }, { id: "bad", messages: "no" }]);
+    const mixed = JSON.stringify([null, 3, { id: "x" }, { id: "ok", next: [] }, { id: "bad", next: "no" }]);
     assert.deepEqual(
       new Store(new MemoryStorage({ [KEY]: mixed })).conversations.map((c) => c.id),
       ["ok"],
     );
   });
 
+  test("conversations saved before versions existed are read as a thread", () => {
+    const old = [{ id: "a", title: "t", updated: 5, messages: [user("q"), assistant("a", { status: "done" }), null] }];
+    const store = new Store(new MemoryStorage({ [OLD_KEY]: JSON.stringify(old) }));
+    const [conversation] = store.conversations;
+    assert.equal(conversation.id, "a");
+    assert.equal(conversation.messages, undefined);
+    assert.deepEqual(
+      thread(conversation).map((m) => [m.role, m.content, m.status]),
+      [
+        ["user", "q", undefined],
+        ["assistant", "a", "done"],
+      ],
+    );
+  });
+
+  test("addAll adds every conversation or none; a taken id gets a new one", () => {
+    const storage = new MemoryStorage();
+    const store = new Store(storage);
+    const mine = store.create();
+    const imported = [
+      { id: mine.id, title: "same id", updated: 1, next: [], pick: 0 },
+      { id: "new", title: "new", updated: 2, next: [], pick: 0 },
+    ];
+    assert.equal(store.addAll(imported), true);
+    assert.equal(store.conversations.length, 3);
+    assert.equal(new Set(store.conversations.map((c) => c.id)).size, 3);
+    assert.equal(
+      store.conversations.find((c) => c.id === mine.id),
+      mine,
+    );
+    storage.failWrites = true;
+    assert.equal(store.addAll([{ id: "more", title: "", updated: 3, next: [], pick: 0 }]), false);
+    assert.equal(store.conversations.length, 3);
+  });
+
   test("sorted() is newest first and does not reorder the list", () => {
     const list = [
-      { id: "a", updated: 1, messages: [] },
-      { id: "b", updated: 3, messages: [] },
-      { id: "c", updated: 2, messages: [] },
+      { id: "a", updated: 1, next: [] },
+      { id: "b", updated: 3, next: [] },
+      { id: "c", updated: 2, next: [] },
     ];
     const store = new Store(new MemoryStorage({ [KEY]: JSON.stringify(list) }));
     assert.deepEqual(
@@ -134,7 +228,7 @@ describe("Store", () => {
   });
 
   test("select() ignores unknown ids", () => {
-    const list = [{ id: "a", updated: 1, messages: [] }];
+    const list = [{ id: "a", updated: 1, next: [] }];
     const storage = new MemoryStorage({ [KEY]: JSON.stringify(list), [CURRENT]: "a" });
     const store = new Store(storage);
     store.select("missing");
@@ -150,9 +244,9 @@ describe("Store", () => {
 
   test("removing the current conversation selects the newest remaining one, then none", () => {
     const list = [
-      { id: "a", updated: 1, messages: [] },
-      { id: "b", updated: 3, messages: [] },
-      { id: "c", updated: 2, messages: [] },
+      { id: "a", updated: 1, next: [] },
+      { id: "b", updated: 3, next: [] },
+      { id: "c", updated: 2, next: [] },
     ];
     const storage = new MemoryStorage({ [KEY]: JSON.stringify(list), [CURRENT]: "b" });
     const store = new Store(storage);

@@ -1,0 +1,237 @@
+// Export and import of conversations. An export is JSON:
+//
+//   {"format": "edgechat", "version": 1, "exported": "<ISO time>", "conversations": [conversation…]}
+//
+// with each conversation the tree the page keeps (store.js, tree.js); a
+// Markdown export is the thread on screen. An import is checked whole before
+// anything is applied: size, JSON, then every field of every conversation
+// and message against the one shape an export has. Anything else (an
+// unknown key, a wrong type, a role out of turn, a tree too deep) refuses
+// the file with the path of the first problem, and nothing changes.
+
+import { thread } from "./tree.js";
+
+export const FORMAT = "edgechat";
+export const VERSION = 1;
+export const MAX_IMPORT_BYTES = 5 * 1024 * 1024;
+const MAX_NODES = 20000;
+const MAX_DEPTH = 2000;
+
+const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
+
+/** What is written for a message: its own fields and its versions, nothing the page adds while streaming. */
+function exportNode(node) {
+  const out = { role: node.role, content: node.content || "" };
+  if (node.reasoning) out.reasoning = node.reasoning;
+  if (node.status) out.status = node.status === "streaming" ? "interrupted" : node.status;
+  if (node.stats) out.stats = node.stats;
+  if (node.error) out.error = node.error;
+  out.pick = node.pick || 0;
+  out.next = (node.next || []).map(exportNode);
+  return out;
+}
+
+function exportConversation(c) {
+  return {
+    id: c.id,
+    title: c.title || "",
+    updated: c.updated,
+    pick: c.pick || 0,
+    next: (c.next || []).map(exportNode),
+  };
+}
+
+/** The JSON text of an export of `conversations`. */
+export function toJson(conversations, now = new Date()) {
+  const data = {
+    format: FORMAT,
+    version: VERSION,
+    exported: now.toISOString(),
+    conversations: conversations.map(exportConversation),
+  };
+  return `${JSON.stringify(data, null, 2)}\n`;
+}
+
+/** The thread on screen as Markdown; `names` are the headings of the two roles. */
+export function toMarkdown(conversation, names = { user: "You", assistant: "Assistant" }) {
+  const parts = [`# ${oneLine(conversation.title) || "edgechat"}`];
+  for (const m of thread(conversation)) {
+    parts.push(`## ${m.role === "user" ? names.user : names.assistant}`);
+    parts.push((m.content || "").trim() || "…");
+  }
+  return `${parts.join("\n\n")}\n`;
+}
+
+const oneLine = (s) =>
+  String(s || "")
+    .replace(/\s+/g, " ")
+    .trim();
+
+/** A file name for an export: edgechat-<title>-<date>.<ext>. */
+export function fileName(title, ext, now = new Date()) {
+  const slug = oneLine(title)
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}]+/gu, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 40);
+  return `edgechat-${slug ? `${slug}-` : ""}${now.toISOString().slice(0, 10)}.${ext}`;
+}
+
+export class ImportError extends Error {
+  constructor(code, path = "") {
+    // The path names keys from the file: shown as text, and kept short.
+    const where = path.length > 120 ? `${path.slice(0, 119)}…` : path;
+    super(where ? `${code} at ${where}` : code);
+    this.code = code; // "size" | "json" | "format" | "field" | "storage"
+    this.path = where;
+  }
+}
+
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const isNumber = (v) => typeof v === "number" && Number.isFinite(v);
+
+function fields(value, path, required, optional) {
+  if (!isObject(value)) throw new ImportError("field", path);
+  const keys = Object.keys(value);
+  for (const key of keys) {
+    if (!required.includes(key) && !optional.includes(key)) throw new ImportError("field", `${path}.${key}`);
+  }
+  for (const key of required) if (!Object.hasOwn(value, key)) throw new ImportError("field", `${path}.${key}`);
+}
+
+function string(value, path, max) {
+  if (typeof value !== "string" || value.length > max) throw new ImportError("field", path);
+  return value;
+}
+
+function optionalNumber(value, path) {
+  if (value === null || value === undefined) return undefined;
+  if (!isNumber(value) || value < 0) throw new ImportError("field", path);
+  return value;
+}
+
+function optionalString(value, path, max = 200) {
+  if (value === null || value === undefined) return undefined;
+  return string(value, path, max);
+}
+
+function checkPick(value, count, path) {
+  if (value === undefined) return 0;
+  if (!Number.isInteger(value) || value < 0 || (count ? value >= count : value !== 0))
+    throw new ImportError("field", path);
+  return value;
+}
+
+function checkStats(value, path) {
+  fields(value, path, [], ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps"]);
+  const out = {};
+  const model = optionalString(value.model, `${path}.model`);
+  if (model !== undefined) out.model = model;
+  const from = optionalString(value.fallback_from, `${path}.fallback_from`);
+  if (from !== undefined) out.fallback_from = from;
+  for (const key of ["ttft_ms", "cost_usd", "tps"]) {
+    const n = optionalNumber(value[key], `${path}.${key}`);
+    if (n !== undefined) out[key] = n;
+  }
+  if (value.usage !== undefined && value.usage !== null) {
+    const names = ["prompt_tokens", "completion_tokens", "total_tokens"];
+    fields(value.usage, `${path}.usage`, [], names);
+    out.usage = {};
+    for (const key of names) {
+      const n = value.usage[key];
+      if (n === undefined) continue;
+      if (!Number.isInteger(n) || n < 0) throw new ImportError("field", `${path}.usage.${key}`);
+      out.usage[key] = n;
+    }
+  }
+  return out;
+}
+
+function checkError(value, path) {
+  fields(value, path, [], ["code", "status", "message", "retryAfter", "retryable", "offline"]);
+  const out = {};
+  const code = optionalString(value.code, `${path}.code`, 100);
+  if (code !== undefined) out.code = code;
+  const message = optionalString(value.message, `${path}.message`, 1000);
+  if (message !== undefined) out.message = message;
+  for (const key of ["status", "retryAfter"]) {
+    const n = value[key];
+    if (n === undefined || n === null) continue;
+    if (!Number.isInteger(n) || n < 0) throw new ImportError("field", `${path}.${key}`);
+    out[key] = n;
+  }
+  for (const key of ["retryable", "offline"]) {
+    if (value[key] === undefined || value[key] === null) continue;
+    if (typeof value[key] !== "boolean") throw new ImportError("field", `${path}.${key}`);
+    out[key] = value[key];
+  }
+  return out;
+}
+
+/**
+ * Checks an export's text and returns its conversations as fresh objects
+ * (only the known fields, copied), or throws an ImportError.
+ */
+export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
+  if (typeof text !== "string" || new TextEncoder().encode(text).length > maxBytes) throw new ImportError("size");
+  let data;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    throw new ImportError("json");
+  }
+  if (!isObject(data) || data.format !== FORMAT || data.version !== VERSION) throw new ImportError("format");
+  fields(data, "$", ["format", "version", "conversations"], ["exported"]);
+  if (data.exported !== undefined) string(data.exported, "$.exported", 100);
+  if (!Array.isArray(data.conversations) || !data.conversations.length)
+    throw new ImportError("field", "$.conversations");
+  let count = 0;
+  const ids = new Set();
+  return data.conversations.map((c, k) => {
+    const path = `$.conversations[${k}]`;
+    fields(c, path, ["id", "title", "updated", "next"], ["pick"]);
+    const id = string(c.id, `${path}.id`, 100);
+    if (!id || ids.has(id)) throw new ImportError("field", `${path}.id`);
+    ids.add(id);
+    const conversation = {
+      id,
+      title: string(c.title, `${path}.title`, 200),
+      updated: c.updated,
+      next: [],
+      pick: 0,
+    };
+    if (!isNumber(c.updated) || c.updated < 0) throw new ImportError("field", `${path}.updated`);
+    // Depth first without recursion: [source node, copy, path, depth, role its children must have].
+    const stack = [[c, conversation, path, 0, "user"]];
+    while (stack.length) {
+      const [source, copy, at, depth, childRole] = stack.pop();
+      if (!Array.isArray(source.next)) throw new ImportError("field", `${at}.next`);
+      copy.pick = checkPick(source.pick, source.next.length, `${at}.pick`);
+      if (depth >= MAX_DEPTH && source.next.length) throw new ImportError("field", `${at}.next`);
+      source.next.forEach((node, j) => {
+        const where = `${at}.next[${j}]`;
+        if (++count > MAX_NODES) throw new ImportError("field", where);
+        fields(node, where, ["role", "content"], ["reasoning", "status", "stats", "error", "pick", "next"]);
+        if (node.role !== childRole) throw new ImportError("field", `${where}.role`);
+        const message = {
+          role: node.role,
+          content: string(node.content, `${where}.content`, 1_000_000),
+          next: [],
+          pick: 0,
+        };
+        const reasoning = optionalString(node.reasoning, `${where}.reasoning`, 1_000_000);
+        if (reasoning) message.reasoning = reasoning;
+        if (node.status !== undefined && node.status !== null) {
+          if (!STATUSES.has(node.status)) throw new ImportError("field", `${where}.status`);
+          message.status = node.status;
+        }
+        if (node.stats !== undefined && node.stats !== null) message.stats = checkStats(node.stats, `${where}.stats`);
+        if (node.error !== undefined && node.error !== null) message.error = checkError(node.error, `${where}.error`);
+        copy.next.push(message);
+        const grandchildren = node.next === undefined ? { ...node, next: [] } : node;
+        stack.push([grandchildren, message, where, depth + 1, node.role === "user" ? "assistant" : "user"]);
+      });
+    }
+    return conversation;
+  });
+}

@@ -1,0 +1,203 @@
+// Export and import (static/js/transfer.js): an export reads back as the same
+// conversations; a broken or hostile file is refused whole, naming where.
+import assert from "node:assert/strict";
+import { describe, test } from "node:test";
+import { fileName, ImportError, parseImport, toJson, toMarkdown } from "../../static/js/transfer.js";
+import { addVersion, thread } from "../../static/js/tree.js";
+
+function conversation() {
+  const c = { id: "c1", title: "Fruit: apples & pears", updated: 1764547200000, next: [], pick: 0 };
+  const q = addVersion(c, { role: "user", content: "Tell me about apples" });
+  addVersion(q, { role: "assistant", content: "First answer", status: "done" });
+  const a = addVersion(q, {
+    role: "assistant",
+    content: "Apples are **pomes**.\n\n```py\nprint('hi')\n```",
+    reasoning: "think",
+    status: "done",
+    stats: {
+      model: "@cf/x",
+      ttft_ms: 40,
+      usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 },
+      cost_usd: 0.0001,
+      tps: 12.5,
+    },
+  });
+  addVersion(a, { role: "user", content: "And pears?" });
+  addVersion(thread(c)[2], {
+    role: "assistant",
+    content: "",
+    status: "error",
+    error: { code: "model_busy", retryable: true },
+  });
+  return c;
+}
+
+/** The export's text with `change` applied to its parsed data. */
+function changed(change) {
+  const data = JSON.parse(toJson([conversation()]));
+  change(data);
+  return JSON.stringify(data);
+}
+
+function refused(text, code, path) {
+  assert.throws(
+    () => parseImport(text),
+    (error) => error instanceof ImportError && error.code === code && (path === undefined || error.path === path),
+    `${text.slice(0, 80)} → ${code} ${path ?? ""}`,
+  );
+}
+
+describe("export", () => {
+  test("JSON reads back as the same tree, versions and all", () => {
+    const original = conversation();
+    const text = toJson([original], new Date("2026-12-01T10:00:00Z"));
+    const data = JSON.parse(text);
+    assert.equal(data.format, "edgechat");
+    assert.equal(data.version, 1);
+    assert.equal(data.exported, "2026-12-01T10:00:00.000Z");
+    const [back] = parseImport(text);
+    assert.deepEqual(back, JSON.parse(JSON.stringify(original)));
+    assert.deepEqual(
+      thread(back).map((m) => m.content),
+      thread(original).map((m) => m.content),
+    );
+  });
+
+  test("an answer still streaming is exported as cut off", () => {
+    const c = conversation();
+    thread(c)[3].status = "streaming";
+    const [back] = parseImport(toJson([c]));
+    assert.equal(thread(back)[3].status, "interrupted");
+  });
+
+  test("Markdown is the thread on screen, with the roles as headings", () => {
+    assert.equal(
+      toMarkdown(conversation()),
+      "# Fruit: apples & pears\n\n## You\n\nTell me about apples\n\n## Assistant\n\nApples are **pomes**.\n\n```py\nprint('hi')\n```\n\n## You\n\nAnd pears?\n\n## Assistant\n\n…\n",
+    );
+    assert.match(toMarkdown(conversation(), { user: "你", assistant: "助手" }), /## 你\n\nTell me/);
+  });
+
+  test("file names say what and when", () => {
+    const day = new Date("2026-12-01T10:00:00Z");
+    assert.equal(fileName("Fruit: apples & pears", "md", day), "edgechat-fruit-apples-pears-2026-12-01.md");
+    assert.equal(fileName("你好 世界", "json", day), "edgechat-你好-世界-2026-12-01.json");
+    assert.equal(fileName("../../etc/passwd", "json", day), "edgechat-etc-passwd-2026-12-01.json");
+    assert.equal(fileName("", "json", day), "edgechat-2026-12-01.json");
+  });
+});
+
+describe("import refuses, whole", () => {
+  test("a file over the size cap", () => {
+    const valid = toJson([conversation()]);
+    assert.throws(
+      () => parseImport(valid, valid.length - 1),
+      (error) => error instanceof ImportError && error.code === "size",
+    );
+    assert.equal(parseImport(valid, valid.length).length, 1);
+    // Counted in UTF-8 bytes, not characters.
+    assert.throws(
+      () => parseImport(`"${"中".repeat(40)}"`, 100),
+      (error) => error.code === "size",
+    );
+  });
+
+  test("text that is not JSON, or JSON that is not an export", () => {
+    refused("{not json", "json");
+    refused("", "json");
+    for (const text of [
+      "null",
+      "[]",
+      "42",
+      '"edgechat"',
+      '{"format": "other", "version": 1, "conversations": []}',
+      '{"format": "edgechat", "version": 2, "conversations": []}',
+    ]) {
+      refused(text, "format");
+    }
+  });
+
+  test("unknown keys anywhere, __proto__ included", () => {
+    refused(
+      changed((d) => (d.extra = 1)),
+      "field",
+      "$.extra",
+    );
+    refused(
+      changed((d) => (d.conversations[0].owner = "me")),
+      "field",
+      "$.conversations[0].owner",
+    );
+    refused(
+      changed((d) => (d.conversations[0].next[0].html = "<b>")),
+      "field",
+      "$.conversations[0].next[0].html",
+    );
+    refused(
+      changed((d) => (d.conversations[0].next[0].next[1].stats.extra = 1)),
+      "field",
+      "$.conversations[0].next[0].next[1].stats.extra",
+    );
+    const proto = toJson([conversation()]).replace('"role": "user"', '"__proto__": {"polluted": true}, "role": "user"');
+    refused(proto, "field", "$.conversations[0].next[0].__proto__");
+    assert.equal({}.polluted, undefined);
+    // A key from the file is named, but never at length.
+    const long = changed((d) => (d.conversations[0]["k".repeat(500)] = 1));
+    assert.throws(
+      () => parseImport(long),
+      (error) => error.code === "field" && error.path.length <= 120 && error.path.startsWith("$.conversations[0].kkk"),
+    );
+  });
+
+  test("wrong types, roles out of turn, bad picks, duplicate ids", () => {
+    const cases = [
+      [(d) => (d.conversations = []), "$.conversations"],
+      [(d) => (d.conversations[0].id = 7), "$.conversations[0].id"],
+      [(d) => (d.conversations[0].id = ""), "$.conversations[0].id"],
+      [(d) => (d.conversations[0].title = null), "$.conversations[0].title"],
+      [(d) => (d.conversations[0].updated = "yesterday"), "$.conversations[0].updated"],
+      [(d) => (d.conversations[0].next = {}), "$.conversations[0].next"],
+      [(d) => (d.conversations[0].pick = 3), "$.conversations[0].pick"],
+      [(d) => (d.conversations[0].next[0].role = "system"), "$.conversations[0].next[0].role"],
+      [(d) => (d.conversations[0].next[0].role = "assistant"), "$.conversations[0].next[0].role"],
+      [(d) => (d.conversations[0].next[0].content = ["x"]), "$.conversations[0].next[0].content"],
+      [(d) => (d.conversations[0].next[0].next[0].status = "streaming"), "$.conversations[0].next[0].next[0].status"],
+      [
+        (d) => (d.conversations[0].next[0].next[1].stats.usage.total_tokens = -1),
+        "$.conversations[0].next[0].next[1].stats.usage.total_tokens",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].stats.ttft_ms = "fast"),
+        "$.conversations[0].next[0].next[1].stats.ttft_ms",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].next[0].next[0].error.retryable = "yes"),
+        "$.conversations[0].next[0].next[1].next[0].next[0].error.retryable",
+      ],
+      [(d) => d.conversations.push(d.conversations[0]), "$.conversations[1].id"],
+    ];
+    for (const [change, path] of cases) refused(changed(change), "field", path);
+  });
+
+  test("a tree deeper than the cap", () => {
+    let node = { role: "user", content: "x", next: [] };
+    const top = node;
+    for (let k = 1; k < 2100; k++) {
+      const child = { role: k % 2 ? "assistant" : "user", content: "x", next: [] };
+      node.next.push(child);
+      node = child;
+    }
+    const text = JSON.stringify({
+      format: "edgechat",
+      version: 1,
+      conversations: [{ id: "d", title: "", updated: 0, next: [top] }],
+    });
+    assert.throws(() => parseImport(text), ImportError);
+  });
+
+  test("what is accepted is copied: no shared objects with the parsed file", () => {
+    const [c] = parseImport(toJson([conversation()]));
+    assert.equal(Object.getPrototypeOf(c), Object.prototype);
+    assert.deepEqual(Object.keys(c).sort(), ["id", "next", "pick", "title", "updated"]);
+  });
+});
