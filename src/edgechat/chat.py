@@ -23,8 +23,7 @@ stream per token. It works in two phases:
    (``Relay.observe``): that is enough for the idle and total deadlines and,
    from the last bytes (``upstream.Tail``), the finish reason, usage and
    truncation. A framing that rewrites events (the OpenAI API's) has Python
-   forward the rest instead, a batch every ``FORWARD_BATCH_S``
-   (``_forward_rest``).
+   forward the rest instead, in batches (``forward_batch``, ``_forward_rest``).
 
 Heartbeats (``: ping``) are sent in phase 1, while the model is silent before
 its first words: queueing and prompt processing are where long silences
@@ -110,9 +109,19 @@ def watch_interval(settings: Settings) -> float:
 
 
 # When Python forwards the stream itself (a framing that rewrites events), it
-# takes what arrived every this often: a batch of tokens per wake instead of
-# one wake per token, at a delay no reader notices. ``bench/chat.mjs`` measures it.
+# takes what arrived in batches instead of waking per token: every 100 ms at
+# first, then a tenth of the time the answer has streamed, up to 1 s. The
+# first words flow at once; a long answer settles into a wake a second, which
+# keeps its CPU near what a short one costs (``bench/v1.mjs`` measures it).
 FORWARD_BATCH_S = 0.1
+FORWARD_BATCH_MAX_S = 1.0
+FORWARD_BATCH_GROWTH = 0.1
+
+
+def forward_batch(streamed_s: float) -> float:
+    """How long the next batch gathers, after ``streamed_s`` of streaming."""
+    return min(FORWARD_BATCH_MAX_S, max(FORWARD_BATCH_S, FORWARD_BATCH_GROWTH * streamed_s))
+
 
 # The most of a stream kept to be stored in the response cache; an answer
 # longer than this is not stored.
@@ -545,11 +554,12 @@ class ChatSession:
 
     async def _forward_rest(self, upstream: UpstreamStream, sink: Sink) -> UpstreamReader:
         """Takes what arrived, writes what the framing makes of it, then lets
-        the next batch gather for ``FORWARD_BATCH_S``: a few wakes a second,
+        the next batch gather (``forward_batch``): a few wakes a second,
         whatever the token rate."""
         tail = Tail()
         tail.add(self._head)
         await upstream.coalesce()
+        began = self._clock()
         while True:
             data = await upstream.read(self._next_deadline() - self._clock())
             if data is TIMED_OUT:
@@ -564,7 +574,8 @@ class ChatSession:
             if out:
                 await self._write(sink, out)
             await self._check_deadlines(upstream, now)
-            pause = min(now + FORWARD_BATCH_S, self._next_deadline()) - self._clock()
+            batch = forward_batch(now - began)
+            pause = min(now + batch, self._next_deadline()) - self._clock()
             if pause > 0:
                 await self._sleep(pause)
         return tail.read()

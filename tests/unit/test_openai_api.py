@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edgechat import app, guards, sse
-from edgechat.chat import FORWARD_BATCH_S, ChatSession
+from edgechat.chat import FORWARD_BATCH_MAX_S, FORWARD_BATCH_S, ChatSession, forward_batch
 from edgechat.config import Settings
 from edgechat.errors import (
     ApiDisabled,
@@ -1394,3 +1394,16 @@ def test_a_cut_off_stream_is_an_error_on_v1() -> None:
 
     with pytest.raises(UpstreamMalformed):
         asyncio.run(run_whole())
+
+
+def test_batches_grow_with_the_answer_up_to_a_second() -> None:
+    assert forward_batch(0.0) == FORWARD_BATCH_S
+    assert forward_batch(0.5) == FORWARD_BATCH_S
+    assert forward_batch(5.0) == pytest.approx(0.5)
+    assert forward_batch(30.0) == FORWARD_BATCH_MAX_S
+    # A 40 s answer at a model's pace takes some 60 wakes, not 400.
+    t, wakes = 0.0, 0
+    while t < 40.0:
+        t += forward_batch(t)
+        wakes += 1
+    assert 50 < wakes < 70
