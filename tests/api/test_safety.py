@@ -22,6 +22,7 @@ from tests.api.checks import (
     user,
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
+from tests.harness import EmulatorControl
 from tests.kit.fake_provider import Fail, FakeProvider, Reply, Stall
 
 GUARD = "@cf/meta/llama-guard-3-8b"
@@ -276,8 +277,9 @@ def test_a_busy_model_is_skipped_while_it_cools_down(
     assert models == [GLM, LLAMA, LLAMA]
 
 
-def test_the_usage_of_httpx_is_unaffected(client: httpx.Client) -> None:
+def test_without_moderation_done_has_no_verdict(client: httpx.Client, ai: EmulatorControl) -> None:
     # The default server has no moderation and no providers: nothing changes.
     chat = post_chat(client, user("plain"))
     done = assert_done(chat.events, GLM)
     assert "moderation" not in done
+    assert [call["model"] for call in ai.calls()] == [GLM]
