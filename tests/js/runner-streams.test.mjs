@@ -789,3 +789,26 @@ test("relay: the client cancelling the body rejects the pipe at its next write; 
   assert.equal(decodeAll(all), chunks.join(""));
   assert.equal(log[0].aborted, false);
 });
+
+test("fetch() response bodies are native byte streams, read whole across chunks by a tee branch", async () => {
+  const { createServer } = await import("node:http");
+  const server = createServer((req, res) => {
+    res.writeHead(201, { "content-type": "text/event-stream" });
+    res.write("data: a\n\n");
+    res.end("data: b\n\n");
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  try {
+    const response = await fetch(`http://127.0.0.1:${server.address().port}/`, { method: "POST", body: "x" });
+    assert.equal(response.status, 201);
+    assert.equal(response.headers.get("content-type"), "text/event-stream");
+    assert.ok(isNativeStream(response.body));
+    const [drained, watched] = response.body.tee();
+    await drained.pipeTo(new WritableStream());
+    const reader = watched.getReader({ mode: "byob" });
+    const { value } = await reader.read(new Uint8Array(64));
+    assert.equal(new TextDecoder().decode(value), "data: a\n\ndata: b\n\n");
+  } finally {
+    server.close();
+  }
+});
