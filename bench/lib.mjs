@@ -57,15 +57,19 @@ export function percentile(xs, p) {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 }
 
-// edgechat's config without its rate limiter. In the runner the limiter is a
-// round trip to workerd through wrangler's local proxy (several ms); at the
-// edge it is a local counter. Timing both shows what is the Worker's own cost.
+// edgechat's config without the bindings the runner proxies to workerd: the
+// rate limiter and the KV namespace (the response cache, the usage counts).
+// In the runner each call to them is a round trip through wrangler's local
+// proxy (milliseconds of CPU in this process); at the edge they are local or
+// I/O. Timing without them shows what is the Worker's own cost.
 export function configWithoutRateLimiter() {
   const text = readFileSync(join(ROOT, "wrangler.toml"), "utf8")
     .replace(/\[\[ratelimits\]\][^[]*/, "")
+    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
     .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
     .replace('directory = "./static"', 'directory = "../static"');
   if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
+  if (text.includes('binding = "CACHE"')) throw new Error("could not remove the KV namespace from wrangler.toml");
   mkdirSync(join(ROOT, ".cache"), { recursive: true });
   const path = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
   writeFileSync(path, text);

@@ -13,6 +13,8 @@
 //      request, a workers.Response converted back;
 //   3. GET /healthz through edgechat (routing, headers, the request log line);
 //   4. POST /chat with a 50-token answer, body read to the end;
+//   and the choices on the path (settings, headers, inputs, the Response, the
+//   output check's reading of a whole answer), each beside what it replaced;
 //   and, beside them, the JS pass-through Worker's /chat over the same binding.
 import { writeFileSync } from "node:fs";
 import { cpus } from "node:os";
@@ -44,6 +46,7 @@ from workers import Request, Response, WorkerEntrypoint
 from edgechat.app import SettingsOnce
 from edgechat.config import Settings
 from edgechat.platform import WorkerPlatform
+from edgechat.upstream import DeltaKind, UpstreamReader, answer_text
 
 
 def js_object(values):
@@ -89,11 +92,20 @@ HEADERS = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": 
 INPUTS = {"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}],
           "stream": True, "max_completion_tokens": 256}
 ONCE = SettingsOnce()
+# A whole 2,000-token GLM answer as the output check reads it.
+_CHUNK = '{"id":"c","object":"chat.completion.chunk","choices":[{"index":0,"delta":{"content":" w%d"}}]}'
+ANSWER = "".join("data: " + _CHUNK % i + "\\n\\n" for i in range(2000)).encode()
+
+
+def text_by_reader():
+    reader = UpstreamReader()
+    deltas = reader.feed(ANSWER) + reader.finish()
+    return "".join(text for kind, text in deltas if kind is DeltaKind.CONTENT)
 
 
 def choices(js_request, js_env, js_ctx):
     env = Bare(js_ctx, js_env).env
-    platform = WorkerPlatform(Request(js_request), env)
+    platform = WorkerPlatform(Request(js_request), env, js_ctx)
     binding = env.AI
     return {
         "settings from [vars] on every request": lambda: Settings.from_vars(platform.var),
@@ -104,6 +116,8 @@ def choices(js_request, js_env, js_ctx):
         "AI inputs by to_js at the seam": lambda: js_object(INPUTS),
         "workers.Response": lambda: Response("ok", status=200, headers=HEADERS).js_object,
         "a JS Response made at the seam": lambda: JsResponse.new("ok", js_object({"status": 200, "headers": js_object(HEADERS)})),
+        "output check: 2,000-token text, per event": text_by_reader,
+        "output check: the text in one regex pass": lambda: answer_text(ANSWER),
     }
 `;
 

@@ -10,10 +10,11 @@ from edgechat import app
 from edgechat.platform import WorkerPlatform, to_response
 
 _settings = app.SettingsOnce()
+_cooling = app.Cooling()
 
 
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
-        platform = WorkerPlatform(request, self.env)
-        reply = await app.handle(platform.incoming(), platform, _settings)
+        platform = WorkerPlatform(request, self.env, self.ctx)
+        reply = await app.handle(platform.incoming(), platform, _settings, _cooling)
         return to_response(reply, self.ctx)

@@ -6,20 +6,36 @@ in ``ports``; ``platform.py`` adapts the Workers runtime to it.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
-from edgechat import guards
-from edgechat.chat import ChatSession, Outcome
+from edgechat import cache, guards, moderation, openai_api, usage
+from edgechat.chat import ChatFraming, ChatSession, Cooling, Framing, Outcome
 from edgechat.config import Settings
-from edgechat.errors import EdgechatError, MethodNotAllowed, Misconfigured, NotFound
+from edgechat.errors import (
+    ContentRefused,
+    EdgechatError,
+    MethodNotAllowed,
+    Misconfigured,
+    ModerationUnavailable,
+    NotFound,
+    StoreUnavailable,
+)
 from edgechat.http import Incoming, Reply, error_reply, json_reply, stream_reply
-from edgechat.models import catalog_json
-from edgechat.ports import Platform, Sink
-from edgechat.validation import parse_chat_request
+from edgechat.models import catalog_json, cost_usd
+from edgechat.ports import KvError, Platform, Sink
+from edgechat.providers import ProviderAi
+from edgechat.validation import (
+    ChatRequest,
+    body_cap,
+    parse_chat_request,
+    parse_openai_request,
+)
 
 
 @dataclass(slots=True)
@@ -30,6 +46,8 @@ class Context:
     request_id: str
     started: float
     log: dict[str, object]
+    # The isolate's models cooling down after a capacity or quota failure.
+    cooling: Cooling = field(default_factory=Cooling)
     # Headers for whatever reply this request gets, error replies included.
     reply_headers: dict[str, str] = field(default_factory=dict)
 
@@ -58,6 +76,8 @@ async def limits(ctx: Context) -> Reply:
             "max_total_chars": lim.max_total_chars,
             "default_output_tokens": lim.default_output_tokens,
             "max_output_tokens": lim.max_output_tokens,
+            "max_images": lim.max_images,
+            "max_image_bytes": lim.max_image_bytes,
         },
     )
 
@@ -68,7 +88,7 @@ async def page(ctx: Context) -> Reply:
     raise NotFound(detail="index.html not among the static assets")
 
 
-async def chat_preflight(ctx: Context) -> Reply:
+async def preflight(ctx: Context) -> Reply:
     origin = guards.cors_origin(ctx.request, ctx.settings)
     if origin is None:
         # Browsers only preflight cross-site requests; a same-origin one needs none.
@@ -78,7 +98,7 @@ async def chat_preflight(ctx: Context) -> Reply:
         {
             **guards.cors_headers(origin),
             "Access-Control-Allow-Methods": "POST, OPTIONS",
-            "Access-Control-Allow-Headers": "content-type, authorization",
+            "Access-Control-Allow-Headers": "content-type, authorization, cache-control",
             "Access-Control-Max-Age": "600",
         },
     )
@@ -86,40 +106,248 @@ async def chat_preflight(ctx: Context) -> Reply:
 
 async def chat(ctx: Context) -> Reply:
     request, settings = ctx.request, ctx.settings
-    cors = guards.cors_headers(guards.cors_origin(request, settings))
-    # An allowed cross-site caller must be able to read our errors too.
-    ctx.reply_headers.update(cors)
+    cors = _cors(ctx)
     token = guards.check_token(request, settings)
     guards.check_json(request)
     await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
-    body = await ctx.platform.read_body(settings.limits.max_body_bytes)
+    body = await ctx.platform.read_body(body_cap(settings.limits, settings.models))
     chat_request = parse_chat_request(
         body, settings.limits, settings.models, settings.default_model
     )
     if settings.log_prompts:
         ctx.log["prompt"] = chat_request.messages[-1].content
-    session = ChatSession(chat_request, settings, ctx.platform.ai, request_id=ctx.request_id)
+    return await _answer(ctx, chat_request, ChatFraming, cors, stream=True)
+
+
+async def completions(ctx: Context) -> Reply:
+    """``POST /v1/chat/completions``: the OpenAI API over the same session."""
+    request, settings = ctx.request, ctx.settings
+    cors = _cors(ctx)
+    token = guards.check_api_token(request, settings)
+    guards.check_json(request)
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
+    body = await ctx.platform.read_body(body_cap(settings.limits, settings.models))
+    parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
+    chat_request = parsed.chat
+    if settings.log_prompts:
+        ctx.log["prompt"] = chat_request.messages[-1].content
+    created = int(time.time())
+    framing: Callable[[ChatSession], Framing]
+    if parsed.stream:
+
+        def framing(session: ChatSession) -> Framing:
+            return openai_api.ChunkFraming(
+                session, include_usage=parsed.include_usage, created=created
+            )
+    else:
+
+        def framing(session: ChatSession) -> Framing:
+            return openai_api.CompletionFraming(session, created=created)
+
+    return await _answer(ctx, chat_request, framing, cors, stream=parsed.stream)
+
+
+async def v1_models(ctx: Context) -> Reply:
+    guards.check_api_token(ctx.request, ctx.settings)
+    return json_reply(200, openai_api.models_json(ctx.settings.models))
+
+
+async def api_usage(ctx: Context) -> Reply:
+    """Today's (UTC) requests, tokens, dollars and Neurons per model."""
+    guards.check_token(ctx.request, ctx.settings)
+    kv = ctx.platform.kv
+    if kv is None:
+        raise NotFound(
+            public="Usage is counted in the CACHE KV namespace, which is not bound.",
+            detail="no CACHE binding",
+        )
     try:
-        await session.open()
+        return json_reply(200, await usage.read_day(kv, usage.day_of()))
+    except KvError as exc:
+        raise StoreUnavailable(detail=f"list: {exc}") from exc
+
+
+def _cors(ctx: Context) -> dict[str, str]:
+    cors = guards.cors_headers(guards.cors_origin(ctx.request, ctx.settings))
+    # An allowed cross-site caller must be able to read our errors too.
+    ctx.reply_headers.update(cors)
+    return cors
+
+
+async def _answer(
+    ctx: Context,
+    chat_request: ChatRequest,
+    framing: Callable[[ChatSession], Framing],
+    headers: dict[str, str],
+    *,
+    stream: bool,
+) -> Reply:
+    """One answer for either endpoint: from the cache, or from the model
+    (with fallback and deadlines, in ``ChatSession``), then kept and counted
+    after the reply."""
+    settings, platform = ctx.settings, ctx.platform
+    kv = platform.kv
+    refresh = "no-cache" in ctx.request.headers.get("cache-control", "").lower()
+    key = (
+        cache.cache_key(chat_request, settings)
+        if kv is not None and cache.wants_cache(chat_request, settings)
+        else None
+    )
+    options = _ai_options(settings, refresh=refresh)
+    check_answer = None
+    if settings.moderate_output and framing is ChatFraming:
+
+        async def check_answer(answer: str) -> moderation.Verdict:
+            turns = moderation.conversation(chat_request, answer)
+            return await moderation.check(platform.ai, turns, options)
+
+    session = ChatSession(
+        chat_request,
+        settings,
+        platform.ai,
+        request_id=ctx.request_id,
+        framing=framing,
+        ai_options=options,
+        record=key is not None,
+        providers=ProviderAi(platform.fetch, settings.providers) if settings.providers else None,
+        cooling=ctx.cooling,
+        check_answer=check_answer,
+        sleep=platform.sleep,
+    )
+    # The input check runs while the model starts; nothing is released
+    # before its verdict.
+    guard = None
+    if settings.moderate_input:
+        turns = moderation.conversation(chat_request)
+        guard = asyncio.ensure_future(moderation.check(platform.ai, turns, options))
+    headers = {**headers, "X-Request-Id": ctx.request_id}
+    try:
+        hit = None
+        if key is not None and kv is not None:
+            if not refresh:
+                hit = await cache.lookup(kv, key, settings.models, ctx.log)
+            ctx.log["cache"] = headers["X-Edgechat-Cache"] = (
+                "hit" if hit else "refresh" if refresh else "miss"
+            )
+        if hit is not None:
+            session.replay(hit.model, cache.CachedUpstream(hit.body))
+        await _open_after_verdict(ctx, session, guard, opened=hit is not None)
     finally:
-        _log_outcome(ctx.log, session.outcome)
+        if guard is not None and not guard.done():
+            guard.cancel()
+
+    if not stream:
+        try:
+            await session.complete()
+        finally:
+            _log_outcome(ctx.log, session.outcome)
+        _keep(ctx, session, key)
+        completion = session.framing
+        assert isinstance(completion, openai_api.CompletionFraming)
+        return json_reply(200, completion.completion(), headers)
 
     async def produce(sink: Sink) -> None:
         await session.pump(sink)
         _log_outcome(ctx.log, session.outcome)
         _emit(ctx, 200)
+        _keep(ctx, session, key)
 
-    return stream_reply(produce, {**cors, "X-Request-Id": ctx.request_id})
+    return stream_reply(produce, headers)
+
+
+async def _open_after_verdict(
+    ctx: Context,
+    session: ChatSession,
+    guard: asyncio.Future[moderation.Verdict] | None,
+    *,
+    opened: bool,
+) -> None:
+    """Opens the session (unless a cache hit did) while the input check runs,
+    then keeps the verdict: unsafe refuses the request and aborts the call."""
+    opening = None if opened else asyncio.ensure_future(session.open())
+    try:
+        if guard is not None:
+            await _input_verdict(ctx, guard)
+        if opening is not None:
+            await opening
+    except BaseException:
+        if opening is not None and not opening.done():
+            opening.cancel()
+            with contextlib.suppress(BaseException):
+                await opening
+        await session.abandon()
+        raise
+    finally:
+        _log_outcome(ctx.log, session.outcome)
+
+
+async def _input_verdict(ctx: Context, guard: asyncio.Future[moderation.Verdict]) -> None:
+    try:
+        verdict = await guard
+    except moderation.CHECK_FAILURES as exc:
+        ctx.log["moderation_error"] = f"{type(exc).__name__}: {exc}"
+        if ctx.settings.moderation_fail_closed:
+            raise ModerationUnavailable(detail="the input check failed") from exc
+        return  # MODERATION_FAIL=open: logged, and let through
+    ctx.log["moderation"] = "safe" if verdict.safe else "unsafe:" + ",".join(verdict.categories)
+    if not verdict.safe:
+        raise ContentRefused(categories=verdict.categories)
+
+
+def _ai_options(settings: Settings, *, refresh: bool) -> dict[str, object]:
+    if settings.ai_gateway_id is None:
+        return {}
+    return {
+        "gateway": {
+            "id": settings.ai_gateway_id,
+            "skipCache": refresh,
+            "cacheTtl": settings.cache_ttl_s,
+        }
+    }
+
+
+def _keep(ctx: Context, session: ChatSession, key: str | None) -> None:
+    """After the answer: store it in the cache and count it, in the background."""
+    kv, outcome = ctx.platform.kv, session.outcome
+    if kv is None or outcome.model is None or outcome.error is not None or outcome.client_gone:
+        return
+    if key is not None:
+        body = session.recorded()
+        if body is not None:
+            ctx.platform.wait_until(
+                cache.store(kv, key, body, outcome.model, ctx.settings.cache_ttl_s, ctx.request_id)
+            )
+    if not ctx.settings.count_usage:
+        return
+    counts = outcome.usage
+    cost = cost_usd(outcome.model, counts) if counts and not outcome.cached else None
+    ctx.platform.wait_until(
+        usage.count(
+            kv,
+            model=outcome.model,
+            prompt_tokens=counts["prompt_tokens"] if counts else 0,
+            completion_tokens=counts["completion_tokens"] if counts else 0,
+            cost_usd=cost or 0.0,
+            cached=outcome.cached,
+            request_id=ctx.request_id,
+        )
+    )
 
 
 # (path → method → handler). HEAD is answered wherever GET is.
 ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/": {"GET": page},
-    "/chat": {"POST": chat, "OPTIONS": chat_preflight},
+    "/chat": {"POST": chat, "OPTIONS": preflight},
     "/api/models": {"GET": models},
     "/api/limits": {"GET": limits},
+    "/api/usage": {"GET": api_usage},
+    "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
+    "/v1/models": {"GET": v1_models},
     "/healthz": {"GET": healthz},
 }
+
+# Routes that speak the OpenAI API, errors included.
+OPENAI_PREFIX = "/v1/"
 
 
 def _allowed(methods: Mapping[str, Handler]) -> tuple[str, ...]:
@@ -149,10 +377,14 @@ class SettingsOnce:
 
 
 async def handle(
-    request: Incoming, platform: Platform, settings: SettingsOnce | None = None
+    request: Incoming,
+    platform: Platform,
+    settings: SettingsOnce | None = None,
+    cooling: Cooling | None = None,
 ) -> Reply:
     """Answers one request. Never raises: every failure becomes an error reply.
-    Without ``settings`` the ``[vars]`` are read for this request alone."""
+    ``settings`` and ``cooling`` are the isolate's (``entry.py``); without
+    them the ``[vars]`` are read, and models cool down, for this request alone."""
     ctx = Context(
         request=request,
         platform=platform,
@@ -160,6 +392,7 @@ async def handle(
         request_id=uuid.uuid4().hex,
         started=time.monotonic(),
         log={"route": request.path, "method": request.method},
+        cooling=cooling or Cooling(),
     )
     try:
         ctx.settings = (settings or SettingsOnce()).get(platform)
@@ -171,20 +404,27 @@ async def handle(
             raise MethodNotAllowed(allow=_allowed(methods))
         reply = await handler(ctx)
     except EdgechatError as exc:
-        reply = error_reply(exc, ctx.reply_headers)
+        reply = _error_reply(ctx, exc)
         ctx.log["error_code"] = exc.code
         if exc.status >= 500 or type(exc) is EdgechatError:
             ctx.log["error_detail"] = str(exc)
     except Exception as exc:
         # A bug or a bad configuration: generic outward, detailed in the log.
         failure = EdgechatError(detail=f"{type(exc).__name__}: {exc}")
-        reply = error_reply(failure)
+        reply = _error_reply(ctx, failure)
         ctx.log["error_code"] = failure.code
         ctx.log["error_detail"] = str(failure)
     reply.headers.setdefault("X-Request-Id", ctx.request_id)
     if reply.stream is None:
         _emit(ctx, reply.status)
     return reply
+
+
+def _error_reply(ctx: Context, exc: EdgechatError) -> Reply:
+    if ctx.request.path.startswith(OPENAI_PREFIX):
+        status, body = openai_api.error_body(exc)
+        return json_reply(status, body, {**exc.headers(), **ctx.reply_headers})
+    return error_reply(exc, ctx.reply_headers)
 
 
 def _log_outcome(log: dict[str, object], outcome: Outcome) -> None:
@@ -207,6 +447,15 @@ def _log_outcome(log: dict[str, object], outcome: Outcome) -> None:
         log["error_code"] = "client_closed"
     if outcome.truncated:
         log["truncated"] = True
+    if outcome.cached:
+        log["cached"] = True
+    if outcome.moderation is not None:
+        verdict = outcome.moderation
+        log["answer_moderation"] = (
+            "safe" if verdict.safe else "unsafe:" + ",".join(verdict.categories)
+        )
+    if outcome.moderation_error is not None:
+        log["answer_moderation_error"] = outcome.moderation_error
 
 
 def _emit(ctx: Context, status: int) -> None:

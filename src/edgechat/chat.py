@@ -35,23 +35,55 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from edgechat import sse
 from edgechat.config import Settings
 from edgechat.errors import (
     DeadlineExceeded,
     EdgechatError,
+    ModerationUnavailable,
     UpstreamError,
     UpstreamMalformed,
 )
 from edgechat.models import Model, Usage, cost_usd
-from edgechat.ports import TIMED_OUT, Ai, ClientGone, Sink, UpstreamStream
-from edgechat.upstream import BLANK_LINES, Tail, UpstreamReader, upstream_inputs
+from edgechat.moderation import CHECK_FAILURES, Verdict
+from edgechat.ports import TIMED_OUT, ClientGone, Sink, Streams, UpstreamStream
+from edgechat.upstream import BLANK_LINES, Tail, UpstreamReader, answer_text, upstream_inputs
 from edgechat.validation import ChatRequest
 
 Clock = Callable[[], float]
+Sleep = Callable[[float], Awaitable[None]]
+# Checks a finished answer's text (``MODERATION=input,output``).
+CheckAnswer = Callable[[str], Awaitable[Verdict]]
+
+
+class Cooling:
+    """The Workers AI models of this isolate that just failed with capacity
+    (3040) or quota (3036): skipped until their ``Retry-After`` passed, so a
+    request does not wait on a model that said it cannot answer."""
+
+    __slots__ = ("_clock", "_until")
+
+    def __init__(self, clock: Clock = time.monotonic) -> None:
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    def mark(self, model: Model, exc: UpstreamError) -> None:
+        if exc.binding_code in (3040, 3036) and exc.retry_after:
+            self._until[model.id] = self._clock() + exc.retry_after
+
+    def cool(self, model: Model) -> bool:
+        until = self._until.get(model.id)
+        if until is None:
+            return False
+        if self._clock() >= until:
+            del self._until[model.id]
+            return False
+        return True
+
 
 # Bytes a model may send before its first text (role chunks, empty deltas),
 # held back so a fallback leaves nothing of the failed model behind; a stream
@@ -70,6 +102,100 @@ def watch_interval(settings: Settings) -> float:
     return min(WATCH_MAX_S, max(WATCH_MIN_S, settings.idle_timeout_s / 4))
 
 
+# When Python forwards the stream itself (a framing that rewrites events), it
+# takes what arrived every this often: a batch of tokens per wake instead of
+# one wake per token, at a delay no reader notices. ``bench/chat.mjs`` measures it.
+FORWARD_BATCH_S = 0.1
+
+# The most of a stream kept to be stored in the response cache; an answer
+# longer than this is not stored.
+MAX_RECORDED_BYTES = 1 << 20
+
+
+class Framing(Protocol):
+    """What one endpoint makes of a model's stream. ``/chat`` (``ChatFraming``)
+    relays the model's events natively between its own; the OpenAI API
+    (``openai_api``) rewrites them, so Python forwards them in batches."""
+
+    # Whether phase 2 is the platform's native copy (``feed`` then never sees
+    # those bytes) or Python forwarding what ``feed`` returns.
+    relays_natively: bool
+    # Written while the model is silent before its first words (b"": nothing).
+    ping: bytes
+
+    def opening(self) -> bytes: ...
+
+    def feed(self, data: bytes) -> bytes:
+        """The model's bytes as the client gets them."""
+        ...
+
+    def whole(self, held: bytes, reader: UpstreamReader) -> bytes:
+        """A complete JSON answer (``reader.whole_body``), sent instead of a stream."""
+        ...
+
+    def closing(self, between_events: bool) -> bytes:
+        """After the model's stream ended well; ``session.outcome`` is complete."""
+        ...
+
+    def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
+        """The answer failed after the stream began."""
+        ...
+
+
+class ChatFraming:
+    """``/chat``: ``meta``, the model's events byte for byte, ``done``/``error``."""
+
+    relays_natively = True
+    ping = sse.PING
+
+    __slots__ = ("_session",)
+
+    def __init__(self, session: ChatSession) -> None:
+        self._session = session
+
+    def opening(self) -> bytes:
+        session = self._session
+        model = session.outcome.model or session.first_model
+        return sse.event("meta", {"request_id": session.request_id, "model": model.id})
+
+    def feed(self, data: bytes) -> bytes:
+        return data
+
+    def whole(self, held: bytes, reader: UpstreamReader) -> bytes:
+        # Sent as one event of the model's own shape, so the client reads it like a chunk.
+        assert reader.whole_body is not None
+        return sse.data(reader.whole_body)
+
+    def closing(self, between_events: bool) -> bytes:
+        outcome = self._session.outcome
+        assert outcome.model is not None
+        done: dict[str, object] = {
+            "model": outcome.model.id,
+            "finish_reason": outcome.finish_reason,
+            "usage": outcome.usage,
+            "cost_usd": 0.0
+            if outcome.cached
+            else cost_usd(outcome.model, outcome.usage)
+            if outcome.usage
+            else None,
+            "ttft_ms": outcome.ttft_ms,
+        }
+        if outcome.fallback_from is not None:
+            done["fallback_from"] = outcome.fallback_from.id
+        if outcome.cached:
+            done["cached"] = True
+        if outcome.moderation is not None:
+            done["moderation"] = outcome.moderation.to_json()
+        return _close(between_events) + sse.event("done", done)
+
+    def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
+        return _close(between_events) + sse.error(exc)
+
+
+def _close(between_events: bool) -> bytes:
+    return b"" if between_events else sse.CLOSE_EVENT
+
+
 @dataclass(slots=True)
 class Outcome:
     """What happened, for the request log."""
@@ -82,6 +208,12 @@ class Outcome:
     error: EdgechatError | None = None
     client_gone: bool = False
     truncated: bool = False
+    # Answered from the response cache, without a model call.
+    cached: bool = False
+    # The verdict on the finished answer (MODERATION=input,output), or why
+    # there is none.
+    moderation: Verdict | None = None
+    moderation_error: str | None = None
 
 
 class ChatSession:
@@ -89,19 +221,43 @@ class ChatSession:
         self,
         request: ChatRequest,
         settings: Settings,
-        ai: Ai,
+        ai: Streams,
         *,
         request_id: str,
+        framing: Callable[[ChatSession], Framing] = ChatFraming,
+        ai_options: dict[str, Any] | None = None,
+        record: bool = False,
+        providers: Streams | None = None,
+        cooling: Cooling | None = None,
+        check_answer: CheckAnswer | None = None,
         clock: Clock = time.monotonic,
+        sleep: Sleep = asyncio.sleep,
     ) -> None:
         self._request = request
         self._settings = settings
         self._ai = ai
+        self._ai_options = ai_options or {}
+        self._providers = providers
+        self._cooling = cooling or Cooling(clock)
+        self._check_answer = check_answer
         self._clock = clock
+        self._sleep = sleep
         self._watch_s = watch_interval(settings)
         self.request_id = request_id
         self.first_model = request.model
-        self._candidates = [request.model, *settings.fallbacks_after(request.model)]
+        self.max_tokens = request.max_tokens
+        # Models that cannot read the request's parameters (tools on Llama)
+        # are no fallback; the providers' APIs come after the Workers AI chain.
+        fallbacks = settings.fallbacks_after(request.model)
+        candidates = [
+            request.model,
+            *(model for model in fallbacks if request.unfit(model) is None),
+            *(provider.model for provider in settings.providers if providers is not None),
+        ]
+        # Skip models cooling down after a capacity or quota failure, unless
+        # that would leave nothing to ask.
+        warm = [model for model in candidates if not self._cooling.cool(model)]
+        self._candidates = warm or candidates
         self._upstream: UpstreamStream | None = None
         self._started = clock()
         # When bytes last came from the model (None: none yet) and when we
@@ -112,7 +268,12 @@ class ChatSession:
         self._between_events = True
         # What phase 1 wrote of the model's stream.
         self._head = b""
+        # The answering model's whole stream, kept for the response cache
+        # (None: not kept, or longer than MAX_RECORDED_BYTES).
+        self._recorded: list[bytes] | None = [] if record or check_answer else None
+        self._recorded_size = 0
         self.outcome = Outcome()
+        self.framing = framing(self)
 
     async def open(self) -> None:
         """Starts the first model that accepts the call, falling back down the
@@ -123,9 +284,13 @@ class ChatSession:
             # The binding answers with a stream long before the first token;
             # should it not answer at all, the first-token deadline still holds.
             left = self._settings.first_token_timeout_s - (self._clock() - self._started)
+            if model.provider is not None and self._providers is not None:
+                source, options = self._providers, {}
+            else:
+                source, options = self._ai, self._ai_options
             try:
                 self._upstream = await asyncio.wait_for(
-                    self._ai.stream(model.id, inputs), timeout=max(left, 0.0)
+                    source.stream(model.id, inputs, options), timeout=max(left, 0.0)
                 )
             except TimeoutError:
                 exc = DeadlineExceeded(detail=f"the binding did not answer within {left:.1f} s")
@@ -133,6 +298,7 @@ class ChatSession:
                 self.outcome.error = exc
                 raise exc from None
             except UpstreamError as exc:
+                self._cooling.mark(model, exc)
                 if exc.fallback_worthy and self._candidates:
                     continue
                 self.outcome.model = model
@@ -143,12 +309,24 @@ class ChatSession:
                 self.outcome.fallback_from = self.first_model
             return
 
+    def replay(self, model: Model, upstream: UpstreamStream) -> None:
+        """Answers from the response cache: ``upstream`` holds the stream
+        ``model`` sent before; nothing calls a model."""
+        self._upstream = upstream
+        self._candidates = []
+        self.outcome.model = model
+        self.outcome.cached = True
+        if model is not self.first_model:
+            self.outcome.fallback_from = self.first_model
+
     async def pump(self, sink: Sink) -> None:
-        """Writes the whole event stream; never raises."""
+        """Writes the whole stream; never raises."""
         try:
-            await self._write(sink, sse.event("meta", self._meta()))
+            await self._write(sink, self.framing.opening())
             await self._answer_with_fallback(sink)
-            await self._write(sink, self._closing() + sse.event("done", self._done()))
+            if self._check_answer is not None:
+                await self._moderate_answer()
+            await self._write(sink, self.framing.closing(self._between_events))
         except ClientGone:
             self.outcome.client_gone = True
         except EdgechatError as exc:
@@ -159,30 +337,76 @@ class ChatSession:
             self.outcome.error = EdgechatError(detail=f"{type(exc).__name__}: {exc}")
             await self._final_error(sink, self.outcome.error)
         finally:
-            if self._upstream is not None:
-                await self._upstream.cancel()
-            await sink.close()
+            await self._finish(sink)
 
-    def _meta(self) -> dict[str, object]:
-        model = self.outcome.model or self.first_model
-        return {"request_id": self.request_id, "model": model.id}
+    async def complete(self) -> None:
+        """Reads the whole answer without writing anything (a framing whose
+        result is taken at the end); raises the ``EdgechatError`` that ended it."""
+        sink = _NO_SINK
+        try:
+            await self._answer_with_fallback(sink)
+            self.framing.closing(self._between_events)
+        except EdgechatError as exc:
+            self.outcome.error = exc
+            raise
+        except Exception as exc:
+            self.outcome.error = EdgechatError(detail=f"{type(exc).__name__}: {exc}")
+            raise self.outcome.error from exc
+        finally:
+            await self._finish(sink)
 
-    def _done(self) -> dict[str, object]:
+    async def abandon(self) -> None:
+        """Stops the model call (a refused request); the session ends here."""
+        await self._release_upstream()
+
+    async def _moderate_answer(self) -> None:
+        """Checks the finished answer before ``done``: the verdict goes into
+        ``done``, a failed check follows ``MODERATION_FAIL``."""
+        assert self._check_answer is not None
+        try:
+            if self._recorded is None:
+                raise ValueError(f"the answer is longer than {MAX_RECORDED_BYTES} bytes")
+            answer = answer_text(b"".join(self._recorded))
+            self.outcome.moderation = await self._check_answer(answer)
+        except CHECK_FAILURES as exc:
+            self.outcome.moderation_error = f"{type(exc).__name__}: {exc}"
+            if self._settings.moderation_fail_closed:
+                raise ModerationUnavailable(detail=self.outcome.moderation_error) from exc
+
+    async def _finish(self, sink: Sink) -> None:
+        if self._upstream is not None:
+            await self._upstream.cancel()
+        await sink.close()
+
+    def recorded(self) -> bytes | None:
+        """The answering model's whole stream, when it was kept and the
+        answer is complete enough to be given again: ended by ``stop`` or
+        ``length``, no error, no tool call, not from the cache itself."""
         outcome = self.outcome
-        assert outcome.model is not None
-        done: dict[str, object] = {
-            "model": outcome.model.id,
-            "finish_reason": outcome.finish_reason,
-            "usage": outcome.usage,
-            "cost_usd": cost_usd(outcome.model, outcome.usage) if outcome.usage else None,
-            "ttft_ms": outcome.ttft_ms,
-        }
-        if outcome.fallback_from is not None:
-            done["fallback_from"] = outcome.fallback_from.id
-        return done
+        if (
+            self._recorded is None
+            or outcome.cached
+            or outcome.error is not None
+            or outcome.client_gone
+            or outcome.truncated
+            or outcome.finish_reason not in ("stop", "length", None)
+        ):
+            return None
+        body = b"".join(self._recorded)
+        # A forced tool call may end with "stop". JSON escapes every quote in
+        # a model's text, so these bytes can only be a call.
+        if b'"tool_calls":[{' in body or b'"tool_calls": [{' in body:
+            return None
+        return body
 
-    def _closing(self) -> bytes:
-        return b"" if self._between_events else sse.CLOSE_EVENT
+    def _record(self, data: bytes) -> None:
+        if self._recorded is None:
+            return
+        self._recorded_size += len(data)
+        if self._recorded_size > MAX_RECORDED_BYTES:
+            self._recorded = None
+        else:
+            self._recorded.append(data)
 
     async def _answer_with_fallback(self, sink: Sink) -> None:
         while True:
@@ -190,6 +414,8 @@ class ChatSession:
                 await self._answer(sink)
                 return
             except UpstreamError as exc:
+                if self.outcome.model is not None:
+                    self._cooling.mark(self.outcome.model, exc)
                 # A model may be switched only while the client has seen none of it.
                 if self.outcome.ttft_ms is not None or not exc.fallback_worthy:
                     raise
@@ -205,7 +431,10 @@ class ChatSession:
         try:
             reader = await self._first_words(upstream, sink)
             if reader is None:
-                reader = await self._relay_rest(upstream, sink)
+                if self.framing.relays_natively:
+                    reader = await self._relay_rest(upstream, sink)
+                else:
+                    reader = await self._forward_rest(upstream, sink)
         except UpstreamError:
             # The upstream failed because we stopped it (or the client left).
             if self.outcome.client_gone:
@@ -222,7 +451,7 @@ class ChatSession:
 
     async def _first_words(self, upstream: UpstreamStream, sink: Sink) -> UpstreamReader | None:
         """Reads and holds the model's first bytes. Returns None once text
-        came (the bytes are written, the rest is for the relay), or the
+        came (the bytes are written, the rest is for phase 2), or the
         finished reader when the stream ended first."""
         reader = UpstreamReader()
         held: list[bytes] = []
@@ -241,7 +470,8 @@ class ChatSession:
             if reader.feed(data):
                 self._first_text()
                 self._head = b"".join(held)
-                await self._write(sink, self._head)
+                self._record(self._head)
+                await self._write(sink, self.framing.feed(self._head))
                 return None
             if held_size > MAX_HELD_BYTES:
                 raise UpstreamMalformed(detail=f"no text in the first {held_size} bytes")
@@ -251,13 +481,13 @@ class ChatSession:
                 detail=f"no text from the model ({reader.malformed_lines} malformed lines)"
             )
         self._first_text()
+        self._head = b"".join(held)
+        self._record(self._head)
         if reader.whole_body is not None:
-            # One JSON document although a stream was asked for: sent as one
-            # event of the model's own shape, so the client reads it like a chunk.
-            await self._write(sink, sse.data(reader.whole_body))
+            # One JSON document although a stream was asked for.
+            await self._write(sink, self.framing.whole(self._head, reader))
         else:
-            self._head = b"".join(held)
-            await self._write(sink, self._head)
+            await self._write(sink, self.framing.feed(self._head))
             self._between_events = self._head.endswith(BLANK_LINES)
         return reader
 
@@ -290,12 +520,42 @@ class ChatSession:
                 self._last_chunk = None  # a slow client is no silent model
             elif seen is not TIMED_OUT:
                 tail.add(seen)
+                self._record(seen)
                 self._last_chunk = self._clock()
             await self._on_time(upstream, sink, ping=False)
         await relay.finished()
         while (seen := await relay.observe(math.inf)) is not None and seen is not TIMED_OUT:
             tail.add(seen)
+            self._record(seen)
         self._between_events = tail.between_events
+        return tail.read()
+
+    # --- phase 2, when the framing rewrites events: Python forwards ----------
+
+    async def _forward_rest(self, upstream: UpstreamStream, sink: Sink) -> UpstreamReader:
+        """Takes what arrived, writes what the framing makes of it, then lets
+        the next batch gather for ``FORWARD_BATCH_S``: a few wakes a second,
+        whatever the token rate."""
+        tail = Tail()
+        tail.add(self._head)
+        await upstream.coalesce()
+        while True:
+            data = await upstream.read(self._next_deadline() - self._clock())
+            if data is TIMED_OUT:
+                await self._on_time(upstream, sink, ping=False)
+                continue
+            if data is None:
+                break
+            self._last_chunk = now = self._clock()
+            tail.add(data)
+            self._record(data)
+            out = self.framing.feed(data)
+            if out:
+                await self._write(sink, out)
+            await self._check_deadlines(upstream, now)
+            pause = min(now + FORWARD_BATCH_S, self._next_deadline()) - self._clock()
+            if pause > 0:
+                await self._sleep(pause)
         return tail.read()
 
     # --- deadlines and heartbeats -------------------------------------------
@@ -306,9 +566,11 @@ class ChatSession:
         now = self._clock()
         await self._check_deadlines(upstream, now)
         if ping and now >= self._next_ping():
-            await self._write(sink, sse.PING)
+            await self._write(sink, self.framing.ping)
 
     def _next_ping(self) -> float:
+        if not self.framing.ping:
+            return math.inf  # a whole answer: nothing is written before it
         # Bytes held back in phase 1 do not count: the client has not seen them.
         return self._last_write + self._settings.heartbeat_s
 
@@ -337,6 +599,8 @@ class ChatSession:
     # --- writing ------------------------------------------------------------
 
     async def _write(self, sink: Sink, data: bytes) -> None:
+        if not data:
+            return
         try:
             await sink.write(data)
         except ClientGone:
@@ -346,11 +610,27 @@ class ChatSession:
 
     async def _final_error(self, sink: Sink, exc: EdgechatError) -> None:
         try:
-            await sink.write(self._closing() + sse.error(exc))
+            await self._write(sink, self.framing.failure(exc, self._between_events))
         except ClientGone:
             self.outcome.client_gone = True
 
     async def _release_upstream(self) -> None:
+        # What a failed model sent is no part of the answer to keep.
+        self._recorded = [] if self._recorded is not None else None
+        self._recorded_size = 0
         if self._upstream is not None:
             await self._upstream.cancel()
             self._upstream = None
+
+
+class _NoSink:
+    """Where nothing is written (a whole answer is returned, not streamed)."""
+
+    async def write(self, data: bytes) -> None:
+        raise AssertionError("nothing is written while a whole answer is read")
+
+    async def close(self) -> None:
+        return None
+
+
+_NO_SINK = _NoSink()

@@ -21,6 +21,8 @@ MAX_MESSAGE_CHARS          8000                        characters per message
 MAX_TOTAL_CHARS            32000                       characters over all messages
 DEFAULT_OUTPUT_TOKENS      1024                        output cap when max_tokens absent
 MAX_OUTPUT_TOKENS          4096                        highest max_tokens accepted
+MAX_IMAGES                 4                           images per request, history included
+MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
 IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer
@@ -28,6 +30,20 @@ HEARTBEAT_S                15                          ": ping" interval while s
 ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
 API_TOKEN (secret)         (none)                      bearer token required when set
 LOG_PROMPTS                false                       log prompt text (privacy!)
+CACHE_MODE                 deterministic               answers kept in KV: off, deterministic
+                                                       (temperature 0 or a seed), all
+CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
+AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
+USAGE_COUNTING             true                        count answers in KV for /api/usage
+                                                       (one KV write per answer)
+MODERATION                 off                         Llama Guard checks: off, input,
+                                                       input,output
+MODERATION_FAIL            open                        a failed check lets the request
+                                                       through (open) or refuses it (closed)
+PROVIDERS                  (none)                      providers' own APIs tried after the
+                                                       chain: <NAME>_BASE_URL, <NAME>_MODEL,
+                                                       <NAME>_API_KEY (secret),
+                                                       <NAME>_PRICE_IN, <NAME>_PRICE_OUT
 =========================  ==========================  =================================
 """
 
@@ -36,9 +52,11 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 from edgechat.http import normalize_origin
 from edgechat.models import CATALOG, Model, find
+from edgechat.providers import BUILTIN, NAME, Provider
 from edgechat.validation import Limits
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
@@ -49,6 +67,10 @@ DEFAULT_SYSTEM_PROMPT = (
     "You are a helpful, friendly assistant. Answer clearly and concisely, "
     "and say so when you are not sure."
 )
+
+CACHE_MODES = ("off", "deterministic", "all")
+# KV refuses an expirationTtl below 60 s.
+MIN_CACHE_TTL_S = 60
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
@@ -68,6 +90,14 @@ class Settings:
     allowed_origins: tuple[str, ...] = ()
     api_token: str | None = field(default=None, repr=False)
     log_prompts: bool = False
+    cache_mode: str = "deterministic"
+    cache_ttl_s: int = 86_400
+    ai_gateway_id: str | None = None
+    count_usage: bool = True
+    moderate_input: bool = False
+    moderate_output: bool = False
+    moderation_fail_closed: bool = False
+    providers: tuple[Provider, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -93,6 +123,10 @@ class Settings:
             raise ValueError("FIRST_TOKEN_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
         if self.idle_timeout_s > self.total_timeout_s:
             raise ValueError("IDLE_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
+        if self.cache_mode not in CACHE_MODES:
+            raise ValueError(f"CACHE_MODE must be one of {', '.join(CACHE_MODES)}")
+        if self.cache_ttl_s < MIN_CACHE_TTL_S:
+            raise ValueError(f"CACHE_TTL_S must be at least {MIN_CACHE_TTL_S} seconds")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> Settings:
@@ -124,6 +158,8 @@ class Settings:
             max_total_chars=_int("MAX_TOTAL_CHARS", get, base.max_total_chars),
             default_output_tokens=default_output,
             max_output_tokens=max_output,
+            max_images=_int("MAX_IMAGES", get, base.max_images),
+            max_image_bytes=_int("MAX_IMAGE_BYTES", get, base.max_image_bytes),
         )
         return cls(
             system_prompt=_text("SYSTEM_PROMPT", get) or defaults.system_prompt,
@@ -140,6 +176,13 @@ class Settings:
             allowed_origins=_origins("ALLOWED_ORIGINS", get),
             api_token=_text("API_TOKEN", get),
             log_prompts=_bool("LOG_PROMPTS", get, defaults.log_prompts),
+            cache_mode=(_text("CACHE_MODE", get) or defaults.cache_mode).lower(),
+            cache_ttl_s=_int("CACHE_TTL_S", get, defaults.cache_ttl_s),
+            ai_gateway_id=_text("AI_GATEWAY_ID", get),
+            count_usage=_bool("USAGE_COUNTING", get, defaults.count_usage),
+            **_moderation("MODERATION", get),
+            moderation_fail_closed=_choice("MODERATION_FAIL", get, ("open", "closed")) == "closed",
+            providers=_providers("PROVIDERS", get),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
@@ -250,3 +293,68 @@ def _origins(var: str, get: Callable[[str], object]) -> tuple[str, ...]:
             )
         origins.append(origin)
     return tuple(dict.fromkeys(origins))
+
+
+def _choice(var: str, get: Callable[[str], object], choices: tuple[str, ...]) -> str:
+    text = (_text(var, get) or choices[0]).lower()
+    if text not in choices:
+        raise ValueError(f"{var} must be one of {', '.join(choices)}")
+    return text
+
+
+def _moderation(var: str, get: Callable[[str], object]) -> dict[str, bool]:
+    parts = set(_list(var, get) or ("off",))
+    if parts == {"off"}:
+        return {"moderate_input": False, "moderate_output": False}
+    if parts not in ({"input"}, {"input", "output"}):
+        raise ValueError(f"{var} must be off, input, or input,output")
+    return {"moderate_input": True, "moderate_output": "output" in parts}
+
+
+def _providers(var: str, get: Callable[[str], object]) -> tuple[Provider, ...]:
+    """The providers named in ``var`` that have a key; one without its key is
+    skipped (a deployment may name them all and set keys where it has them)."""
+    providers: list[Provider] = []
+    for name in _list(var, get) or ():
+        name = name.lower()
+        if not NAME.fullmatch(name):
+            raise ValueError(f"{var} names must be lower-case letters, digits and _")
+        prefix = name.upper()
+        builtin = BUILTIN.get(name)
+        base_url = _text(f"{prefix}_BASE_URL", get) or (builtin[0] if builtin else None)
+        model = _text(f"{prefix}_MODEL", get) or (builtin[1] if builtin else None)
+        if base_url is None or model is None:
+            raise ValueError(f"{var}: {prefix}_BASE_URL and {prefix}_MODEL are needed for {name}")
+        _check_base_url(f"{prefix}_BASE_URL", base_url)
+        price_in = _price(f"{prefix}_PRICE_IN", get)
+        price_out = _price(f"{prefix}_PRICE_OUT", get)
+        key = _text(f"{prefix}_API_KEY", get)
+        if key is None:
+            continue
+        providers.append(Provider(name, base_url, model, key, price_in, price_out))
+    return tuple(providers)
+
+
+def _check_base_url(var: str, url: str) -> None:
+    parts = urlsplit(url)
+    local = parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if (
+        not parts.hostname
+        or parts.scheme not in ("https", "http")
+        or (parts.scheme == "http" and not local)
+    ):
+        # A key sent over plain HTTP could be read on the way: loopback only.
+        raise ValueError(f"{var} must be an https:// URL (http:// only for a local server)")
+
+
+def _price(var: str, get: Callable[[str], object]) -> float | None:
+    text = _text(var, get)
+    if text is None:
+        return None
+    try:
+        price = float(text)
+    except ValueError:
+        price = math.nan
+    if not math.isfinite(price) or price < 0:
+        raise ValueError(f"{var} must be a price in USD per million tokens")
+    return price

@@ -6,14 +6,19 @@ into a plain ``EdgechatError`` (500). The tree::
     EdgechatError                      500 internal_error
     ├── ClientError                    400 invalid_request        the request is at fault
     │   ├── BadRequest                 400 invalid_request
+    │   │   ├── ContentRefused         400 content_refused        Llama Guard found the input unsafe
+    │   │   └── ModelNotFound          400 invalid_request        (404 model_not_found on /v1)
     │   ├── Unauthorized               401 unauthorized
     │   ├── Forbidden                  403 cross_site_request
+    │   ├── ApiDisabled                403 api_disabled           /v1 without API_TOKEN
     │   ├── NotFound                   404 not_found
     │   ├── MethodNotAllowed           405 method_not_allowed     (+ Allow)
     │   ├── PayloadTooLarge            413 payload_too_large
     │   ├── UnsupportedMediaType       415 unsupported_media_type
     │   └── RateLimited                429 rate_limited           (+ Retry-After)
     ├── Misconfigured                  500 misconfigured          the operator's [vars] are invalid
+    ├── StoreUnavailable               503 store_unavailable      KV failed where it was needed
+    ├── ModerationUnavailable          503 moderation_unavailable no verdict, MODERATION_FAIL=closed
     └── UpstreamError                  502 upstream_error         Workers AI failed us
         ├── UpstreamBusy               503 model_busy             3040, retryable, fallback
         ├── UpstreamQuotaExhausted     429 quota_exhausted        3036, retryable, fallback
@@ -24,6 +29,7 @@ into a plain ``EdgechatError`` (500). The tree::
         ├── UpstreamPlanRequired       502 model_unavailable      5035, fallback
         ├── UpstreamBadRequest         502 upstream_error         3003
         ├── UpstreamMalformed          502 upstream_malformed     unreadable model stream
+        ├── ProviderError              502 provider_error         a provider's API failed, fallback
         └── DeadlineExceeded           504 deadline_exceeded      our own deadlines, retryable
 
 Generic outward, detailed inward: ``to_json()`` and ``headers()`` use only the
@@ -48,20 +54,26 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 __all__ = [
     "BINDING_CODES",
+    "ApiDisabled",
     "BadRequest",
     "ClientError",
+    "ContentRefused",
     "DeadlineExceeded",
     "EdgechatError",
     "Forbidden",
     "MethodNotAllowed",
     "Misconfigured",
+    "ModelNotFound",
+    "ModerationUnavailable",
     "NotFound",
     "PayloadTooLarge",
+    "ProviderError",
     "RateLimited",
+    "StoreUnavailable",
     "Unauthorized",
     "UnsupportedMediaType",
     "UpstreamBadRequest",
@@ -96,7 +108,7 @@ class EdgechatError(Exception):
         super().__init__(detail or self.public_message)
         self.retry_after = retry_after if retry_after is not None else self.default_retry_after
 
-    def to_json(self) -> dict[str, dict[str, str]]:
+    def to_json(self) -> dict[str, dict[str, Any]]:
         """The response body: a stable code and a generic message, nothing internal."""
         return {"error": {"code": self.code, "message": self.public_message}}
 
@@ -137,6 +149,31 @@ class BadRequest(ClientError):
     public_message = "The request is invalid."
 
 
+class ModelNotFound(BadRequest):
+    """The request names a model this deployment does not serve. ``/chat``
+    answers 400 like any bad field; the OpenAI API answers 404 ``model_not_found``."""
+
+
+class ContentRefused(BadRequest):
+    """The moderation model found the conversation unsafe; ``categories`` are
+    its hazard codes (S1-S14, named in the README)."""
+
+    status = 400
+    code = "content_refused"
+    public_message = "This request was refused by the content safety check."
+
+    categories: tuple[str, ...]
+
+    def __init__(self, *, categories: Iterable[str] = (), detail: str = "") -> None:
+        self.categories = tuple(categories)
+        super().__init__(detail=detail)
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        body = super().to_json()
+        body["error"]["categories"] = list(self.categories)
+        return body
+
+
 class Unauthorized(ClientError):
     status = 401
     code = "unauthorized"
@@ -150,6 +187,18 @@ class Forbidden(ClientError):
     status = 403
     code = "cross_site_request"
     public_message = "Cross-site requests to this API are not allowed."
+
+
+class ApiDisabled(ClientError):
+    """The OpenAI API needs ``API_TOKEN``: open, it would be a free key to the
+    owner's Workers AI account."""
+
+    status = 403
+    code = "api_disabled"
+    public_message = (
+        "The OpenAI-compatible API is off: the operator must set the API_TOKEN secret "
+        "(npx wrangler secret put API_TOKEN)."
+    )
 
 
 class NotFound(ClientError):
@@ -212,6 +261,26 @@ class Misconfigured(EdgechatError):
     status = 500
     code = "misconfigured"
     public_message = "The service is not configured correctly. Please try again later."
+
+
+class StoreUnavailable(EdgechatError):
+    """KV failed where an answer needs it (``/api/usage``); the cache and the
+    usage counts never fail a chat request."""
+
+    status = 503
+    code = "store_unavailable"
+    public_message = "The usage store is not available right now. Please try again later."
+    retryable = True
+
+
+class ModerationUnavailable(EdgechatError):
+    """The safety check failed or timed out and ``MODERATION_FAIL`` is ``closed``."""
+
+    status = 503
+    code = "moderation_unavailable"
+    public_message = "The content safety check is not available right now. Please try again."
+    retryable = True
+    default_retry_after = 10
 
 
 # --- Workers AI's fault -----------------------------------------------------
@@ -298,6 +367,17 @@ class UpstreamMalformed(UpstreamError):
     status = 502
     code = "upstream_malformed"
     public_message = "The model's answer could not be read. Please try again."
+
+
+class ProviderError(UpstreamError):
+    """A provider's own API (a fallback after Workers AI) failed before its
+    first byte; the detail names the provider and its status, never the key."""
+
+    status = 502
+    code = "provider_error"
+    public_message = "The fallback model failed to answer. Please try again."
+    retryable = True
+    fallback_worthy = True
 
 
 class DeadlineExceeded(UpstreamError):

@@ -7,7 +7,7 @@ import hashlib
 import hmac
 
 from edgechat.config import Settings
-from edgechat.errors import Forbidden, RateLimited, Unauthorized, UnsupportedMediaType
+from edgechat.errors import ApiDisabled, Forbidden, RateLimited, Unauthorized, UnsupportedMediaType
 from edgechat.http import Incoming, normalize_origin
 from edgechat.ports import RateLimiter
 
@@ -50,6 +50,15 @@ def check_token(request: Incoming, settings: Settings) -> str | None:
     ):
         raise Unauthorized(detail="missing or wrong bearer token")
     return presented.strip()
+
+
+def check_api_token(request: Incoming, settings: Settings) -> str:
+    """The OpenAI API's check: the token is required, so without ``API_TOKEN``
+    the API is off (``ApiDisabled``) instead of open to anyone."""
+    token = check_token(request, settings)
+    if token is None:
+        raise ApiDisabled(detail="API_TOKEN is not set")
+    return token
 
 
 def check_json(request: Incoming) -> None:

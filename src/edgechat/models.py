@@ -13,13 +13,14 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypedDict
 
-from edgechat.errors import BadRequest
+from edgechat.errors import ModelNotFound
 
 __all__ = [
     "CATALOG",
     "Model",
     "Usage",
     "WireFormat",
+    "allowed_models",
     "catalog_json",
     "cost_usd",
     "find",
@@ -47,6 +48,14 @@ class Model:
     price_out_per_m: float
     free_plan: bool
     wire_format: WireFormat
+    # Takes OpenAI ``tools`` / ``tool_choice`` and answers with ``tool_calls``.
+    tools: bool
+    # Reads images: OpenAI ``image_url`` parts in user messages.
+    vision: bool = False
+    # Whether the prices are known (a provider's may not be configured).
+    priced: bool = True
+    # A provider's own API (``PROVIDERS``) instead of Workers AI: its name.
+    provider: str | None = None
 
 
 class Usage(TypedDict):
@@ -71,6 +80,7 @@ CATALOG: tuple[Model, ...] = (
         price_out_per_m=0.40,
         free_plan=True,
         wire_format=WireFormat.OPENAI,
+        tools=True,
     ),
     Model(
         alias="glm-5.3-flash",
@@ -82,6 +92,8 @@ CATALOG: tuple[Model, ...] = (
         price_out_per_m=0.50,
         free_plan=False,
         wire_format=WireFormat.OPENAI,
+        tools=True,
+        vision=True,
     ),
     Model(
         alias="glm-5.3",
@@ -93,6 +105,7 @@ CATALOG: tuple[Model, ...] = (
         price_out_per_m=4.40,
         free_plan=False,
         wire_format=WireFormat.OPENAI,
+        tools=True,
     ),
     Model(
         alias="kimi",
@@ -104,6 +117,8 @@ CATALOG: tuple[Model, ...] = (
         price_out_per_m=4.00,
         free_plan=False,
         wire_format=WireFormat.OPENAI,
+        tools=True,
+        vision=True,
     ),
     Model(
         alias="kimi-code",
@@ -115,6 +130,7 @@ CATALOG: tuple[Model, ...] = (
         price_out_per_m=4.00,
         free_plan=False,
         wire_format=WireFormat.OPENAI,
+        tools=True,
     ),
     Model(
         alias="llama",
@@ -126,6 +142,7 @@ CATALOG: tuple[Model, ...] = (
         price_out_per_m=0.29,
         free_plan=True,
         wire_format=WireFormat.NATIVE,
+        tools=False,
     ),
 )
 
@@ -149,12 +166,20 @@ def lookup(name: str, allowed: Sequence[str]) -> Model:
     """
     model = _BY_NAME.get(name) if isinstance(name, str) else None
     if model is None or (model.alias not in allowed and model.id not in allowed):
-        raise BadRequest(public=_NOT_AVAILABLE, detail="model not in catalog or not allowed")
+        raise ModelNotFound(public=_NOT_AVAILABLE, detail="model not in catalog or not allowed")
     return model
 
 
-def cost_usd(model: Model, usage: Usage) -> float:
-    """What an answer cost at list price, in US dollars."""
+def allowed_models(allowed: Sequence[str]) -> tuple[Model, ...]:
+    """The catalog entries ``allowed`` names, in its order, each once."""
+    found = (_BY_NAME.get(name) for name in allowed)
+    return tuple(dict.fromkeys(model for model in found if model is not None))
+
+
+def cost_usd(model: Model, usage: Usage) -> float | None:
+    """What an answer cost at list price, in US dollars (None: prices unknown)."""
+    if not model.priced:
+        return None
     dollars = (
         usage["prompt_tokens"] * model.price_in_per_m
         + usage["completion_tokens"] * model.price_out_per_m
@@ -164,24 +189,19 @@ def cost_usd(model: Model, usage: Usage) -> float:
 
 def catalog_json(allowed: Sequence[str], default_alias: str) -> list[dict[str, object]]:
     """Body of ``GET /api/models``: the allowed models in the operator's order."""
-    entries: list[dict[str, object]] = []
-    seen: set[str] = set()
-    for name in allowed:
-        model = _BY_NAME.get(name)
-        if model is None or model.alias in seen:
-            continue
-        seen.add(model.alias)
-        entries.append(
-            {
-                "alias": model.alias,
-                "id": model.id,
-                "label": model.label,
-                "family": model.family,
-                "context_window": model.context_window,
-                "price_in_per_m": model.price_in_per_m,
-                "price_out_per_m": model.price_out_per_m,
-                "free_plan": model.free_plan,
-                "default": model.alias == default_alias or model.id == default_alias,
-            }
-        )
-    return entries
+    return [
+        {
+            "alias": model.alias,
+            "id": model.id,
+            "label": model.label,
+            "family": model.family,
+            "context_window": model.context_window,
+            "price_in_per_m": model.price_in_per_m,
+            "price_out_per_m": model.price_out_per_m,
+            "free_plan": model.free_plan,
+            "tools": model.tools,
+            "vision": model.vision,
+            "default": model.alias == default_alias or model.id == default_alias,
+        }
+        for model in allowed_models(allowed)
+    ]

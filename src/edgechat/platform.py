@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import math
+from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -36,15 +37,17 @@ from js import (
     Object,
     Promise,
     Uint8Array,
+    WritableStream,
     scheduler,
 )
 from js import Response as JsResponse
+from js import fetch as js_fetch
 from pyodide.ffi import JsException, create_proxy, to_js
 from workers import Request
 
-from edgechat.errors import body_too_large, from_binding_error
+from edgechat.errors import UpstreamError, UpstreamMalformed, body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import TIMED_OUT, ClientGone, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, KvError, TimedOut
 
 # One read takes up to this much of what has arrived. workerd detaches the
 # buffer a BYOB read fills and hands it back as ``result.value.buffer``
@@ -197,13 +200,22 @@ class BindingRelay:
 class BindingUpstream:
     """``ports.UpstreamStream`` over the binding's streamed answer."""
 
-    __slots__ = ("_client_signal", "_controller", "_done", "_reader", "_relay", "_stream")
+    __slots__ = (
+        "_client_signal",
+        "_controller",
+        "_done",
+        "_draining",
+        "_reader",
+        "_relay",
+        "_stream",
+    )
 
     def __init__(self, result: Any, controller: Any, client_signal: Any) -> None:
         self._controller = controller
         self._client_signal = client_signal
         self._reader: ByteReader | None = None
         self._relay: BindingRelay | None = None
+        self._draining: Any = None
         # Ended (read to the end) or cancelled: nothing left to abort.
         self._done = False
         # A complete answer (a dict) although a stream was asked for: the
@@ -236,13 +248,32 @@ class BindingUpstream:
             self._done = True
         return data
 
-    async def relay(self, sink: Any) -> BindingRelay:
-        assert isinstance(sink, StreamSink)
+    async def coalesce(self) -> None:
+        # A read of the binding's stream takes one upstream chunk (the kj
+        # chunked-body reader stops at a chunk's end), but a tee branch that
+        # has not been read keeps everything its sibling pulled, and one read
+        # takes it all across chunks (workerd's kj tee; tools/runner/README.md,
+        # "tee()"). So the sibling is piped into a sink that keeps nothing,
+        # which pulls as the model sends, and Python reads the other branch.
+        if isinstance(self._stream, bytes) or self._stream is None:
+            return
+        self._release_reader()
+        drained, watched = self._stream.tee()
+        # Settles with the stream and never rejects (a failure reaches Python
+        # through its own branch).
+        self._draining = drained.pipeTo(WritableStream.new()).then(Object, Array.of)
+        self._stream = watched
+
+    def _release_reader(self) -> None:
         if self._reader is not None:
             # Phase 1 ends on a completed read, so none is outstanding here
             # (workerd refuses releaseLock() while one is).
             self._reader.reader.releaseLock()
             self._reader = None
+
+    async def relay(self, sink: Any) -> BindingRelay:
+        assert isinstance(sink, StreamSink)
+        self._release_reader()
         self._relay = BindingRelay(self, self._stream, sink)
         return self._relay
 
@@ -269,6 +300,15 @@ def _raw(binding: Any) -> Any:
     return getattr(binding, "_binding", binding)
 
 
+def _abort_signal(client_signal: Any) -> tuple[Any, Any]:
+    """A controller of our own, and the signal that fires with it or with the client."""
+    controller = AbortController.new()
+    signal = controller.signal
+    if client_signal is not None:
+        signal = AbortSignal.any(to_js([signal, client_signal]))
+    return controller, signal
+
+
 class BindingAi:
     """``ports.Ai`` over the ``AI`` binding; aborts when the client goes away."""
 
@@ -276,25 +316,62 @@ class BindingAi:
         self._binding = _raw(binding)
         self._client_signal = client_signal
 
-    async def stream(self, model_id: str, inputs: dict[str, Any]) -> BindingUpstream:
-        controller = AbortController.new()
-        signal = controller.signal
-        if self._client_signal is not None:
-            signal = AbortSignal.any(to_js([signal, self._client_signal]))
+    async def _run(self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]) -> Any:
+        controller, signal = _abort_signal(self._client_signal)
         try:
             result = await self._binding.run(
-                model_id, _js_object(inputs), _js_object({"signal": signal})
+                model_id, _js_object(inputs), _js_object({**options, "signal": signal})
             )
         except JsException as exc:
             raise from_binding_error(str(exc)) from exc
         except BaseException:
             controller.abort()  # the caller gave up waiting (a deadline, a cancel)
             raise
+        return result, controller
+
+    async def stream(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> BindingUpstream:
+        result, controller = await self._run(model_id, inputs, options)
         if not hasattr(result, "getReader"):
             # A complete answer although a stream was asked for: the binding
             # parses an application/json reply (``ai-api.ts``, ``run``).
             result = result.to_py()
         return BindingUpstream(result, controller, self._client_signal)
+
+    async def run(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        result, _ = await self._run(model_id, inputs, options)
+        answer = result.to_py() if hasattr(result, "to_py") else result
+        if not isinstance(answer, dict):
+            raise UpstreamMalformed(detail=f"{model_id} answered no JSON object")
+        return answer
+
+
+class BindingFetch:
+    """``ports.Fetch`` over the runtime's ``fetch``; aborts with the client."""
+
+    def __init__(self, client_signal: Any) -> None:
+        self._client_signal = client_signal
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], BindingUpstream]:
+        controller, signal = _abort_signal(self._client_signal)
+        init = _js_object({"method": "POST", "headers": headers, "signal": signal})
+        init.body = to_js(body)
+        try:
+            response = await js_fetch(url, init)
+        except JsException as exc:
+            # The message names the failure (DNS, refused, reset), never the key.
+            raise UpstreamError(detail=f"fetch failed: {exc}") from exc
+        except BaseException:
+            controller.abort()
+            raise
+        reply_headers: dict[str, str] = Object.fromEntries(response.headers).to_py()
+        stream = BindingUpstream(response.body, controller, self._client_signal)
+        return int(response.status), reply_headers, stream
 
 
 class BindingRateLimiter:
@@ -306,21 +383,73 @@ class BindingRateLimiter:
         return bool(outcome.success)
 
 
+class BindingKv:
+    """``ports.Kv`` over a KV namespace binding; values are bytes."""
+
+    def __init__(self, binding: Any) -> None:
+        self._binding = _raw(binding)
+
+    async def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        try:
+            found = await self._binding.getWithMetadata(key, _js_object({"type": "arrayBuffer"}))
+        except JsException as exc:
+            raise KvError(str(exc)) from exc
+        value = found.value
+        if not hasattr(value, "byteLength"):  # null: no such key
+            return None
+        metadata = found.metadata
+        meta = metadata.to_py() if hasattr(metadata, "to_py") else None
+        return bytes(Uint8Array.new(value).to_bytes()), meta if isinstance(meta, dict) else {}
+
+    async def put(self, key: str, value: bytes, *, ttl_s: int, metadata: dict[str, Any]) -> None:
+        options = _js_object({"expirationTtl": ttl_s, "metadata": metadata})
+        try:
+            await self._binding.put(key, to_js(value), options)
+        except JsException as exc:
+            raise KvError(str(exc)) from exc
+
+    async def list(
+        self, prefix: str, cursor: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        query = {"prefix": prefix, **({"cursor": cursor} if cursor else {})}
+        try:
+            page = (await self._binding.list(_js_object(query))).to_py()
+        except JsException as exc:
+            raise KvError(str(exc)) from exc
+        keys = [
+            (entry["name"], meta if isinstance(meta := entry.get("metadata"), dict) else {})
+            for entry in page.get("keys", [])
+        ]
+        done = page.get("list_complete", True)
+        return keys, None if done else page.get("cursor")
+
+
 class WorkerPlatform:
     """``ports.Platform`` for one request on the Workers runtime."""
 
-    def __init__(self, request: Request, env: Any) -> None:
+    def __init__(self, request: Request, env: Any, ctx: Any) -> None:
         self._request = request.js_object
         self._env = env
+        self._ctx = ctx
         # One conversion of the whole Headers object (its names are already
         # lower-case), not one FFI call per header.
         self._headers: dict[str, str] = Object.fromEntries(self._request.headers).to_py()
-        self.ai = BindingAi(env.AI, getattr(self._request, "signal", None))
+        client_signal = getattr(self._request, "signal", None)
+        self.ai = BindingAi(env.AI, client_signal)
+        self.fetch = BindingFetch(client_signal)
         limiter = getattr(env, "RATE_LIMITER", None)
         self.rate_limiter = BindingRateLimiter(limiter) if limiter is not None else None
+        cache = getattr(env, "CACHE", None)
+        self.kv = BindingKv(cache) if cache is not None else None
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)
+
+    async def sleep(self, seconds: float) -> None:
+        await scheduler.wait(max(seconds, 0.0) * 1000)
+
+    def wait_until(self, work: Awaitable[None]) -> None:
+        _keep_alive(asyncio.ensure_future(work), self._ctx)
 
     async def read_body(self, limit: int) -> bytes:
         declared = self._headers.get("content-length")
@@ -373,9 +502,12 @@ def to_response(reply: Reply, ctx: Any) -> Any:
     if reply.stream is None:
         return _js_response(to_js(reply.body) if reply.body else None, reply)
     sink = StreamSink()
-    task = asyncio.ensure_future(reply.stream(sink))
-    # The proxy keeps the task alive for the runtime until the stream is written.
+    _keep_alive(asyncio.ensure_future(reply.stream(sink)), ctx)
+    return _js_response(sink.readable, reply)
+
+
+def _keep_alive(task: asyncio.Future[None], ctx: Any) -> None:
+    # The proxy keeps the task alive for the runtime until it is done.
     keep_alive = create_proxy(task)
     task.add_done_callback(lambda _: keep_alive.destroy())
     ctx.waitUntil(keep_alive)
-    return _js_response(sink.readable, reply)

@@ -18,6 +18,7 @@ An unfinished read is kept and continued by the next call.
 from __future__ import annotations
 
 import enum
+from collections.abc import Awaitable
 from typing import Any, Final, Protocol
 
 
@@ -80,19 +81,76 @@ class UpstreamStream(Protocol):
         sink and accepts no other."""
         ...
 
+    async def coalesce(self) -> None:
+        """From now on each ``read`` returns everything that arrived since the
+        last one (Python reads the rest itself, in batches): a read alone
+        takes one upstream chunk, about one token."""
+        ...
+
     async def cancel(self) -> None:
         """Stops the upstream call (aborts it) and releases the stream; idempotent."""
         ...
 
 
-class Ai(Protocol):
-    async def stream(self, model_id: str, inputs: dict[str, Any]) -> UpstreamStream:
-        """Starts a streamed call; raises ``UpstreamError`` when the binding refuses it."""
+class Fetch(Protocol):
+    """The runtime's ``fetch``, for the providers' own APIs."""
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], UpstreamStream]:
+        """POSTs ``body``; returns the status, the headers (lower-case names)
+        and the body as a stream. Raises ``UpstreamError`` when no answer
+        came (the network failed). Aborted with the client, like ``Ai``."""
+        ...
+
+
+class Streams(Protocol):
+    """Where a model's streamed answer comes from: Workers AI, or a provider."""
+
+    async def stream(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> UpstreamStream:
+        """Starts a streamed call; raises ``UpstreamError`` when the binding
+        refuses it. ``options`` are ``AI.run``'s (``gateway``); the platform
+        adds the abort signal."""
+        ...
+
+
+class Ai(Streams, Protocol):
+    async def run(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A whole (non-stream) answer, such as the moderation model's verdict;
+        raises ``UpstreamError``."""
         ...
 
 
 class RateLimiter(Protocol):
     async def allow(self, key: str) -> bool: ...
+
+
+class Kv(Protocol):
+    """A KV namespace (``CACHE``). Every method raises ``KvError`` when the
+    store fails; callers treat that as a miss, never as a failed request."""
+
+    async def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        """The value and its metadata, or None."""
+        ...
+
+    async def put(
+        self, key: str, value: bytes, *, ttl_s: int, metadata: dict[str, Any]
+    ) -> None: ...
+
+    async def list(
+        self, prefix: str, cursor: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        """One page of the keys under ``prefix`` with their metadata, and the
+        cursor of the next page (None on the last one)."""
+        ...
+
+
+class KvError(Exception):
+    """The KV store failed (a limit, an outage): the detail is for the log."""
 
 
 class Platform(Protocol):
@@ -103,6 +161,22 @@ class Platform(Protocol):
 
     @property
     def rate_limiter(self) -> RateLimiter | None: ...
+
+    @property
+    def fetch(self) -> Fetch: ...
+
+    @property
+    def kv(self) -> Kv | None:
+        """The ``CACHE`` namespace, when bound."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """One timer wait (workerd's ``scheduler.wait``)."""
+        ...
+
+    def wait_until(self, work: Awaitable[None]) -> None:
+        """Runs ``work`` after the reply, without delaying it (``ctx.waitUntil``)."""
+        ...
 
     def var(self, name: str) -> object:
         """A ``[vars]`` value or secret, or None when unset."""

@@ -27,6 +27,7 @@ import codecs
 import enum
 import json
 import math
+import re
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from edgechat.models import Model, Usage, WireFormat
@@ -42,14 +43,18 @@ __all__ = [
     "DeltaKind",
     "Tail",
     "UpstreamReader",
+    "answer_text",
     "upstream_inputs",
 ]
 
 
 def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> dict[str, Any]:
-    """The binding's inputs: the conversation as chat messages under our system prompt."""
-    messages = [{"role": "system", "content": settings.system_prompt}]
-    messages += [{"role": m.role, "content": m.content} for m in request.messages]
+    """The binding's inputs: the conversation as chat messages (under our
+    system prompt for ``/chat``) and the request's generation parameters."""
+    messages = (
+        [{"role": "system", "content": settings.system_prompt}] if request.server_prompt else []
+    )
+    messages += [m.wire() for m in request.messages]
     inputs: dict[str, Any] = {"messages": messages, "stream": True}
     if model.wire_format is WireFormat.OPENAI:
         inputs["max_completion_tokens"] = request.max_tokens
@@ -59,12 +64,18 @@ def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> d
         inputs["max_tokens"] = request.max_tokens
     if request.temperature is not None:
         inputs["temperature"] = request.temperature
+    # Validated against the model (``ChatRequest.unfit``); a fallback model
+    # that could not read one of them is skipped.
+    inputs.update(request.params)
     return inputs
 
 
 class DeltaKind(enum.Enum):
     REASONING = "reasoning"
     CONTENT = "content"
+    # A piece of a function call (its name or a fragment of its arguments);
+    # the whole calls are in ``UpstreamReader.tool_calls``.
+    TOOL_CALL = "tool_call"
 
 
 class Delta(NamedTuple):
@@ -74,6 +85,7 @@ class Delta(NamedTuple):
 
 _REASONING = DeltaKind.REASONING
 _CONTENT = DeltaKind.CONTENT
+_TOOL_CALL = DeltaKind.TOOL_CALL
 
 # A line (or a whole-JSON body) longer than this is not a token stream we can
 # use; dropping it keeps memory per request flat whatever the upstream sends.
@@ -138,7 +150,9 @@ class UpstreamReader:
     - ``malformed_lines``: events (or a whole body) that could not be read, skipped;
     - ``produced``: whether any non-empty text came out;
     - ``whole_body``: the object, when the answer was one JSON document
-      instead of a stream (set by ``finish``).
+      instead of a stream (set by ``finish``);
+    - ``tool_calls``: the function calls the model made, assembled from their
+      streamed pieces (OpenAI shape, in index order), or None.
     """
 
     __slots__ = (
@@ -153,6 +167,7 @@ class UpstreamReader:
         "malformed_lines",
         "produced",
         "saw_done",
+        "tool_calls",
         "whole_body",
     )
 
@@ -171,6 +186,7 @@ class UpstreamReader:
         self.malformed_lines = 0
         self.produced = False
         self.whole_body: dict[str, Any] | None = None
+        self.tool_calls: list[dict[str, Any]] | None = None
 
     @property
     def usage(self) -> Usage | None:
@@ -353,9 +369,42 @@ class UpstreamReader:
             text = delta.get("content")
             if text and type(text) is str:
                 out.append(Delta(_CONTENT, text))
+            calls = delta.get("tool_calls")
+            if calls and type(calls) is list:
+                self._take_tool_calls(calls, out)
         reason = choice.get("finish_reason")
         if reason and type(reason) is str:
             self.finish_reason = reason
+
+    def _take_tool_calls(self, calls: list[Any], out: list[Delta]) -> None:
+        # Streamed, a call comes in pieces: the first carries its index, id and
+        # name, the next ones fragments of its arguments; whole, in one piece.
+        if self.tool_calls is None:
+            self.tool_calls = []
+        assembled = self.tool_calls
+        for position, piece in enumerate(calls):
+            if type(piece) is not dict:
+                continue
+            index = piece.get("index", position)
+            if type(index) is not int or not 0 <= index <= len(assembled):
+                continue
+            if index == len(assembled):
+                assembled.append(
+                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+                )
+            call = assembled[index]
+            if type(piece.get("id")) is str and piece["id"]:
+                call["id"] = piece["id"]
+            function = piece.get("function")
+            if type(function) is not dict:
+                continue
+            name, arguments = function.get("name"), function.get("arguments")
+            if type(name) is str and name:
+                call["function"]["name"] += name
+                out.append(Delta(_TOOL_CALL, name))
+            if type(arguments) is str and arguments:
+                call["function"]["arguments"] += arguments
+                out.append(Delta(_TOOL_CALL, arguments))
 
     # --- a whole JSON body ------------------------------------------------
 
@@ -441,3 +490,30 @@ class Tail:
         reader.feed(b"\n\n".join(events))
         reader.finish()
         return reader
+
+
+# --- the text of a whole recorded answer ----------------------------------------
+
+# The answer's text pieces in both shapes: "content" (OpenAI deltas or a
+# whole message) and "response" (native). JSON escapes every quote inside a
+# string, so a match cannot start inside a model's text, and
+# "reasoning_content" has no quote before "content".
+_TEXT_FIELD = re.compile(rb'"(?:content|response)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def answer_text(stream: bytes) -> str:
+    """The answer's text in a whole recorded stream, for the output check:
+    one regular-expression pass and one JSON parse of all the pieces at once,
+    instead of one parse per event (``bench/request_cost.mjs`` compares them)."""
+    pieces = _TEXT_FIELD.findall(stream)
+    if not pieces:
+        return ""
+    joined = b'["' + b'","'.join(pieces) + b'"]'
+    try:
+        texts = json.loads(joined.decode("utf-8", "replace"))
+    except ValueError:
+        # An escape cut in two by a bad stream: fall back to the reader.
+        reader = UpstreamReader()
+        deltas = reader.feed(stream) + reader.finish()
+        return "".join(text for kind, text in deltas if kind is _CONTENT)
+    return "".join(texts)

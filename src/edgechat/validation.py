@@ -1,32 +1,50 @@
-"""The one validator of ``POST /chat`` bodies.
+"""The one validator of request bodies: ``POST /chat`` and the OpenAI API's
+``POST /v1/chat/completions``.
 
-A body becomes a ``ChatRequest`` or raises ``PayloadTooLarge`` / ``BadRequest``
-with a specific message built only from field names, positions and limits -
-never from what the client sent, so nothing a client submits is reflected
-back (or into logs through the error text).
+A body becomes a ``ChatRequest`` (or an ``OpenAIRequest`` around one) or raises
+``PayloadTooLarge`` / ``BadRequest`` with a specific message built only from
+field names, positions and limits - never from what the client sent, so
+nothing a client submits is reflected back (or into logs through the error
+text). Both bodies share the size caps, the JSON rules and the model lookup.
 
-Accepted body::
+Accepted ``/chat`` body::
 
     {"messages": [{"role": "user" | "assistant", "content": str}, ...],
      "model": str?, "temperature": number?, "max_tokens": int?, "reasoning": bool?}
 
 ``null`` for an optional field means "not given". Unknown fields are refused,
 so a typo (``max_token``) is an error instead of a silently ignored setting.
+
+The OpenAI body is the API's own (``parse_openai_request`` lists what is
+taken); its messages may be ``system``, ``developer``, ``user``,
+``assistant`` (with ``tool_calls``) and ``tool``, and are the caller's own:
+no server system prompt is added.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, Literal
 
 from edgechat.errors import BadRequest, body_too_large
-from edgechat.models import Model, lookup
+from edgechat.images import check_image_part, data_url_size
+from edgechat.models import Model, WireFormat, allowed_models, lookup
 
-__all__ = ["ChatRequest", "Limits", "Message", "parse_chat_request"]
+__all__ = [
+    "ChatRequest",
+    "Limits",
+    "Message",
+    "OpenAIRequest",
+    "parse_chat_request",
+    "parse_openai_request",
+]
 
-Role = Literal["user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +55,17 @@ class Limits:
     max_total_chars: int = 32_000
     default_output_tokens: int = 1_024
     max_output_tokens: int = 4_096
+    # Images per request (the whole conversation) and each one's decoded size.
+    max_images: int = 4
+    max_image_bytes: int = 3 << 20
+
+    def body_cap(self, vision: bool) -> int:
+        """The most a body may hold: ``max_body_bytes`` of text, and where a
+        model can see, exactly what ``max_images`` images of the largest
+        size take on top (their data URLs)."""
+        if not vision:
+            return self.max_body_bytes
+        return self.max_body_bytes + self.max_images * data_url_size(self.max_image_bytes)
 
     def __post_init__(self) -> None:
         for name in (
@@ -46,6 +75,8 @@ class Limits:
             "max_total_chars",
             "default_output_tokens",
             "max_output_tokens",
+            "max_images",
+            "max_image_bytes",
         ):
             value = getattr(self, name)
             if type(value) is not int or value < 1:
@@ -58,6 +89,16 @@ class Limits:
 class Message:
     role: Role
     content: str
+    # What else the OpenAI API's message carries, sent to the model as it is:
+    # ``tool_calls`` (assistant), ``tool_call_id`` (tool), ``name``.
+    extra: Mapping[str, Any] = field(default=_NOTHING)
+    # A user message with images: its text and image parts in their order
+    # (``content`` is then the text alone, for limits, logs and moderation).
+    parts: tuple[dict[str, Any], ...] = ()
+
+    def wire(self) -> dict[str, Any]:
+        content: Any = list(self.parts) if self.parts else self.content
+        return {"role": self.role, "content": content, **self.extra}
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +108,43 @@ class ChatRequest:
     temperature: float | None
     max_tokens: int
     reasoning: bool | None
+    # The OpenAI API's further generation parameters (top_p, stop, seed,
+    # response_format, tools, tool_choice, reasoning_effort, penalties),
+    # validated, sent to the model as they are.
+    params: Mapping[str, Any] = field(default=_NOTHING)
+    # /chat conversations go under the operator's SYSTEM_PROMPT; OpenAI API
+    # callers bring their own system messages.
+    server_prompt: bool = True
+
+    def unfit(self, model: Model) -> str | None:
+        """Why ``model`` cannot take this request (a parameter it does not
+        read, images it cannot see), or None. Fallback skips such models;
+        asking for one is a 400."""
+        if not model.vision and any(m.parts for m in self.messages):
+            return "images"
+        if model.wire_format is WireFormat.NATIVE:
+            for name in _OPENAI_ONLY:
+                if name in self.params:
+                    return name
+        if not model.tools and ("tools" in self.params or self._has_tool_turns()):
+            return "tools"
+        return None
+
+    def _has_tool_turns(self) -> bool:
+        return any(m.role == "tool" or "tool_calls" in m.extra for m in self.messages)
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIRequest:
+    """A ``/v1/chat/completions`` body: the chat request and how to answer it."""
+
+    chat: ChatRequest
+    stream: bool
+    include_usage: bool
+
+
+# Parameters only the OpenAI-format models (GLM, Kimi) read.
+_OPENAI_ONLY = ("stop", "response_format", "tools", "tool_choice", "reasoning_effort")
 
 
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
@@ -83,8 +161,103 @@ def parse_chat_request(
     body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
 ) -> ChatRequest:
     """Validate a ``/chat`` body; raises only ``PayloadTooLarge`` or ``BadRequest``."""
-    if len(body) > limits.max_body_bytes:
-        raise body_too_large(limits.max_body_bytes, detail=f"body of {len(body)} bytes")
+    data = _json_object(body, limits, body_cap(limits, allowed_models))
+    if not data.keys() <= _FIELD_SET:
+        raise BadRequest(
+            public=f"The request has an unknown field; known fields: {', '.join(_FIELDS)}."
+        )
+    images = _Images(limits)
+    messages = _messages(data.get("messages"), limits, images)
+    images.check_body(len(body))
+    request = ChatRequest(
+        messages=messages,
+        model=_model(data.get("model"), allowed_models, default_model),
+        temperature=_temperature(data.get("temperature")),
+        max_tokens=_max_tokens(data.get("max_tokens"), limits),
+        reasoning=_reasoning(data.get("reasoning")),
+    )
+    _check_fit(request, allowed_models)
+    return request
+
+
+def body_cap(limits: Limits, allowed: Sequence[str]) -> int:
+    """The most a request body may hold in this deployment: more when one of
+    its models can see images (``Limits.body_cap``)."""
+    return limits.body_cap(any(model.vision for model in allowed_models(allowed)))
+
+
+def _check_fit(request: ChatRequest, allowed: Sequence[str]) -> None:
+    unfit = request.unfit(request.model)
+    if unfit == "images":
+        seeing = [model.alias for model in allowed_models(allowed) if model.vision]
+        which = f"these can: {', '.join(seeing)}" if seeing else "none of them can"
+        raise BadRequest(
+            public=f"Images need a model that can see; {request.model.id} cannot, and of "
+            f"this deployment's models {which}."
+        )
+    if unfit is not None:
+        raise BadRequest(public=f"{unfit} is not supported by {request.model.id}.")
+
+
+class _Images:
+    """The images of one request, counted against the limits as they are read."""
+
+    __slots__ = ("_limits", "count", "url_chars")
+
+    def __init__(self, limits: Limits) -> None:
+        self._limits = limits
+        self.count = 0
+        self.url_chars = 0
+
+    def part(self, part: Any, where: str) -> dict[str, Any]:
+        checked = check_image_part(part, where, self._limits.max_image_bytes)
+        self.count += 1
+        if self.count > self._limits.max_images:
+            raise BadRequest(
+                public=f"The conversation has more than {self._limits.max_images} images."
+            )
+        self.url_chars += len(checked["image_url"]["url"])
+        return checked
+
+    def check_body(self, size: int) -> None:
+        # The cap grows by what the images take, and by no more.
+        text_bytes = size - self.url_chars
+        if text_bytes > self._limits.max_body_bytes:
+            raise body_too_large(self._limits.max_body_bytes, detail=f"{text_bytes} bytes of text")
+
+
+def _content(
+    value: Any, where: str, images: _Images | None
+) -> tuple[str, tuple[dict[str, Any], ...]]:
+    """A message's content: a string, or a non-empty list of text parts and,
+    where ``images`` counts them (user messages), image parts. Returns the
+    text (parts joined by newlines) and, when there are images, the parts."""
+    if type(value) is str:
+        return value, ()
+    kinds = "text and image parts" if images is not None else "text parts"
+    if type(value) is not list or not value:
+        raise BadRequest(public=f"{where} must be a string or a non-empty list of {kinds}.")
+    texts: list[str] = []
+    parts: list[dict[str, Any]] = []
+    for index, part in enumerate(value):
+        at = f"{where}[{index}]"
+        kind = part.get("type") if type(part) is dict else None
+        if kind == "image_url" and images is not None:
+            parts.append(images.part(part, at))
+        elif kind == "text" and type(part.get("text")) is str and part.keys() <= {"type", "text"}:
+            texts.append(part["text"])
+            parts.append({"type": "text", "text": part["text"]})
+        else:
+            raise BadRequest(public=f'{at} must be a text part {{"type": "text", "text": "…"}}.')
+    has_images = any(p["type"] == "image_url" for p in parts)
+    return "\n".join(texts), tuple(parts) if has_images else ()
+
+
+def _json_object(body: bytes, limits: Limits, cap: int) -> dict[str, Any]:
+    # Over the text cap with no image in it: refused before it is parsed.
+    if len(body) > cap or (len(body) > limits.max_body_bytes and b"data:image/" not in body):
+        limit = cap if len(body) > cap else limits.max_body_bytes
+        raise body_too_large(limit, detail=f"body of {len(body)} bytes")
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
@@ -96,27 +269,18 @@ def parse_chat_request(
         raise BadRequest(public="The request body is not valid JSON.") from None
     if type(data) is not dict:
         raise BadRequest(public="The request body must be a JSON object.")
-    if not data.keys() <= _FIELD_SET:
-        raise BadRequest(
-            public=f"The request has an unknown field; known fields: {', '.join(_FIELDS)}."
-        )
+    return data
 
-    messages = _messages(data.get("messages"), limits)
-    model_name = data.get("model")
-    if model_name is None:
-        model_name = default_model
-    elif type(model_name) is not str:
+
+def _model(value: Any, allowed_models: Sequence[str], default_model: str) -> Model:
+    if value is None:
+        value = default_model
+    elif type(value) is not str:
         raise BadRequest(public="model must be a string.")
-    return ChatRequest(
-        messages=messages,
-        model=lookup(model_name, allowed_models),
-        temperature=_temperature(data.get("temperature")),
-        max_tokens=_max_tokens(data.get("max_tokens"), limits),
-        reasoning=_reasoning(data.get("reasoning")),
-    )
+    return lookup(value, allowed_models)
 
 
-def _messages(value: Any, limits: Limits) -> tuple[Message, ...]:
+def _messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
     if value is None:
         raise BadRequest(public="messages is required.")
     if type(value) is not list:
@@ -140,28 +304,41 @@ def _messages(value: Any, limits: Limits) -> tuple[Message, ...]:
             )
         if role != "user" and role != "assistant":
             raise BadRequest(public=f'{where}.role must be "user" or "assistant".')
-        content = item.get("content")
-        if type(content) is not str:
-            raise BadRequest(public=f"{where}.content must be a string.")
-        if len(content) > limits.max_message_chars:
+        value = item.get("content")
+        if role == "user" and type(value) is list:
+            content, parts = _content(value, f"{where}.content", images)
+        elif type(value) is str:
+            content, parts = value, ()
+        else:
             raise BadRequest(
-                public=f"{where}.content is longer than {limits.max_message_chars} characters."
+                public=f"{where}.content must be a string"
+                + (" or a list of text and image parts." if role == "user" else ".")
             )
-        if not content.strip():
-            raise BadRequest(public=f"{where}.content must not be empty.")
-        try:
-            content.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate such as "\ud800"
-            raise BadRequest(public=f"{where}.content is not valid Unicode text.") from None
-        total += len(content)
-        if total > limits.max_total_chars:
-            raise BadRequest(
-                public=f"messages are longer than {limits.max_total_chars} characters in total."
-            )
-        messages.append(Message(role=role, content=content))
+        total = _count_text(content, f"{where}.content", total, limits, may_be_empty=bool(parts))
+        messages.append(Message(role=role, content=content, parts=parts))
     if messages[-1].role != "user":
         raise BadRequest(public="The last message must come from the user.")
     return tuple(messages)
+
+
+def _count_text(
+    text: str, where: str, total: int, limits: Limits, *, may_be_empty: bool = False
+) -> int:
+    """Checks one message's text against the limits; returns the running total."""
+    if len(text) > limits.max_message_chars:
+        raise BadRequest(public=f"{where} is longer than {limits.max_message_chars} characters.")
+    if not may_be_empty and not text.strip():
+        raise BadRequest(public=f"{where} must not be empty.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate such as "\ud800"
+        raise BadRequest(public=f"{where} is not valid Unicode text.") from None
+    total += len(text)
+    if total > limits.max_total_chars:
+        raise BadRequest(
+            public=f"messages are longer than {limits.max_total_chars} characters in total."
+        )
+    return total
 
 
 def _temperature(value: Any) -> float | None:
@@ -173,13 +350,11 @@ def _temperature(value: Any) -> float | None:
     return float(value)
 
 
-def _max_tokens(value: Any, limits: Limits) -> int:
+def _max_tokens(value: Any, limits: Limits, name: str = "max_tokens") -> int:
     if value is None:
         return limits.default_output_tokens
     if type(value) is not int or not 1 <= value <= limits.max_output_tokens:
-        raise BadRequest(
-            public=f"max_tokens must be an integer from 1 to {limits.max_output_tokens}."
-        )
+        raise BadRequest(public=f"{name} must be an integer from 1 to {limits.max_output_tokens}.")
     return value
 
 
@@ -189,3 +364,276 @@ def _reasoning(value: Any) -> bool | None:
     if type(value) is not bool:
         raise BadRequest(public="reasoning must be true or false.")
     return value
+
+
+# --- the OpenAI API ----------------------------------------------------------
+
+_OPENAI_FIELDS = (
+    "model",
+    "messages",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "max_completion_tokens",
+    "temperature",
+    "top_p",
+    "stop",
+    "seed",
+    "response_format",
+    "tools",
+    "tool_choice",
+    "reasoning_effort",
+    "frequency_penalty",
+    "presence_penalty",
+    "n",
+    "user",
+    # Accepted and not acted on: they change nothing about the answer.
+    "parallel_tool_calls",
+    "store",
+    "metadata",
+)
+_OPENAI_FIELD_SET = frozenset(_OPENAI_FIELDS)
+_OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
+_OPENAI_MESSAGE_FIELDS = frozenset(("role", "content", "name", "tool_calls", "tool_call_id"))
+_RESPONSE_FORMATS = ("text", "json_object", "json_schema")
+_REASONING_EFFORTS = ("low", "medium", "high")
+_TOOL_CHOICES = ("none", "auto", "required")
+MAX_TOOLS = 128
+MAX_STOP = 4
+
+
+def parse_openai_request(
+    body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
+) -> OpenAIRequest:
+    """Validate a ``/v1/chat/completions`` body; raises ``PayloadTooLarge``,
+    ``BadRequest`` or ``ModelNotFound``. ``model`` may be left out (the
+    default model answers); ``max_completion_tokens`` wins over ``max_tokens``."""
+    data = _json_object(body, limits, body_cap(limits, allowed_models))
+    if not data.keys() <= _OPENAI_FIELD_SET:
+        raise BadRequest(
+            public="The request has a field edgechat does not support; supported: "
+            f"{', '.join(_OPENAI_FIELDS)}."
+        )
+    n = data.get("n")
+    if n is not None and (type(n) is not int or n != 1):
+        raise BadRequest(public="n must be 1: edgechat returns one choice.")
+    stream = data.get("stream")
+    if stream is not None and type(stream) is not bool:
+        raise BadRequest(public="stream must be true or false.")
+    include_usage = False
+    options = data.get("stream_options")
+    if options is not None:
+        if type(options) is not dict or not options.keys() <= {"include_usage"}:
+            raise BadRequest(public='stream_options must be {"include_usage": true|false}.')
+        include_usage = _optional_bool(options.get("include_usage"), "stream_options.include_usage")
+    user = data.get("user")
+    if user is not None and type(user) is not str:
+        raise BadRequest(public="user must be a string.")
+    cap, cap_name = data.get("max_completion_tokens"), "max_completion_tokens"
+    if cap is None:
+        cap, cap_name = data.get("max_tokens"), "max_tokens"
+    images = _Images(limits)
+    messages = _openai_messages(data.get("messages"), limits, images)
+    images.check_body(len(body))
+    chat = ChatRequest(
+        messages=messages,
+        model=_model(data.get("model"), allowed_models, default_model),
+        temperature=_temperature(data.get("temperature")),
+        max_tokens=_max_tokens(cap, limits, cap_name),
+        reasoning=None,
+        params=_openai_params(data),
+        server_prompt=False,
+    )
+    _check_fit(chat, allowed_models)
+    return OpenAIRequest(chat=chat, stream=bool(stream), include_usage=include_usage)
+
+
+def _optional_bool(value: Any, where: str) -> bool:
+    if value is None:
+        return False
+    if type(value) is not bool:
+        raise BadRequest(public=f"{where} must be true or false.")
+    return value
+
+
+def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
+    if value is None:
+        raise BadRequest(public="messages is required.")
+    if type(value) is not list:
+        raise BadRequest(public="messages must be an array.")
+    if not value:
+        raise BadRequest(public="messages must not be empty.")
+    if len(value) > limits.max_messages:
+        raise BadRequest(public=f"messages has more than {limits.max_messages} entries.")
+    messages: list[Message] = []
+    total = 0
+    for index, item in enumerate(value):
+        where = f"messages[{index}]"
+        if type(item) is not dict:
+            raise BadRequest(public=f"{where} must be an object.")
+        if not item.keys() <= _OPENAI_MESSAGE_FIELDS:
+            raise BadRequest(
+                public=f"{where} has an unknown field; known fields: "
+                "role, content, name, tool_calls, tool_call_id."
+            )
+        role = item.get("role")
+        if role not in _OPENAI_ROLES:
+            raise BadRequest(public=f"{where}.role must be one of {', '.join(_OPENAI_ROLES)}.")
+        extra: dict[str, Any] = {}
+        tool_calls = item.get("tool_calls")
+        if tool_calls is not None:
+            if role != "assistant":
+                raise BadRequest(public=f"{where}.tool_calls is only for assistant messages.")
+            extra["tool_calls"] = tool_calls
+            total = _tool_calls(tool_calls, f"{where}.tool_calls", total, limits)
+        call_id = item.get("tool_call_id")
+        if role == "tool":
+            if type(call_id) is not str or not call_id:
+                raise BadRequest(public=f"{where}.tool_call_id is required for tool messages.")
+            extra["tool_call_id"] = call_id
+        elif call_id is not None:
+            raise BadRequest(public=f"{where}.tool_call_id is only for tool messages.")
+        name = item.get("name")
+        if name is not None:
+            if type(name) is not str or not 0 < len(name) <= 64:
+                raise BadRequest(public=f"{where}.name must be a string of 1 to 64 characters.")
+            extra["name"] = name
+        value = item.get("content")
+        parts: tuple[dict[str, Any], ...] = ()
+        if value is None:
+            content = ""
+        else:
+            counter = images if role == "user" else None
+            content, parts = _content(value, f"{where}.content", counter)
+        # An assistant turn that only called tools has no text.
+        total = _count_text(
+            content,
+            f"{where}.content",
+            total,
+            limits,
+            may_be_empty=tool_calls is not None or bool(parts),
+        )
+        # Workers AI's models know "system"; "developer" is the newer OpenAI name for it.
+        wire_role: Role = "system" if role == "developer" else role
+        messages.append(
+            Message(role=wire_role, content=content, extra=MappingProxyType(extra), parts=parts)
+        )
+    return tuple(messages)
+
+
+def _tool_calls(value: Any, where: str, total: int, limits: Limits) -> int:
+    if type(value) is not list or not value:
+        raise BadRequest(public=f"{where} must be a non-empty array.")
+    for index, call in enumerate(value):
+        at = f"{where}[{index}]"
+        function = call.get("function") if type(call) is dict else None
+        if (
+            type(call) is not dict
+            or not call.keys() <= {"id", "type", "function"}
+            or type(call.get("id")) is not str
+            or call.get("type") != "function"
+            or type(function) is not dict
+            or not function.keys() <= {"name", "arguments"}
+            or type(function.get("name")) is not str
+            or type(function.get("arguments")) is not str
+        ):
+            raise BadRequest(
+                public=f'{at} must be {{"id", "type": "function", "function": '
+                '{"name", "arguments"}} with string values.'
+            )
+        total = _count_text(
+            function["name"] + function["arguments"], f"{at}.function", total, limits
+        )
+    return total
+
+
+def _openai_params(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    params: dict[str, Any] = {}
+    top_p = data.get("top_p")
+    if top_p is not None:
+        if type(top_p) not in (int, float) or not 0 < top_p <= 1:
+            raise BadRequest(public="top_p must be a number above 0 and at most 1.")
+        params["top_p"] = float(top_p)
+    for name in ("frequency_penalty", "presence_penalty"):
+        value = data.get(name)
+        if value is not None:
+            if type(value) not in (int, float) or not -2 <= value <= 2:
+                raise BadRequest(public=f"{name} must be a number from -2 to 2.")
+            params[name] = float(value)
+    seed = data.get("seed")
+    if seed is not None:
+        if type(seed) is not int or not 0 <= seed < 2**63:
+            raise BadRequest(public="seed must be a non-negative integer.")
+        params["seed"] = seed
+    stop = data.get("stop")
+    if stop is not None:
+        stops = [stop] if type(stop) is str else stop
+        if (
+            type(stops) is not list
+            or not 0 < len(stops) <= MAX_STOP
+            or any(type(s) is not str or not 0 < len(s) <= 100 for s in stops)
+        ):
+            raise BadRequest(
+                public=f"stop must be a string or a list of 1 to {MAX_STOP} strings "
+                "of 1 to 100 characters."
+            )
+        params["stop"] = stop
+    response_format = data.get("response_format")
+    if response_format is not None:
+        kind = response_format.get("type") if type(response_format) is dict else None
+        if kind not in _RESPONSE_FORMATS:
+            raise BadRequest(
+                public=f"response_format.type must be one of {', '.join(_RESPONSE_FORMATS)}."
+            )
+        if kind == "json_schema" and type(response_format.get("json_schema")) is not dict:
+            raise BadRequest(public="response_format.json_schema must be an object.")
+        if kind != "text":  # "text" is what every model does anyway
+            params["response_format"] = response_format
+    effort = data.get("reasoning_effort")
+    if effort is not None:
+        if effort not in _REASONING_EFFORTS:
+            raise BadRequest(
+                public=f"reasoning_effort must be one of {', '.join(_REASONING_EFFORTS)}."
+            )
+        params["reasoning_effort"] = effort
+    tools = data.get("tools")
+    if tools is not None:
+        _check_tools(tools)
+        params["tools"] = tools
+    choice = data.get("tool_choice")
+    if choice is not None:
+        named = (
+            type(choice) is dict
+            and choice.get("type") == "function"
+            and type(choice.get("function")) is dict
+            and type(choice["function"].get("name")) is str
+        )
+        if choice not in _TOOL_CHOICES and not named:
+            raise BadRequest(
+                public='tool_choice must be "none", "auto", "required" or '
+                '{"type": "function", "function": {"name": …}}.'
+            )
+        if tools is None and choice != "none":
+            raise BadRequest(public="tool_choice needs tools.")
+        params["tool_choice"] = choice
+    return MappingProxyType(params)
+
+
+def _check_tools(tools: Any) -> None:
+    if type(tools) is not list or not 0 < len(tools) <= MAX_TOOLS:
+        raise BadRequest(public=f"tools must be a list of 1 to {MAX_TOOLS} tools.")
+    for index, tool in enumerate(tools):
+        function = tool.get("function") if type(tool) is dict else None
+        if (
+            type(tool) is not dict
+            or tool.get("type") != "function"
+            or type(function) is not dict
+            or type(function.get("name")) is not str
+            or not 0 < len(function["name"]) <= 64
+            or ("parameters" in function and type(function["parameters"]) is not dict)
+            or ("description" in function and type(function["description"]) is not str)
+        ):
+            raise BadRequest(
+                public=f'tools[{index}] must be {{"type": "function", "function": {{"name", '
+                '"description"?, "parameters"?}}.'
+            )

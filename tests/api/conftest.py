@@ -109,17 +109,20 @@ class ServerPool:
         self._stack = ExitStack()
         self._servers: dict[frozenset[tuple[str, str]], Server] = {}
 
-    def get(self, variables: Mapping[str, str]) -> Server:
+    def get(self, variables: Mapping[str, str], *, rate_limited: bool = True) -> Server:
+        """A runner with these ``[vars]``; ``rate_limited=False`` leaves out
+        the rate limiter (for suites whose requests all share one bearer
+        token, the limiter's key)."""
         skip_if_external("this test needs a runner with its own [vars] and output")
-        key = frozenset(variables.items())
+        key = frozenset([*variables.items(), ("rate_limited", str(rate_limited))])
         server = self._servers.get(key)
         if server is None:
-            server = self._start(variables)
+            server = self._start(variables, rate_limited)
             self._servers[key] = server
         server.ai.reset()
         return server
 
-    def _start(self, variables: Mapping[str, str]) -> Server:
+    def _start(self, variables: Mapping[str, str], rate_limited: bool) -> Server:
         folder = self._folders.mktemp("edgechat-vars")
         ai = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
         vars_file: Path | None = None
@@ -131,13 +134,27 @@ class ServerPool:
             "EDGECHAT_AI_LOG": str(ai.log_path),
             "EDGECHAT_AI_DELAY_MS": "0",
         }
-        runner = self._stack.enter_context(
-            start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env)
-        )
+        config = ROOT / "wrangler.toml" if rate_limited else _config_without_rate_limiter()
+        runner = self._stack.enter_context(start_runner(config, vars_file=vars_file, env=env))
         return Server(runner.base_url, ai, runner)
 
     def close(self) -> None:
         self._stack.close()
+
+
+def _config_without_rate_limiter() -> Path:
+    text = (ROOT / "wrangler.toml").read_text()
+    start = text.index("[[ratelimits]]")
+    end = text.index("\n[", start + 1)
+    text = (text[:start] + text[end + 1 :]).replace(
+        'main = "src/entry.py"', 'main = "../src/entry.py"'
+    )
+    text = text.replace('directory = "./static"', 'directory = "../static"')
+    assert "RATE_LIMITER" not in text
+    path = ROOT / ".cache" / "test-no-rate-limiter.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
 
 
 @pytest.fixture(scope="module")

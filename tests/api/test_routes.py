@@ -116,6 +116,8 @@ def test_models_lists_exactly_the_allowed_models(client: httpx.Client) -> None:
             "price_in_per_m",
             "price_out_per_m",
             "free_plan",
+            "tools",
+            "vision",
             "default",
         }, entry
         assert isinstance(entry["label"], str), entry

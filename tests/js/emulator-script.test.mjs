@@ -354,3 +354,51 @@ test("a broken script is a clear error, not a silent default", async () => {
   const ai2 = new Ai(memoryIo({ script: { rules: [{ chunks: [{ what: 1 }] }] } }));
   await assert.rejects(ai2.run(GLM, { ...user("a"), stream: true }), /unknown chunk/);
 });
+
+test("delay_ms on a rule or in a reply: a stream's first byte waits for it, then tokens are paced as usual", mocked, async (t) => {
+  mockTimers(t);
+  const { ai } = scripted(
+    [
+      { match: { contains: "reply" }, reply: { content: "a b", delay_ms: 250 } },
+      { match: { contains: "chunks" }, delay_ms: 100, chunks: ["x"] },
+      { match: { contains: "json" }, delay_ms: 70, json: { response: "late" } },
+    ],
+    { delay: 5 },
+  );
+  const reader = (await ai.run(LLAMA, { prompt: "reply", stream: true })).getReader();
+  const first = await settlesAfter(t, 250 + 5, reader.read(), "the first token after delay_ms");
+  assert.deepEqual(sseParsed(new TextDecoder().decode(first.value)), [{ response: "a" }]);
+  await settlesAfter(t, 5, reader.read(), "the second token, paced by the host delay alone");
+
+  const chunks = (await ai.run(LLAMA, { prompt: "chunks", stream: true })).getReader();
+  assert.equal(new TextDecoder().decode((await settlesAfter(t, 100, chunks.read(), "the chunk")).value), "x");
+  assert.deepEqual(await settlesAfter(t, 70, ai.run(LLAMA, { prompt: "json", stream: true }), "the json"), { response: "late" });
+  // A non-stream reply waits delay_ms and its tokens.
+  await settlesAfter(t, 250 + 2 * 5, ai.run(LLAMA, { prompt: "reply" }), "the non-stream reply");
+});
+
+test("delay_ms before an error: the call fails after the delay, or with the abort's reason if aborted first", mocked, async (t) => {
+  mockTimers(t);
+  const { io, ai } = scripted([{ delay_ms: 1000, error: "3040: Capacity temporarily exceeded" }]);
+  const late = ai.run(GLM, { ...user("a"), stream: true });
+  late.catch(() => {});
+  await assert.rejects(settlesAfter(t, 1000, late, "the late error"), /^Error: 3040: /);
+  const ctrl = new AbortController();
+  const aborted = ai.run(GLM, { ...user("a"), stream: true }, { signal: ctrl.signal });
+  assert.ok(await isPending(aborted));
+  ctrl.abort();
+  await assert.rejects(aborted, (e) => e.name === "AbortError");
+  assert.deepEqual(io.log.map((l) => [l.aborted, l.error?.slice(0, 5)]), [[false, "3040:"], [true, "This "]]);
+});
+
+test("match.last_role and match.any_contains", async () => {
+  const { ai } = scripted([
+    { match: { last_role: "tool" }, json: { response: "after the tool" } },
+    { match: { any_contains: "earlier" }, json: { response: "seen in any message" } },
+  ]);
+  const turn = (last) => ({ messages: [{ role: "system", content: "earlier words" }, last] });
+  assert.deepEqual(await ai.run(GLM, turn({ role: "tool", content: "42" })), { response: "after the tool" });
+  assert.deepEqual(await ai.run(GLM, turn({ role: "user", content: "hi" })), { response: "seen in any message" });
+  assert.deepEqual(await ai.run(LLAMA, { prompt: "not earlier, later" }), { response: "seen in any message" });
+  assert.match((await ai.run(LLAMA, { prompt: "nothing" })).response, /not a real model/);
+});

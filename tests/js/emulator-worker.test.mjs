@@ -6,7 +6,8 @@ import { spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { GLM, HANG_GUARD_MS, LLAMA, decodeAll, readChunks, sseParsed, user, waitFor } from "./helpers.mjs";
+import { GLM, HANG_GUARD_MS, KIMI, LLAMA, decodeAll, readChunks, sseParsed, user, waitFor } from "./helpers.mjs";
+import { imagePart, jpeg, png } from "./image-fixtures.mjs";
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
 const BIN = join(ROOT, "node_modules/.bin");
@@ -201,4 +202,38 @@ test("an AbortSignal crosses RPC and ends a stalled stream (log: aborted)", { ti
   assert.equal(log[0].aborted, true);
   assert.equal(log[0].stream, true);
   assert.match(log[0].error, /abort|timed? ?out/i);
+});
+
+test("in workerd: tool calls stream over RPC, a vision model reads its images, Llama Guard gives its verdict", { timeout: 30_000 }, async () => {
+  await putScript({
+    rules: [
+      { match: { contains: "weather" }, reply: { tool_calls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }] } },
+      { match: { model: "@cf/meta/llama-guard-3-8b", any_contains: "bad" }, reply: { unsafe: ["S1", "S10"] } },
+    ],
+  });
+  const res = await call("rpc-run", { model: KIMI, inputs: { ...user("weather?"), stream: true } });
+  assert.equal(res.status, 200);
+  const events = sseParsed(decodeAll((await readChunks(res.body)).map((c) => c.bytes)));
+  const args = events
+    .flatMap((e) => e.choices?.[0]?.delta?.tool_calls ?? [])
+    .map((d) => d.function.arguments)
+    .join("");
+  assert.equal(args, '{"city":"Paris"}');
+  assert.equal(events.at(-3).choices[0].finish_reason, "tool_calls");
+
+  const inputs = {
+    messages: [{ role: "user", content: [{ type: "text", text: "what?" }, imagePart("image/png", png(64, 32)), imagePart("image/jpeg", jpeg(9, 7))] }],
+    reasoning_effort: null,
+  };
+  const vision = await (await call("rpc-run", { model: KIMI, inputs })).json();
+  assert.match(vision.choices[0].message.content, / I see 2 images: image\/png 64×32, image\/jpeg 9×7\. /);
+  const refused = await call("run", { model: GLM, inputs });
+  assert.equal(refused.status, 502);
+  assert.match((await refused.json()).error, /^5006: /);
+
+  const guard = await call("rpc-run", {
+    model: "@cf/meta/llama-guard-3-8b",
+    inputs: { messages: [{ role: "user", content: "hi" }, { role: "assistant", content: "bad words" }], response_format: { type: "json_object" } },
+  });
+  assert.deepEqual((await guard.json()).response, { safe: false, categories: ["S1", "S10"] });
 });

@@ -19,7 +19,7 @@ from typing import Any, cast
 
 from edgechat.errors import PayloadTooLarge, UpstreamError
 from edgechat.models import Model, Usage, find
-from edgechat.ports import TIMED_OUT, ClientGone, Sink, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, KvError, Sink, TimedOut
 from edgechat.validation import ChatRequest, Message
 from tests.kit import upstream as wire
 
@@ -165,6 +165,9 @@ class FakeUpstream:
         self._copy: asyncio.Task[None] | None = None
         self._pending_read: asyncio.Future[bytes | None] | None = None
         self._pending_look: asyncio.Future[bytes | None] | None = None
+        # After ``coalesce``, a read also takes the chunks that follow at once
+        # (no delay between them), as a read of a tee branch takes all it holds.
+        self.coalesced = False
 
     @property
     def cancelled(self) -> bool:
@@ -190,11 +193,24 @@ class FakeUpstream:
             else:
                 await self._cancelled.wait()
 
+    async def coalesce(self) -> None:
+        assert self._copy is None, "coalesce() after relay()"
+        self.coalesced = True
+
+    async def _next_batch(self) -> bytes | None:
+        first = await self._next()
+        if first is None or not self.coalesced:
+            return first
+        batch = [first]
+        while self._steps and isinstance(self._steps[0], bytes):
+            batch.append(cast(bytes, self._steps.pop(0)))
+        return b"".join(batch)
+
     async def read(self, within: float) -> bytes | TimedOut | None:
         assert self._copy is None, "read() after relay()"
         if self._pending_read is None:
             self.reads += 1
-            self._pending_read = asyncio.ensure_future(self._next())
+            self._pending_read = asyncio.ensure_future(self._next_batch())
         result = await _within(self._pending_read, within)
         if result is not TIMED_OUT:
             self._pending_read = None
@@ -280,6 +296,8 @@ class FakeRelay:
 class Call:
     model_id: str
     inputs: dict[str, Any]
+    # AI.run's options (``gateway``) as the core passed them.
+    options: dict[str, Any] = field(default_factory=dict)
     # The stream returned to the caller, or None when the call was refused.
     upstream: FakeUpstream | None = None
     # The caller gave up waiting for the binding (the task was cancelled).
@@ -292,6 +310,35 @@ class Call:
 
 # What one call to a model does: refuse with an error, or stream these steps.
 Answer = UpstreamError | Sequence[Step]
+
+
+class Gate:
+    """A whole result (``AI.run``) held back until ``open()`` is called, or
+    until the fake records the event named ``after`` (say ``"stream:<id>"``):
+    ordering is asserted by events, never by guessed times."""
+
+    def __init__(self, result: dict[str, Any] | Exception, *, after: str | None = None) -> None:
+        self.result = result
+        self.after = after
+        self._opened = asyncio.Event()
+
+    def open(self) -> None:
+        self._opened.set()
+
+
+# What one ``AI.run`` call does: return this result, raise this error, wait at
+# a gate first, or never answer (only a cancel ends it).
+RunStep = dict[str, Any] | Exception | Gate | Stall
+
+
+@dataclass
+class RunCall:
+    model_id: str
+    inputs: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+    # The caller gave up (its task was cancelled, e.g. by a timeout).
+    abandoned: bool = False
+    finished: bool = False
 
 
 class FakeAi:
@@ -307,20 +354,73 @@ class FakeAi:
         *,
         open_delay: Mapping[str, float | Stall] | None = None,
         observe_lag: float = 0.0,
+        runs: Mapping[str, Sequence[RunStep]] | None = None,
     ) -> None:
         self._script = dict(script)
         self._open_delay = dict(open_delay or {})
         self._observe_lag = observe_lag
+        # ``runs[model_id]``: one step per ``run`` call, in order.
+        self._runs = {name: list(steps) for name, steps in (runs or {}).items()}
         self.calls: list[Call] = []
+        self.run_calls: list[RunCall] = []
+        # What happened, in order: "stream:<id>" (a stream call began),
+        # "opened:<id>" (it answered), "run:<id>", "ran:<id>" (a run
+        # returned or raised), "run-abandoned:<id>", "stream-abandoned:<id>".
+        self.events: list[str] = []
+        self._waiters: list[tuple[str, asyncio.Event]] = []
+
+    def _note(self, event: str) -> None:
+        self.events.append(event)
+        for name, waiter in self._waiters:
+            if name == event:
+                waiter.set()
+
+    async def happened(self, event: str) -> None:
+        """Returns once ``event`` has been recorded."""
+        if event in self.events:
+            return
+        waiter = asyncio.Event()
+        self._waiters.append((event, waiter))
+        await waiter.wait()
+
+    async def run(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> dict[str, Any]:
+        call = RunCall(model_id, json.loads(json.dumps(inputs)), json.loads(json.dumps(options)))
+        self.run_calls.append(call)
+        self._note(f"run:{model_id}")
+        step = self._runs[model_id].pop(0)
+        try:
+            if isinstance(step, Stall):
+                await asyncio.Event().wait()
+            if isinstance(step, Gate):
+                if step.after is not None:
+                    await self.happened(step.after)
+                else:
+                    await step._opened.wait()
+                step = step.result
+        except asyncio.CancelledError:
+            call.abandoned = True
+            self._note(f"run-abandoned:{model_id}")
+            raise
+        call.finished = True
+        self._note(f"ran:{model_id}")
+        if isinstance(step, Exception):
+            raise step
+        assert isinstance(step, dict)
+        return step
 
     @property
     def models_called(self) -> list[str]:
         return [call.model_id for call in self.calls]
 
-    async def stream(self, model_id: str, inputs: dict[str, Any]) -> FakeUpstream:
+    async def stream(
+        self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]
+    ) -> FakeUpstream:
         # A deep copy: what was sent, even if the caller reuses its dicts.
-        call = Call(model_id, json.loads(json.dumps(inputs)))
+        call = Call(model_id, json.loads(json.dumps(inputs)), json.loads(json.dumps(options)))
         self.calls.append(call)
+        self._note(f"stream:{model_id}")
         delay = self._open_delay.get(model_id)
         try:
             if isinstance(delay, Stall):
@@ -329,12 +429,71 @@ class FakeAi:
                 await asyncio.sleep(delay)
         except asyncio.CancelledError:
             call.abandoned = True
+            self._note(f"stream-abandoned:{model_id}")
             raise
         answer = self._script[model_id]
         if isinstance(answer, UpstreamError):
             raise answer
         call.upstream = FakeUpstream(answer, observe_lag=self._observe_lag)
+        self._note(f"opened:{model_id}")
         return call.upstream
+
+
+# --- the runtime's fetch (the providers' APIs) ------------------------------------
+
+
+@dataclass(frozen=True)
+class FetchReply:
+    """What one ``fetch`` answers: a status, headers (lower-case) and a body
+    played like a model's stream."""
+
+    status: int = 200
+    steps: Sequence[Step] = ()
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Posted:
+    url: str
+    headers: dict[str, str]
+    # The request body, parsed as JSON.
+    body: Any
+    upstream: FakeUpstream | None = None
+    abandoned: bool = False
+
+    @property
+    def cancelled(self) -> bool:
+        return self.upstream is not None and self.upstream.cancelled
+
+
+class FakeFetch:
+    """``ports.Fetch`` answering each ``post``, in order, with the next of
+    ``replies``: a ``FetchReply``, an exception to raise (the network failed:
+    an ``UpstreamError``, as the seam translates it) or ``STALL`` (no answer
+    until cancelled). Running out of replies is a test bug."""
+
+    def __init__(self, replies: Iterable[FetchReply | Exception | Stall] = ()) -> None:
+        self._replies = list(replies)
+        self.posts: list[Posted] = []
+
+    async def post(
+        self, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[int, dict[str, str], FakeUpstream]:
+        assert isinstance(body, bytes)
+        posted = Posted(url, dict(headers), json.loads(body))
+        self.posts.append(posted)
+        reply = self._replies.pop(0)
+        if isinstance(reply, Stall):
+            try:
+                await asyncio.Event().wait()
+            except asyncio.CancelledError:
+                posted.abandoned = True
+                raise
+        if isinstance(reply, Exception):
+            raise reply
+        assert isinstance(reply, FetchReply)
+        posted.upstream = FakeUpstream(reply.steps)
+        return reply.status, dict(reply.headers), posted.upstream
 
 
 # --- the client side -------------------------------------------------------------
@@ -384,6 +543,43 @@ class FakeRateLimiter:
         return self._remaining >= 0
 
 
+class FakeKv:
+    """``ports.Kv`` in a dict; ``failing`` names the operations that raise
+    ``KvError`` ("get", "put", "list"). TTLs are recorded, not enforced."""
+
+    def __init__(self, *, page_size: int = 1000) -> None:
+        self.items: dict[str, tuple[bytes, dict[str, Any], int]] = {}
+        self.failing: set[str] = set()
+        self.gets: list[str] = []
+        self._page_size = page_size
+
+    def _check(self, operation: str) -> None:
+        if operation in self.failing:
+            raise KvError(f"{operation}: KV is down (scripted)")
+
+    async def get(self, key: str) -> tuple[bytes, dict[str, Any]] | None:
+        self.gets.append(key)
+        self._check("get")
+        found = self.items.get(key)
+        return None if found is None else (found[0], dict(found[1]))
+
+    async def put(self, key: str, value: bytes, *, ttl_s: int, metadata: dict[str, Any]) -> None:
+        self._check("put")
+        assert isinstance(value, bytes)
+        self.items[key] = (value, json.loads(json.dumps(metadata)), ttl_s)
+
+    async def list(
+        self, prefix: str, cursor: str | None
+    ) -> tuple[list[tuple[str, dict[str, Any]]], str | None]:
+        self._check("list")
+        names = sorted(name for name in self.items if name.startswith(prefix))
+        start = int(cursor) if cursor else 0
+        page = names[start : start + self._page_size]
+        after = start + len(page)
+        keys = [(name, dict(self.items[name][1])) for name in page]
+        return keys, str(after) if after < len(names) else None
+
+
 @dataclass
 class FakePlatform:
     """``ports.Platform`` for one request: ``[vars]``, a body and the bindings."""
@@ -396,9 +592,24 @@ class FakePlatform:
     declared_length: bool = True
     # The limit of every read_body call.
     body_reads: list[int] = field(default_factory=list)
+    kv: FakeKv | None = None
+    fetch: FakeFetch = field(default_factory=FakeFetch)
+    # What the request left to run after its reply (``wait_until``).
+    background: list[asyncio.Future[None]] = field(default_factory=list)
 
     def var(self, name: str) -> object:
         return self.vars.get(name)
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+    def wait_until(self, work: Any) -> None:
+        self.background.append(asyncio.ensure_future(work))
+
+    async def settle(self) -> None:
+        """Waits for everything ``wait_until`` started."""
+        while self.background:
+            await self.background.pop(0)
 
     async def read_body(self, limit: int) -> bytes:
         # Like platform.WorkerPlatform: refuse by Content-Length before

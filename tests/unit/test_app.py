@@ -111,6 +111,9 @@ def test_routes_table() -> None:
         "/chat": {"POST", "OPTIONS"},
         "/api/models": {"GET"},
         "/api/limits": {"GET"},
+        "/api/usage": {"GET"},
+        "/v1/chat/completions": {"POST", "OPTIONS"},
+        "/v1/models": {"GET"},
         "/healthz": {"GET"},
     }
 
@@ -227,7 +230,7 @@ def test_preflight_from_an_allowed_origin_gets_cors_headers() -> None:
         "Access-Control-Allow-Origin": partner,
         "Vary": "Origin",
         "Access-Control-Allow-Methods": "POST, OPTIONS",
-        "Access-Control-Allow-Headers": "content-type, authorization",
+        "Access-Control-Allow-Headers": "content-type, authorization, cache-control",
         "Access-Control-Max-Age": "600",
         "X-Request-Id": reply.headers["X-Request-Id"],
     }
@@ -272,7 +275,8 @@ def test_chat_streams_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
     assert got.saw_done_marker
     assert got.final.data["usage"] == USAGE
     assert sink.closed == 1
-    assert where.body_reads == [65536]
+    # The default models include Kimi, which sees: room for four 3 MiB images.
+    assert where.body_reads == [65536 + 4 * (len("data:image/webp;base64,") + 4 * (1 << 20))]
     assert where.ai.models_called == [GLM_ID]
     assert where.ai.calls[0].inputs["messages"][1] == {"role": "user", "content": PROMPT}
 
@@ -437,11 +441,24 @@ def test_chat_rate_limited(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
 def test_chat_body_over_the_cap(declared: bool, capsys: pytest.CaptureFixture[str]) -> None:
-    where = platform(body=BODY + b" " * 2000, MAX_BODY_BYTES="1500")
+    # No model of this deployment sees images: the cap is MAX_BODY_BYTES.
+    where = platform(body=BODY + b" " * 2000, MAX_BODY_BYTES="1500", MODELS="glm,llama")
     where.declared_length = declared
     reply, _ = refused(chat_request(), where, capsys)
     assert reply.status == 413
     assert where.body_reads == [1500]  # refused while reading, not after
+    assert error_body(reply)["code"] == "payload_too_large"
+
+
+def test_the_body_cap_grows_by_what_the_images_take(capsys: pytest.CaptureFixture[str]) -> None:
+    # Kimi sees images: the cap grows by MAX_IMAGES data URLs of the largest
+    # image, and a body of text alone is still held to MAX_BODY_BYTES.
+    where = platform(
+        body=BODY + b" " * 2000, MAX_BODY_BYTES="1500", MAX_IMAGES="2", MAX_IMAGE_BYTES="3000"
+    )
+    reply, _ = refused(chat_request(), where, capsys)
+    assert reply.status == 413
+    assert where.body_reads == [1500 + 2 * (len("data:image/webp;base64,") + 4000)]
     assert error_body(reply)["code"] == "payload_too_large"
 
 

@@ -30,6 +30,7 @@ def test_defaults() -> None:
     assert s.allowed_origins == ()
     assert s.api_token is None
     assert s.log_prompts is False
+    assert (s.cache_mode, s.cache_ttl_s, s.ai_gateway_id) == ("deterministic", 86_400, None)
 
 
 def test_default_system_prompt_is_plain() -> None:
@@ -58,6 +59,9 @@ def test_every_variable_is_read() -> None:
         ALLOWED_ORIGINS="https://chat.example.com, HTTP://LOCALHOST:8787/,https://a.example:443",
         API_TOKEN="tok-123456",
         LOG_PROMPTS="true",
+        CACHE_MODE="ALL",
+        CACHE_TTL_S="600",
+        AI_GATEWAY_ID=" my-gateway ",
     )
     assert s.system_prompt == "You are terse."
     assert s.models == ("kimi", "glm", "llama")  # ids become aliases, duplicates go
@@ -77,6 +81,7 @@ def test_every_variable_is_read() -> None:
     )
     assert s.api_token == "tok-123456"
     assert s.log_prompts is True
+    assert (s.cache_mode, s.cache_ttl_s, s.ai_gateway_id) == ("all", 600, "my-gateway")
 
 
 def test_from_vars_takes_a_getter_and_non_string_values() -> None:
@@ -140,6 +145,9 @@ def test_log_prompts_false(text: str) -> None:
         ({"ALLOWED_ORIGINS": "https://a.example:99999"}, "ALLOWED_ORIGINS"),
         ({"ALLOWED_ORIGINS": "https://a.example?x=1"}, "ALLOWED_ORIGINS"),
         ({"SYSTEM_PROMPT": ["not", "text"]}, "SYSTEM_PROMPT"),
+        ({"CACHE_MODE": "sometimes"}, "CACHE_MODE"),
+        ({"CACHE_TTL_S": "59"}, "CACHE_TTL_S"),
+        ({"CACHE_TTL_S": "1h"}, "CACHE_TTL_S"),
     ],
 )
 def test_bad_values_name_the_variable(values: dict[str, object], variable: str) -> None:

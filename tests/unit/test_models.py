@@ -138,6 +138,8 @@ def test_catalog_json() -> None:
         "price_in_per_m": 0.06,
         "price_out_per_m": 0.40,
         "free_plan": True,
+        "tools": True,
+        "vision": False,
         "default": True,
     }
     json.dumps(entries)  # serialisable as is

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from edgechat import upstream
 from edgechat.config import Settings
-from edgechat.upstream import Delta, DeltaKind, UpstreamReader, upstream_inputs
+from edgechat.upstream import Delta, DeltaKind, UpstreamReader, answer_text, upstream_inputs
+from tests.kit import upstream as wire
 
 from .fakes import chat_request, model
 
@@ -764,3 +765,30 @@ def test_inputs_follow_the_model_called_not_the_model_asked_for() -> None:
     assert inputs["max_tokens"] == 256
     assert "max_completion_tokens" not in inputs
     assert "chat_template_kwargs" not in inputs
+
+
+# --- answer_text: the whole answer's text for the output check ---------------------
+
+
+@given(
+    texts=st.lists(st.text(min_size=1, max_size=12), min_size=1, max_size=30),
+    native=st.booleans(),
+)
+def test_answer_text_is_what_the_reader_reads(texts: list[str], native: bool) -> None:
+    if native:
+        body = "".join(wire.native_chunk(t) for t in texts) + "".join(wire.native_end())
+    else:
+        body = (
+            wire.openai_chunk(reasoning='thinking "first"')
+            + "".join(wire.openai_chunk(content=t) for t in texts)
+            + "".join(wire.openai_end())
+        )
+    reader = UpstreamReader()
+    deltas = reader.feed(body.encode()) + reader.finish()
+    expected = "".join(text for kind, text in deltas if kind is DeltaKind.CONTENT)
+    assert answer_text(body.encode()) == expected == "".join(texts)
+
+
+def test_answer_text_of_no_answer_is_empty() -> None:
+    assert answer_text(b"") == ""
+    assert answer_text(wire.openai_chunk(reasoning="only thinking").encode()) == ""

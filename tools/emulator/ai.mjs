@@ -4,7 +4,9 @@
 // (the binding's two streaming wire formats and its "<code>: …" errors): a ReadableStream
 // of SSE bytes when `inputs.stream` is true, a plain object otherwise, and
 // errors thrown as `Error("<code>: message")`. It never pretends to be a model:
-// the default reply says it is the emulator and echoes the question.
+// the default reply says it is the emulator and echoes the question (a vision
+// model also lists the images it got, read from their bytes; Llama Guard
+// answers "safe"). Tool calls and unsafe verdicts come only from scripts.
 //
 // Only web-platform APIs are used (ReadableStream, TextEncoder, setTimeout,
 // AbortSignal, atob), so the same file runs in Node and inside workerd.
@@ -15,16 +17,35 @@
 //   io.appendLog(obj) -> record one finished call
 //   io.delayMs()      -> milliseconds between generated tokens (0 = none)
 //   io.now()          -> epoch ms (optional, defaults to Date.now)
+import { imageInfo } from "./images.mjs";
 
-/** The models edgechat knows, with the wire format each one answers in. */
+/**
+ * The models edgechat knows (https://developers.cloudflare.com/workers-ai/models/),
+ * with the wire format each one answers in. `vision` says how a model takes
+ * images: "parts" (OpenAI `image_url` content parts) or "image" (a top-level
+ * `image`); absent means no images. Format "guard" is Llama Guard's verdict.
+ */
 export const MODELS = Object.freeze({
   "@cf/zai-org/glm-4.7-flash": { format: "openai", thinks: true },
-  "@cf/zai-org/glm-5.3-flash": { format: "openai", thinks: true },
+  "@cf/zai-org/glm-5.3-flash": { format: "openai", thinks: true, vision: "parts" },
   "@cf/zai-org/glm-5.3": { format: "openai", thinks: true },
-  "@cf/moonshotai/kimi-k2.6": { format: "openai", thinks: true },
+  "@cf/moonshotai/kimi-k2.6": { format: "openai", thinks: true, vision: "parts" },
   "@cf/moonshotai/kimi-k2.7-code": { format: "openai", thinks: true },
   "@cf/meta/llama-3.1-8b-instruct-fp8": { format: "native", thinks: false, defaultMaxTokens: 256 },
+  "@cf/meta/llama-3.2-11b-vision-instruct": {
+    format: "native",
+    thinks: false,
+    defaultMaxTokens: 256,
+    vision: "image",
+  },
+  "@cf/meta/llama-guard-3-8b": { format: "guard", thinks: false },
 });
+
+/** Pixels per side of the square tile that costs one prompt token of an image. */
+export const IMAGE_TILE_PX = 28;
+
+/** Characters per `function.arguments` fragment in a streamed tool call. */
+export const TOOL_ARGUMENT_PIECE = 8;
 
 const encoder = new TextEncoder();
 
@@ -68,12 +89,42 @@ function lastUserText(inputs) {
   return typeof inputs.prompt === "string" ? inputs.prompt : "";
 }
 
-// Each message costs its content tokens plus 2 for the role framing.
-function promptTokens(inputs) {
+// The text of every message (any role) and of `prompt`, for `match.any_contains`.
+function allTexts(inputs) {
+  const texts = Array.isArray(inputs.messages) ? inputs.messages.map((m) => contentText(m?.content)) : [];
+  if (typeof inputs.prompt === "string") texts.push(inputs.prompt);
+  return texts;
+}
+
+function lastRole(inputs) {
+  if (!Array.isArray(inputs.messages) || inputs.messages.length === 0) return null;
+  return inputs.messages.at(-1)?.role ?? null;
+}
+
+// A call an assistant message made: its name and its arguments as text.
+function toolCallTokens(call) {
+  const fn = call?.function ?? {};
+  const args =
+    typeof fn.arguments === "string" ? fn.arguments : fn.arguments == null ? "" : JSON.stringify(fn.arguments);
+  return countTokens(typeof fn.name === "string" ? fn.name : "") + countTokens(args);
+}
+
+/** Prompt tokens of one image: one per started 28x28 tile, at least 1. */
+export function imageTokens({ width, height }) {
+  return Math.max(1, Math.ceil(width / IMAGE_TILE_PX) * Math.ceil(height / IMAGE_TILE_PX));
+}
+
+// Each message costs its content tokens plus 2 for the role framing, plus
+// the tokens of the tool calls an assistant message carries; each image its tiles.
+function promptTokens(inputs, images = []) {
+  const imageCost = images.reduce((n, img) => n + imageTokens(img), 0);
   if (Array.isArray(inputs.messages)) {
-    return inputs.messages.reduce((n, m) => n + countTokens(contentText(m?.content)) + 2, 0);
+    return inputs.messages.reduce((n, m) => {
+      const calls = Array.isArray(m?.tool_calls) ? m.tool_calls : [];
+      return n + countTokens(contentText(m?.content)) + 2 + calls.reduce((k, c) => k + toolCallTokens(c), 0);
+    }, imageCost);
   }
-  return countTokens(inputs.prompt);
+  return countTokens(inputs.prompt) + imageCost;
 }
 
 function usageOf(prompt, completion) {
@@ -127,6 +178,101 @@ function validateInputs(inputs) {
 }
 
 // ---------------------------------------------------------------------------
+// Images: what a vision model was sent, read from the images' own bytes.
+
+function base64Bytes(b64) {
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+// `data:<type>[;param]*;base64,<data>` -> bytes, or null.
+function dataUrlBytes(url) {
+  const m = /^data:([^,]*),(.*)$/s.exec(url);
+  if (!m || !/;base64$/i.test(m[1])) return null;
+  try {
+    return base64Bytes(m[2].replace(/\s+/g, ""));
+  } catch {
+    return null;
+  }
+}
+
+function imageError(model, message) {
+  return apiError(5006, `Error: invalid image input for ${model}: ${message}`);
+}
+
+function readImage(model, bytes, which) {
+  if (bytes === null) throw imageError(model, `${which} is not base64 data`);
+  const info = imageInfo(bytes);
+  if (info === null) throw imageError(model, `${which} is not a PNG, JPEG, WebP or GIF image`);
+  return info;
+}
+
+// The top-level `image` of Llama 3.2 Vision: an array of byte values, the
+// bytes themselves, or base64 (a data URL too).
+function topLevelImageBytes(image) {
+  if (image instanceof Uint8Array) return image;
+  if (image instanceof ArrayBuffer) return new Uint8Array(image);
+  if (ArrayBuffer.isView(image)) return new Uint8Array(image.buffer, image.byteOffset, image.byteLength);
+  if (Array.isArray(image)) {
+    if (!image.every((v) => Number.isInteger(v) && v >= 0 && v <= 255)) return null;
+    return Uint8Array.from(image);
+  }
+  if (typeof image === "string") {
+    if (image.startsWith("data:")) return dataUrlBytes(image);
+    try {
+      return base64Bytes(image.replace(/\s+/g, ""));
+    } catch {
+      return null;
+    }
+  }
+  return null;
+}
+
+/**
+ * The images of a call, in order, as {mime, width, height}. A model that does
+ * not take images the way they were sent throws 5006, and so does an image
+ * whose bytes are not one the header parser knows.
+ */
+function collectImages(model, inputs) {
+  const vision = MODELS[model]?.vision ?? null;
+  const urls = [];
+  for (const m of Array.isArray(inputs.messages) ? inputs.messages : []) {
+    if (!Array.isArray(m.content)) continue;
+    for (const part of m.content) {
+      if (part?.type !== "image_url") continue;
+      const url = typeof part.image_url === "string" ? part.image_url : part.image_url?.url;
+      urls.push(typeof url === "string" ? url : "");
+    }
+  }
+  if (urls.length > 0 && vision !== "parts") {
+    throw apiError(
+      5006,
+      vision === "image"
+        ? `Error: ${model} takes its image in the top-level \`image\`, not in image_url content parts`
+        : `Error: ${model} does not accept image input (image_url content parts)`,
+    );
+  }
+  const images = urls.map((url, i) => {
+    const which = `image ${i + 1}`;
+    if (!url.startsWith("data:")) throw imageError(model, `${which} is not a data: URL (the emulator fetches nothing)`);
+    return readImage(model, dataUrlBytes(url), which);
+  });
+  if (inputs.image !== undefined && inputs.image !== null) {
+    if (vision !== "image") throw apiError(5006, `Error: ${model} does not take a top-level \`image\``);
+    images.push(readImage(model, topLevelImageBytes(inputs.image), "`image`"));
+  }
+  return images;
+}
+
+/** "I see 2 images: image/png 640×480, image/jpeg 1568×1176." */
+export function describeImages(images) {
+  const list = images.map((img) => `${img.mime} ${img.width}×${img.height}`).join(", ");
+  return `I see ${images.length} image${images.length === 1 ? "" : "s"}: ${list}.`;
+}
+
+// ---------------------------------------------------------------------------
 // Rendering a reply (default or scripted) into the wire formats.
 
 function maxTokensOf(inputs, model) {
@@ -141,9 +287,10 @@ function wantsThinking(inputs) {
   return true;
 }
 
-function defaultReply(model, inputs) {
+function defaultReply(model, inputs, images) {
   const asked = lastUserText(inputs);
-  const content = `This is the edgechat local Workers AI emulator, not a real model (${model}). You asked: «${asked}»`;
+  const seen = images.length > 0 ? ` ${describeImages(images)}` : "";
+  const content = `This is the edgechat local Workers AI emulator, not a real model (${model}).${seen} You asked: «${asked}»`;
   let reasoning = null;
   if (MODELS[model]?.thinks && wantsThinking(inputs)) {
     const n = countTokens(asked);
@@ -152,26 +299,65 @@ function defaultReply(model, inputs) {
   return { content, reasoning };
 }
 
+// A reply's `tool_calls` as the wire's {id, name, arguments (text)}.
+function toolCallsOf(reply, callNumber) {
+  if (reply.tool_calls === undefined || reply.tool_calls === null) return [];
+  if (!Array.isArray(reply.tool_calls)) throw new Error("edgechat emulator script: `tool_calls` must be a list");
+  return reply.tool_calls.map((c, i) => {
+    if (!c || typeof c !== "object" || typeof c.name !== "string" || c.name === "") {
+      throw new Error(`edgechat emulator script: tool call ${i} needs a string \`name\``);
+    }
+    const args =
+      c.arguments === undefined ? "{}" : typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments);
+    return { id: typeof c.id === "string" ? c.id : `call_emu_${callNumber}_${i}`, name: c.name, arguments: args };
+  });
+}
+
+// `function.arguments` in pieces of TOOL_ARGUMENT_PIECE characters (never
+// inside a surrogate pair).
+function argumentPieces(text) {
+  const chars = Array.from(text);
+  const pieces = [];
+  for (let i = 0; i < chars.length; i += TOOL_ARGUMENT_PIECE) {
+    pieces.push(chars.slice(i, i + TOOL_ARGUMENT_PIECE).join(""));
+  }
+  return pieces;
+}
+
 /**
  * Turns a reply into the exact events and the non-stream object.
  * Returns { events: [{text, token}], body }, where `token` marks events that
  * carry a generated token (those are the ones paced by the delay).
  */
 function render(ctx, reply) {
-  const { model, inputs, id, created } = ctx;
+  const { model, inputs, id, created, images } = ctx;
   const format = reply.format ?? MODELS[model]?.format ?? "openai";
   if (format !== "openai" && format !== "native") {
     throw new Error(`edgechat emulator script: unknown reply format ${JSON.stringify(format)}`);
   }
+  const calls = toolCallsOf(reply, ctx.callNumber);
+  if (calls.length > 0 && format !== "openai") {
+    throw new Error("edgechat emulator script: `tool_calls` need the openai format (edgechat sends Llama no tools)");
+  }
   const budget = maxTokensOf(inputs, model);
-  const prompt = promptTokens(inputs);
+  const prompt = promptTokens(inputs, images);
 
   const reasoningTokens = format === "openai" ? tokenize(reply.reasoning ?? "") : [];
   const contentTokens = tokenize(reply.content ?? "");
-  const all = [...reasoningTokens.map((t) => ["reasoning_content", t]), ...contentTokens.map((t) => ["content", t])];
+  // A tool call is one token for its head (id, type, name) and one per
+  // arguments piece.
+  const toolTokens = calls.flatMap((call, index) => [
+    ["tool", { index, head: true }],
+    ...argumentPieces(call.arguments).map((piece) => ["tool", { index, piece }]),
+  ]);
+  const all = [
+    ...reasoningTokens.map((t) => ["reasoning_content", t]),
+    ...contentTokens.map((t) => ["content", t]),
+    ...toolTokens,
+  ];
   const cut = all.length > budget;
   const emitted = cut ? all.slice(0, budget) : all;
-  const finishReason = reply.finish_reason ?? (cut ? "length" : "stop");
+  const finishReason = reply.finish_reason ?? (cut ? "length" : calls.length > 0 ? "tool_calls" : "stop");
 
   // usage: undefined -> computed; an object -> used for the final usage;
   // null -> no usage anywhere.
@@ -183,6 +369,15 @@ function render(ctx, reply) {
     .map(([, t]) => t)
     .join("");
   const contentList = emitted.filter(([k]) => k === "content").map(([, t]) => t);
+  // The calls as far as they were sent: those whose head went out, with the
+  // argument pieces that followed it.
+  const sentCalls = [];
+  for (const [kind, t] of emitted) {
+    if (kind !== "tool") continue;
+    const call = calls[t.index];
+    if (t.head) sentCalls.push({ id: call.id, type: "function", function: { name: call.name, arguments: "" } });
+    else sentCalls.at(-1).function.arguments += t.piece;
+  }
   let contentOut;
   if (contentList.length > 0) contentOut = contentList.join("");
   else contentOut = reply.content == null || (cut && contentTokens.length > 0) ? null : reply.content;
@@ -197,14 +392,24 @@ function render(ctx, reply) {
       if (withUsage) obj.usage = usage;
       return obj;
     };
-    emitted.forEach(([kind, text], i) => {
-      ev(chunk({ index: 0, delta: { [kind]: text } }, usageOf(prompt, i + 1)), true);
+    const deltaOf = (kind, t) => {
+      if (kind !== "tool") return { [kind]: t };
+      const call = calls[t.index];
+      const fn = t.head ? { name: call.name, arguments: "" } : { arguments: t.piece };
+      const entry = t.head
+        ? { index: t.index, id: call.id, type: "function", function: fn }
+        : { index: t.index, function: fn };
+      return { tool_calls: [entry] };
+    };
+    emitted.forEach(([kind, t], i) => {
+      ev(chunk({ index: 0, delta: deltaOf(kind, t) }, usageOf(prompt, i + 1)), true);
     });
     ev(chunk({ index: 0, delta: {}, finish_reason: finishReason }, finalUsage));
     if (withUsage) ev({ response: "", usage: finalUsage });
 
     const message = { role: "assistant", content: contentOut };
     if (reasoningOut !== "") message.reasoning_content = reasoningOut;
+    if (sentCalls.length > 0) message.tool_calls = sentCalls;
     body = {
       id,
       object: "chat.completion",
@@ -221,6 +426,26 @@ function render(ctx, reply) {
   }
   if (reply.done !== false) events.push({ text: "data: [DONE]\n\n", token: false });
   return { events, body, tokens: emitted.length };
+}
+
+/**
+ * Llama Guard's verdict: `response` is "safe" / "unsafe\nS1,S10", or with
+ * `response_format: {type: "json_object"}` the object {safe, categories}.
+ * A reply's `unsafe: [categories]` makes it unsafe.
+ */
+function renderGuard(ctx, reply) {
+  const { inputs, images } = ctx;
+  const unsafe = reply.unsafe ?? null;
+  if (unsafe !== null && !(Array.isArray(unsafe) && unsafe.every((c) => typeof c === "string"))) {
+    throw new Error('edgechat emulator script: `unsafe` must be a list of category strings like ["S1"]');
+  }
+  const safe = unsafe === null;
+  const categories = safe ? [] : [...unsafe];
+  const text = safe ? "safe" : categories.length > 0 ? `unsafe\n${categories.join(",")}` : "unsafe";
+  const tokens = countTokens(text);
+  const body = { response: inputs.response_format?.type === "json_object" ? { safe, categories } : text };
+  if (reply.usage !== null) body.usage = reply.usage ?? usageOf(promptTokens(inputs, images), tokens);
+  return { body, tokens };
 }
 
 /** Stream steps for a rendered reply: token events are preceded by the delay. */
@@ -256,13 +481,6 @@ function stepsForRendered(events, delay, splitBytes) {
   return steps;
 }
 
-function base64Bytes(b64) {
-  const bin = atob(b64);
-  const out = new Uint8Array(bin.length);
-  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
-  return out;
-}
-
 /** Stream steps for a `chunks` rule: the chunks exactly as written. */
 function stepsForChunks(chunks) {
   if (!Array.isArray(chunks)) throw new Error("edgechat emulator script: `chunks` must be a list");
@@ -281,11 +499,20 @@ function stepsForChunks(chunks) {
 // ---------------------------------------------------------------------------
 // The script seam.
 
-function ruleMatches(rule, model, userText) {
+function ruleMatches(rule, model, inputs) {
   const m = rule.match ?? {};
   if (m.model !== undefined && m.model !== "*" && m.model !== model) return false;
-  if (m.contains !== undefined && !userText.includes(String(m.contains))) return false;
+  if (m.contains !== undefined && !lastUserText(inputs).includes(String(m.contains))) return false;
+  if (m.any_contains !== undefined) {
+    const needle = String(m.any_contains);
+    if (!allTexts(inputs).some((text) => text.includes(needle))) return false;
+  }
+  if (m.last_role !== undefined && lastRole(inputs) !== m.last_role) return false;
   return true;
+}
+
+function delayOf(ms) {
+  return typeof ms === "number" && Number.isFinite(ms) && ms > 0 ? ms : 0;
 }
 
 function checkScript(script) {
@@ -364,10 +591,9 @@ export class Ai {
 
   _pickRule(script, model, inputs) {
     if (!script) return null;
-    const userText = lastUserText(inputs);
     for (let i = 0; i < script.rules.length; i++) {
       const rule = script.rules[i];
-      if (!rule || typeof rule !== "object" || !ruleMatches(rule, model, userText)) continue;
+      if (!rule || typeof rule !== "object" || !ruleMatches(rule, model, inputs)) continue;
       if (rule.times !== undefined) {
         const used = this._ruleUses.get(i) ?? 0;
         if (used >= rule.times) continue;
@@ -428,33 +654,12 @@ export class Ai {
         throw apiError(5007, `No such model ${model} or task`);
       }
       validateInputs(inputs);
+      const guard = MODELS[model]?.format === "guard";
+      if (guard && !Array.isArray(inputs.messages)) {
+        throw apiError(3003, "Incomplete request: Llama Guard classifies `messages`, not `prompt`");
+      }
+      const images = collectImages(model, inputs);
       const rule = this._pickRule(script, model, inputs);
-
-      if (rule && typeof rule.error === "string") throw new Error(rule.error);
-      if (rule && "json" in rule) {
-        finish();
-        return rule.json;
-      }
-
-      const delay = this._delay();
-      const ctx = {
-        model,
-        inputs,
-        id: `chatcmpl-emu-${++this._calls}`,
-        created: Math.floor(record.t_start / 1000),
-      };
-      let steps;
-      let body = null;
-      let bodyDelay = 0;
-      if (rule && "chunks" in rule) {
-        steps = stepsForChunks(rule.chunks);
-      } else {
-        const reply = rule?.reply ? rule.reply : defaultReply(model, inputs);
-        const rendered = render(ctx, reply);
-        steps = stepsForRendered(rendered.events, delay, rule?.reply?.split_bytes);
-        body = rendered.body;
-        bodyDelay = delay * rendered.tokens;
-      }
 
       if (signal) {
         onAbort = () => {
@@ -464,6 +669,58 @@ export class Ai {
           }
         };
         signal.addEventListener("abort", onAbort, { once: true });
+      }
+      // `delay_ms` on the rule (or in its reply): a wait before the rule acts.
+      const ruleDelay = delayOf(rule?.delay_ms) + delayOf(rule?.reply?.delay_ms);
+      const waitRuleDelay = async () => {
+        if (ruleDelay > 0) await stopper.sleep(ruleDelay);
+        if (signal?.aborted) throw abortReason(signal);
+      };
+
+      if (rule && typeof rule.error === "string") {
+        await waitRuleDelay();
+        throw new Error(rule.error);
+      }
+      if (rule && "json" in rule) {
+        await waitRuleDelay();
+        finish();
+        return rule.json;
+      }
+
+      const delay = this._delay();
+      const ctx = {
+        model,
+        inputs,
+        images,
+        id: `chatcmpl-emu-${++this._calls}`,
+        callNumber: this._calls,
+        created: Math.floor(record.t_start / 1000),
+      };
+      let steps;
+      let body = null;
+      let bodyDelay = 0;
+      if (rule && "chunks" in rule) {
+        steps = stepsForChunks(rule.chunks);
+      } else if (guard) {
+        // Llama Guard answers with one object, whether or not a stream was asked.
+        const verdict = renderGuard(ctx, rule?.reply ?? {});
+        await this._wait(stopper, ruleDelay + delay * verdict.tokens);
+        if (signal?.aborted) throw abortReason(signal);
+        finish();
+        return verdict.body;
+      } else {
+        const reply = rule?.reply ? rule.reply : defaultReply(model, inputs, images);
+        const rendered = render(ctx, reply);
+        steps = stepsForRendered(rendered.events, delay, rule?.reply?.split_bytes);
+        body = rendered.body;
+        bodyDelay = delay * rendered.tokens;
+      }
+      if (ruleDelay > 0) {
+        // One wait, merged with a first token's delay, so the first byte
+        // comes exactly ruleDelay (+ the delay) after the call.
+        if (steps[0]?.delay !== undefined) steps[0] = { delay: steps[0].delay + ruleDelay };
+        else steps.unshift({ delay: ruleDelay });
+        bodyDelay += ruleDelay;
       }
 
       if (inputs.stream !== true) {

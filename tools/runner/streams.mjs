@@ -1101,6 +1101,20 @@ export function isNativeStream(stream) {
   return nativeReadables.has(stream) || identityWritables.has(stream);
 }
 
+/**
+ * `fetch` whose response bodies are native byte streams, as workerd's are
+ * (an HTTP body is kj's): BYOB reads, tee() and pipes behave as for a
+ * binding's result. Node's own bodies are JavaScript streams.
+ */
+function nativeFetch(nodeFetch) {
+  return async function fetch(input, init) {
+    const response = await nodeFetch(input, init);
+    if (response.body === null) return response;
+    const { status, statusText, headers } = response;
+    return new Response(systemStream(response.body), { status, statusText, headers });
+  };
+}
+
 function install() {
   if (globalThis[INSTALLED]) return;
   Object.defineProperty(globalThis, INSTALLED, { value: true });
@@ -1109,7 +1123,7 @@ function install() {
       Object.defineProperty(target, name, { value, writable: true, configurable: true, enumerable: false });
     }
   };
-  methods(globalThis, { IdentityTransformStream });
+  methods(globalThis, { IdentityTransformStream, fetch: nativeFetch(globalThis.fetch) });
   if (typeof ReadableStreamBYOBReader.prototype.readAtLeast !== "function") {
     methods(ReadableStreamBYOBReader.prototype, { readAtLeast });
   }

@@ -1,0 +1,132 @@
+// What the OpenAI API costs per answer, side by side in one run: the same
+// 2,000-token answer through /chat (relayed natively), through
+// /v1/chat/completions streamed from GLM (OpenAI chunks forwarded as bytes in
+// batches) and from Llama (native events translated), and whole (non-stream),
+// against the JavaScript pass-through (bench/passthrough-js), at zero delay
+// and at 20 ms per token. Every Worker runs in a runner of its own, so each
+// one's CPU is its own process's.
+//
+//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N]
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { cpus, tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { configWithoutRateLimiter, cpuSeconds, median, ROOT, startRunner, stopRunner } from "./lib.mjs";
+
+const { values } = parseArgs({
+  options: {
+    answers: { type: "string", default: "10" },
+    tokens: { type: "string", default: "2000" },
+    paced: { type: "string", default: "5" },
+    "delay-ms": { type: "string", default: "20" },
+  },
+});
+const ANSWERS = Number(values.answers);
+const TOKENS = Number(values.tokens);
+const PACED = Number(values.paced);
+const DELAY_MS = Number(values["delay-ms"]);
+const TOKEN = "bench-token";
+const GLM = "@cf/zai-org/glm-4.7-flash";
+const LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8";
+
+// path, model, stream: what each case asks.
+const CASES = {
+  "/chat (GLM, relayed natively)": { path: "/chat", model: GLM, stream: true },
+  "/v1 stream (GLM, chunks forwarded)": { path: "/v1/chat/completions", model: GLM, stream: true },
+  "/v1 stream (Llama, translated)": { path: "/v1/chat/completions", model: LLAMA, stream: true },
+  "/v1 whole (GLM, non-stream)": { path: "/v1/chat/completions", model: GLM, stream: false },
+  "JS pass-through (GLM)": { path: "/chat", model: GLM, stream: true, js: true },
+};
+
+function ask(url, { path, model, stream }) {
+  const body = JSON.stringify({
+    model,
+    messages: [{ role: "user", content: "bench-long please" }],
+    max_tokens: 4096,
+    ...(path.startsWith("/v1/") ? { stream } : {}),
+  });
+  return new Promise((resolve, reject) => {
+    const req = request(
+      `${url}${path}`,
+      {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "content-length": Buffer.byteLength(body),
+          authorization: `Bearer ${TOKEN}`,
+        },
+      },
+      (res) => {
+        let text = "";
+        res.setEncoding("utf8");
+        res.on("data", (chunk) => (text += chunk));
+        res.on("end", () => {
+          const complete = /event: done\n|data: \[DONE\]|"finish_reason":"stop"|"usage"/.test(text);
+          if (res.statusCode !== 200 || !complete) reject(new Error(`${res.statusCode}: ${text.slice(0, 200)}`));
+          else resolve(text.length);
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+async function cpuPerAnswer(runner, which, count, parallel) {
+  const before = cpuSeconds(runner.child.pid);
+  for (let done = 0; done < count; done += parallel) {
+    await Promise.all(Array.from({ length: Math.min(parallel, count - done) }, () => ask(runner.url, which)));
+  }
+  return ((cpuSeconds(runner.child.pid) - before) / count) * 1000;
+}
+
+async function main() {
+  const folder = mkdtempSync(join(tmpdir(), "edgechat-bench-v1-"));
+  const script = join(folder, "script.json");
+  const words = Array.from({ length: TOKENS }, (_, i) => (i === 0 ? "word0" : ` word${i}`)).join("");
+  writeFileSync(script, JSON.stringify({ rules: [{ match: { contains: "bench-long" }, reply: { content: words } }] }));
+  const vars = join(folder, "bench.vars");
+  writeFileSync(vars, `API_TOKEN=${TOKEN}\nCACHE_MODE=off\nMAX_OUTPUT_TOKENS=4096\n`);
+  const jsConfig = join(ROOT, "bench/passthrough-js/wrangler.toml");
+  const config = configWithoutRateLimiter();
+  const start = (which, delay) =>
+    startRunner(which.js ? jsConfig : config, {
+      args: which.js ? [] : ["--vars", vars],
+      env: { EDGECHAT_AI_SCRIPT: script, EDGECHAT_AI_DELAY_MS: String(delay) },
+    });
+  const names = Object.keys(CASES);
+  const fast = await Promise.all(names.map((name) => start(CASES[name], 0)));
+  const paced = await Promise.all(names.map((name) => start(CASES[name], DELAY_MS)));
+  try {
+    for (const [i, name] of names.entries()) {
+      for (let w = 0; w < 3; w += 1) await ask(fast[i].url, CASES[name]);
+    }
+    // Zero delay: alternating blocks, so noise hits every case alike.
+    const zero = Object.fromEntries(names.map((name) => [name, []]));
+    for (let round = 0; round < 3; round += 1) {
+      for (const [i, name] of names.entries()) zero[name].push(await cpuPerAnswer(fast[i], CASES[name], ANSWERS, 1));
+    }
+    // At a model's pace: every case at once, PACED answers each in parallel.
+    const pacedCpu = await Promise.all(names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED)));
+    const jsZero = median(zero[names.at(-1)]);
+    const jsPaced = pacedCpu.at(-1);
+    console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
+    console.log(`CPU per ${TOKENS}-token answer (whole runner process), ratio to the JS pass-through:`);
+    console.log(
+      `  case                                   zero delay (median of 3 × ${ANSWERS})   ${DELAY_MS} ms/token (${PACED} at once)`,
+    );
+    for (const [i, name] of names.entries()) {
+      const z = median(zero[name]);
+      const p = pacedCpu[i];
+      console.log(
+        `  ${name.padEnd(38)} ${z.toFixed(1).padStart(7)} ms ${(z / jsZero).toFixed(2).padStart(6)}×` +
+          `          ${p.toFixed(1).padStart(7)} ms ${(p / jsPaced).toFixed(2).padStart(6)}×`,
+      );
+    }
+  } finally {
+    await Promise.all([...fast, ...paced].map((runner) => stopRunner(runner.child)));
+  }
+}
+
+await main();

@@ -1,0 +1,345 @@
+"""The OpenAI API's shapes: ``chat.completion.chunk`` streams, whole
+``chat.completion`` answers, the model list and the error body.
+
+The model call itself is ``chat.ChatSession``'s, as for ``/chat``; what
+differs is the framing. GLM and Kimi already stream OpenAI chunks, and those
+are forwarded as the bytes they are: per batch of events, one search for the
+few shapes an OpenAI client cannot take - Workers AI's native
+``{"response": …}`` events (Llama's whole stream, and the usage chunk Workers
+AI appends to GLM's), usage-only chunks and ``[DONE]`` - and only a batch that
+holds one is parsed, event by event. Native text becomes chunks of our own;
+the usage and ``[DONE]`` are written once, at the end (``ChunkFraming.closing``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from edgechat import sse
+from edgechat.errors import ContentRefused, EdgechatError, ModelNotFound
+from edgechat.models import Usage, allowed_models
+from edgechat.upstream import DeltaKind, UpstreamReader
+
+if TYPE_CHECKING:
+    from edgechat.chat import ChatSession
+
+__all__ = [
+    "ChunkFraming",
+    "CompletionFraming",
+    "error_body",
+    "models_json",
+]
+
+# The Unix time a model "was created" for GET /v1/models: the clients want a
+# number; this one is when edgechat's catalog took its current shape.
+CATALOG_CREATED = 1_790_000_000
+
+_ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    405: "invalid_request_error",
+    413: "invalid_request_error",
+    415: "invalid_request_error",
+    429: "rate_limit_error",
+}
+
+
+def error_body(exc: EdgechatError) -> tuple[int, dict[str, Any]]:
+    """The status and ``{"error": {message, type, param, code}}`` of ``exc``
+    in the OpenAI API; the one place its shape is made."""
+    status, code, param, message = exc.status, exc.code, None, exc.public_message
+    if isinstance(exc, ModelNotFound):
+        status, code, param = 404, "model_not_found", "model"
+        message = "The model is not available; GET /v1/models lists the models you can use."
+    kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    error: dict[str, Any] = {"message": message, "type": kind, "param": param, "code": code}
+    if isinstance(exc, ContentRefused):
+        error["categories"] = list(exc.categories)
+    return status, {"error": error}
+
+
+def models_json(allowed: Sequence[str]) -> dict[str, Any]:
+    """Body of ``GET /v1/models``: the allowed models, by id."""
+    data = [
+        {
+            "id": model.id,
+            "object": "model",
+            "created": CATALOG_CREATED,
+            "owned_by": model.family.lower(),
+        }
+        for model in allowed_models(allowed)
+    ]
+    return {"object": "list", "data": data}
+
+
+def _completion_id(session: ChatSession) -> str:
+    return "chatcmpl-" + session.request_id
+
+
+def _usage_or_none(usage: Usage | None) -> dict[str, int] | None:
+    if usage is None:
+        return None
+    return {name: usage[name] for name in ("prompt_tokens", "completion_tokens", "total_tokens")}
+
+
+def finish_reason(session: ChatSession) -> str:
+    """Why the answer ended: the model's word, or for a model that says
+    nothing (Llama's native stream), "length" when it used its whole token
+    allowance, else "stop"."""
+    outcome = session.outcome
+    if outcome.finish_reason is not None:
+        return outcome.finish_reason
+    usage = outcome.usage
+    if usage is not None and usage["completion_tokens"] >= session.max_tokens:
+        return "length"
+    return "stop"
+
+
+# The bytes that send a batch down the slow path: any of them may start an
+# event an OpenAI client cannot take as it is. JSON escapes every quote inside
+# a string, so none of these can be part of a model's text.
+_UNUSUAL = (b'"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
+
+# An upstream event left unfinished longer than this is not a stream we can use.
+MAX_PENDING_BYTES = 1 << 20
+
+
+class ChunkFraming:
+    """``/v1/chat/completions`` with ``stream: true``: ``chat.completion.chunk``
+    events, a usage chunk when asked for, ``data: [DONE]``."""
+
+    relays_natively = False
+    ping = sse.PING
+
+    __slots__ = (
+        "_created",
+        "_discarding",
+        "_include_usage",
+        "_pending",
+        "_role_sent",
+        "_session",
+    )
+
+    def __init__(self, session: ChatSession, *, include_usage: bool, created: int) -> None:
+        self._session = session
+        self._include_usage = include_usage
+        self._created = created
+        self._pending = b""
+        self._role_sent = False
+        # Dropping an oversized event up to its end.
+        self._discarding = False
+
+    def opening(self) -> bytes:
+        return b""
+
+    def feed(self, data: bytes) -> bytes:
+        """The complete events in ``data`` (and what was left of the last
+        call), as the client gets them; an unfinished event waits."""
+        if self._pending:
+            data = self._pending + data
+        if b"\r" in data:
+            # A CR at the very end may be the first half of a CRLF: wait for more.
+            held = b"\r" if data.endswith(b"\r") else b""
+            data = data[: len(data) - len(held)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+            data += held
+        cut = data.rfind(b"\n\n")
+        if cut < 0:
+            self._pending = data
+            if len(data) > MAX_PENDING_BYTES:
+                # Dropped, like any oversized line, up to the event's end.
+                self._pending, self._discarding = b"", True
+            return b""
+        whole, self._pending = data[: cut + 2], data[cut + 2 :]
+        if self._discarding:
+            end = whole.find(b"\n\n")
+            whole, self._discarding = whole[end + 2 :], False
+            if not whole:
+                return b""
+        if not any(mark in whole for mark in _UNUSUAL):
+            self._role_sent = True
+            return whole
+        return self._translate(whole)
+
+    def whole(self, held: bytes, reader: UpstreamReader) -> bytes:
+        """A complete JSON answer the model sent instead of a stream."""
+        body = reader.whole_body or {}
+        message = _first_message(body)
+        delta: dict[str, Any] = {"role": "assistant"}
+        if reader.tool_calls:
+            delta["tool_calls"] = [
+                {"index": index, **call} for index, call in enumerate(reader.tool_calls)
+            ]
+        for name in ("reasoning_content", "content"):
+            text = message.get(name)
+            if type(text) is str and text:
+                delta[name] = text
+        if "content" not in delta and type(body.get("response")) is str:
+            delta["content"] = body["response"]
+        self._role_sent = True
+        return self._chunk(delta, finish_reason=reader.finish_reason)
+
+    def closing(self, between_events: bool) -> bytes:
+        rest = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        out = self._translate(rest + b"\n\n") if rest.strip() and not self._discarding else b""
+        self._pending = b""
+        outcome = self._session.outcome
+        if outcome.finish_reason is None:
+            # Native streams say nothing of why they ended: ours says it.
+            out += self._chunk({}, finish_reason=finish_reason(self._session))
+        if self._include_usage:
+            out += sse.data(
+                {
+                    **self._envelope(),
+                    "choices": [],
+                    "usage": _usage_or_none(outcome.usage),
+                }
+            )
+        return out + b"data: [DONE]\n\n"
+
+    def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
+        # The official clients raise on an event whose data holds "error".
+        return sse.data(error_body(exc)[1])
+
+    # --- the slow path: event by event ----------------------------------
+
+    def _translate(self, whole: bytes) -> bytes:
+        out: list[bytes] = []
+        texts: list[str] = []
+        for event in whole.split(b"\n\n"):
+            payload = _event_data(event)
+            if payload is None or payload == b"[DONE]":
+                continue
+            try:
+                obj = json.loads(payload)
+            except (ValueError, RecursionError):
+                continue  # unreadable: the client could not read it either
+            if type(obj) is not dict:
+                continue
+            choices = obj.get("choices")
+            if type(choices) is list and choices:
+                if texts:
+                    out.append(self._content(texts))
+                    texts = []
+                out.append(event + b"\n\n")
+                self._role_sent = True
+            elif choices is None:
+                text = obj.get("response")
+                if type(text) is str and text:
+                    texts.append(text)
+            # choices == []: a usage-only chunk; the usage goes out at the end.
+        if texts:
+            out.append(self._content(texts))
+        return b"".join(out)
+
+    def _content(self, texts: list[str]) -> bytes:
+        delta: dict[str, Any] = {"content": "".join(texts)}
+        if not self._role_sent:
+            delta = {"role": "assistant", **delta}
+            self._role_sent = True
+        return self._chunk(delta)
+
+    def _envelope(self) -> dict[str, Any]:
+        outcome = self._session.outcome
+        model = outcome.model or self._session.first_model
+        return {
+            "id": _completion_id(self._session),
+            "object": "chat.completion.chunk",
+            "created": self._created,
+            "model": model.id,
+        }
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish_reason}
+        return sse.data({**self._envelope(), "choices": [choice]})
+
+
+def _event_data(event: bytes) -> bytes | None:
+    """The data of one SSE event (its ``data:`` lines joined), or None."""
+    lines = [line for line in event.split(b"\n") if line.startswith(b"data:")]
+    if not lines:
+        return None
+    values = [line[6:] if line.startswith(b"data: ") else line[5:] for line in lines]
+    return b"\n".join(values)
+
+
+def _first_message(body: dict[str, Any]) -> dict[str, Any]:
+    choices = body.get("choices")
+    if type(choices) is list and choices and type(choices[0]) is dict:
+        message = choices[0].get("message")
+        if type(message) is dict:
+            return message
+    return {}
+
+
+class CompletionFraming:
+    """``/v1/chat/completions`` without streaming: Python reads the whole
+    answer and the reply is one ``chat.completion``. Nothing is written while
+    the model answers; an error is raised, not framed."""
+
+    relays_natively = False
+    ping = b""
+
+    __slots__ = ("_content", "_created", "_reader", "_reasoning", "_session")
+
+    def __init__(self, session: ChatSession, *, created: int) -> None:
+        self._session = session
+        self._created = created
+        self._reader = UpstreamReader()
+        self._content: list[str] = []
+        self._reasoning: list[str] = []
+
+    def opening(self) -> bytes:
+        return b""
+
+    def feed(self, data: bytes) -> bytes:
+        self._take(self._reader.feed(data))
+        return b""
+
+    def whole(self, held: bytes, reader: UpstreamReader) -> bytes:
+        return self.feed(held)
+
+    def closing(self, between_events: bool) -> bytes:
+        self._take(self._reader.finish())
+        return b""
+
+    def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
+        return b""
+
+    def _take(self, deltas: list[Any]) -> None:
+        for kind, text in deltas:
+            if kind is DeltaKind.CONTENT:
+                self._content.append(text)
+            elif kind is DeltaKind.REASONING:
+                self._reasoning.append(text)
+
+    def completion(self) -> dict[str, Any]:
+        """The ``chat.completion`` body, once the session has answered."""
+        session = self._session
+        outcome = session.outcome
+        assert outcome.model is not None
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
+        if self._reasoning:
+            message["reasoning_content"] = "".join(self._reasoning)
+        calls = self._reader.tool_calls
+        if calls:
+            message["tool_calls"] = calls
+            if not message["content"]:
+                message["content"] = None
+        return {
+            "id": _completion_id(session),
+            "object": "chat.completion",
+            "created": self._created,
+            "model": outcome.model.id,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": message,
+                    "finish_reason": finish_reason(session),
+                }
+            ],
+            "usage": _usage_or_none(outcome.usage),
+        }
