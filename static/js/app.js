@@ -2,7 +2,9 @@
 // Every piece of model or user text reaches the DOM as text (textContent or
 // the Markdown renderer's text nodes), never as markup.
 
-import { applyStrings, initialLang, saveLang, strings } from "./i18n.js";
+import { applyStrings, categoryNames, initialLang, saveLang, strings } from "./i18n.js";
+import { dropImages, getImage, imageUrl, putImage } from "./imagedb.js";
+import { dataUrl, encodeImage, fitCount } from "./images.js";
 import { MarkdownStream } from "./markdown.js";
 import { search } from "./search.js";
 import { modelDelta, readEvents } from "./sse.js";
@@ -45,6 +47,12 @@ const ui = {
   importButton: $("import"),
   importFile: $("import-file"),
   notice: $("notice"),
+  main: $("main"),
+  tray: $("tray"),
+  previews: $("previews"),
+  warn: $("warn"),
+  attach: $("attach"),
+  attachFile: $("attach-file"),
 };
 
 const MODEL_KEY = "edgechat.model";
@@ -60,6 +68,10 @@ let stick = true;
 let pendingRetry = null;
 let limits = null; // the server's (GET /api/limits); null until read, or if it cannot be
 const views = new Map(); // message object → its DOM parts, for the shown conversation
+let pending = []; // images attached to the next question: {blob, type, width, height, url}
+let encoding = 0; // images still being made smaller
+let problem = null; // [string key, argument]: why an image was not attached
+let visionNeeded = false; // a send was held back: images, and a model that cannot see them
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -88,6 +100,7 @@ function applyLang() {
   fillModels();
   renderSidebar();
   renderConversation();
+  renderTray();
   if (ui.searchDialog.open) runSearch();
 }
 
@@ -111,7 +124,8 @@ function fillModels() {
   const chosen = models.find((m) => m.alias === saved) || models.find((m) => m.default) || models[0];
   ui.model.replaceChildren(
     ...models.map((m) => {
-      const option = el("option", null, m.free_plan ? m.label : `${m.label} · ${t.paid}`);
+      const marks = [m.label, m.vision && t.sees, !m.free_plan && t.paid].filter(Boolean);
+      const option = el("option", null, marks.join(" · "));
       option.value = m.alias;
       option.selected = m === chosen;
       return option;
@@ -119,6 +133,8 @@ function fillModels() {
   );
   ui.model.disabled = false;
 }
+
+const chosenModel = () => models.find((m) => m.alias === ui.model.value);
 
 function modelLabel(id) {
   const m = models.find((x) => x.id === id || x.alias === id);
@@ -147,6 +163,7 @@ function renderSidebar() {
     rename.title = t.rename;
     const remove = button("btn-icon conv-action", "×", () => {
       if (active && active.conversation === c) stopActive();
+      dropImages([...nodes(c)].flatMap((m) => (m.images || []).map((i) => i.id)));
       store.remove(c.id);
       renderSidebar();
       renderConversation();
@@ -224,6 +241,8 @@ function messageView(conversation, message, isLast) {
   view.actions = el("div", "actions");
   if (message.role === "user") {
     view.bubble = el("div", "bubble", message.content);
+    view.bubble.hidden = !message.content.trim();
+    if (message.images?.length) root.append(thumbnails(message.images));
     root.append(view.bubble, view.actions);
     views.set(message, view);
     renderActions(view);
@@ -233,12 +252,19 @@ function messageView(conversation, message, isLast) {
   view.reasoningTitle = el("summary");
   view.reasoningBody = el("div", "reasoning-body");
   view.reasoning.append(view.reasoningTitle, view.reasoningBody);
+  view.flag = el("div", "problem flag");
+  view.flagText = el("span");
+  view.flagButton = button("btn btn-small", "", () => {
+    view.shown = !view.shown;
+    updateView(view, true);
+  });
+  view.flag.append(view.flagText, view.flagButton);
   view.answer = el("div", "answer");
   view.markdown = new MarkdownStream(view.answer, { copy: t.copy });
   view.dots = el("div", "dots", "•••");
   view.dots.setAttribute("aria-hidden", "true");
   view.footer = el("div", "footer");
-  root.append(view.reasoning, view.answer, view.dots, view.footer, view.actions);
+  root.append(view.flag, view.reasoning, view.answer, view.dots, view.footer, view.actions);
   views.set(message, view);
   updateView(view, true);
   return root;
@@ -249,7 +275,15 @@ function updateView(view, full) {
   const streaming = m.status === "streaming";
   view.root.setAttribute("aria-busy", String(streaming));
   view.root.classList.toggle("streaming", streaming);
-  view.reasoning.hidden = !m.reasoning;
+  // An answer Llama Guard flagged (done.moderation) waits behind a notice.
+  const flagged = m.moderation?.safe === false;
+  view.flag.hidden = !flagged;
+  if (flagged) {
+    view.flagText.textContent = t.flagged(categoryNames(m.moderation.categories, t));
+    view.flagButton.textContent = view.shown ? t.hide : t.showAnyway;
+  }
+  view.answer.hidden = flagged && !view.shown;
+  view.reasoning.hidden = !m.reasoning || view.answer.hidden;
   view.reasoningTitle.textContent = streaming && !m.content ? t.thinking : t.reasoning;
   if (view.reasoningBody.textContent.length !== (m.reasoning || "").length)
     view.reasoningBody.textContent = m.reasoning || "";
@@ -283,7 +317,7 @@ function renderActions(view) {
     nav.append(prev, where, next);
     parts.push(nav);
   }
-  if (m.status !== "streaming" && m.content) {
+  if (m.status !== "streaming" && m.content && !view.answer?.hidden) {
     const copy = button("btn-small btn-ghost action", t.copy, () => copyText(copy, m.content, t.copyMessage));
     copy.setAttribute("aria-label", t.copyMessage);
     parts.push(copy);
@@ -354,10 +388,14 @@ function startEdit(view) {
 /** Sends an edited message as a new version of that turn; the conversation goes on from it. */
 function resend(message, text) {
   const conversation = store.current;
-  if (active || !conversation || !text.trim()) return;
+  if (active || !conversation || (!text.trim() && !message.images?.length)) return;
   const parent = parentOf(conversation, message);
   if (!parent) return;
-  addVersion(parent, { role: "user", content: text });
+  // The edited question keeps its images.
+  addVersion(
+    parent,
+    message.images ? { role: "user", content: text, images: message.images } : { role: "user", content: text },
+  );
   stick = true;
   run(conversation);
   ui.input.focus();
@@ -383,7 +421,8 @@ function renderFooter(view) {
     const box = el("div", "problem");
     box.setAttribute("role", "alert");
     box.append(el("span", null, m.status === "interrupted" ? t.interrupted : errorText(m.error)));
-    if (view.isLast && !active) box.append(button("btn btn-small", t.retry, () => retry()));
+    if (view.isLast && !active && m.error?.code !== "content_refused")
+      box.append(button("btn btn-small", t.retry, () => retry()));
     parts.push(box);
   }
   if (m.stats) parts.push(statsLine(m.stats));
@@ -391,6 +430,7 @@ function renderFooter(view) {
 }
 
 function errorText(error = {}) {
+  if (error.code === "content_refused") return t.refused(categoryNames(error.categories, t));
   const base = t.errors[error.code] || t.errors[error.status] || error.message || t.errors[500];
   if (error.offline) return t.offline;
   return error.retryAfter ? `${base} ${t.waitSeconds(error.retryAfter)}` : base;
@@ -443,14 +483,33 @@ function setBusy(busy) {
 }
 
 function send(text) {
-  if (active || !text.trim()) return;
+  if (active || encoding || (!text.trim() && !pending.length)) return;
+  const shown = store.current ? thread(store.current) : [];
+  if ((pending.length || shown.some((m) => m.images?.length)) && chosenModel()?.vision === false) {
+    visionNeeded = true; // the server would refuse: say so, and offer a model that can see
+    renderTray();
+    return;
+  }
   const conversation = store.current || store.create();
   const last = tip(conversation);
   // After a question left without an answer (an imported thread can end so),
   // the new one becomes its next version: users and answers alternate.
   const parent = last.role === "user" ? parentOf(conversation, last) : last;
-  addVersion(parent, { role: "user", content: text });
-  if (!conversation.title) conversation.title = text.trim().replace(/\s+/g, " ").slice(0, 60);
+  const question = { role: "user", content: text };
+  if (pending.length) {
+    question.images = pending.map(({ blob, type, width, height, url }) => {
+      const id = crypto.randomUUID();
+      putImage(id, blob);
+      URL.revokeObjectURL(url);
+      return { id, type, width, height };
+    });
+  }
+  pending = [];
+  visionNeeded = false;
+  problem = null;
+  renderTray();
+  addVersion(parent, question);
+  if (!conversation.title) conversation.title = text.trim().replace(/\s+/g, " ").slice(0, 60) || t.image;
   ui.input.value = "";
   resizeInput();
   stick = true;
@@ -503,7 +562,16 @@ async function run(conversation, { fresh = false } = {}) {
   renderSidebar();
   renderConversation();
   await limitsReady;
-  const body = { messages: requestMessages(history, limits) };
+  // The conversation's images go again with it, as data URLs (imagedb.js keeps them).
+  const urls = new Map();
+  const images = history.flatMap((m) => (m.role === "user" && m.images) || []);
+  await Promise.all(
+    images.map(async ({ id }) => {
+      const blob = await getImage(id);
+      if (blob) urls.set(id, await dataUrl(blob));
+    }),
+  );
+  const body = { messages: requestMessages(history, limits, urls) };
   if (alias) body.model = alias;
   if (!ui.reasoning.checked) body.reasoning = false;
 
@@ -537,6 +605,7 @@ async function run(conversation, { fresh = false } = {}) {
         message: typeof error.message === "string" ? error.message : "",
         retryAfter: Number.parseInt(res.headers.get("Retry-After") || "", 10) || undefined,
       };
+      if (Array.isArray(error.categories)) message.error.categories = error.categories.map(String).slice(0, 20);
       if (res.status === 401) askToken(Boolean(token));
     } else {
       await readEvents(res.body, (name, data) => {
@@ -562,6 +631,11 @@ async function run(conversation, { fresh = false } = {}) {
             fallback_from: data.fallback_from,
             tps: completion && seconds > 0.05 ? completion / seconds : undefined,
           };
+          const verdict = data.moderation;
+          if (verdict && typeof verdict.safe === "boolean") {
+            const categories = Array.isArray(verdict.categories) ? verdict.categories.map(String).slice(0, 20) : [];
+            message.moderation = { safe: verdict.safe, categories };
+          }
         } else if (name === "error") {
           final = "error";
           message.status = "error";
@@ -676,7 +750,10 @@ ui.newChat.addEventListener("click", () => {
   renderConversation();
   ui.input.focus();
 });
-ui.model.addEventListener("change", () => localStorage.setItem(MODEL_KEY, ui.model.value));
+ui.model.addEventListener("change", () => {
+  localStorage.setItem(MODEL_KEY, ui.model.value);
+  renderTray();
+});
 ui.reasoning.addEventListener("change", () => localStorage.setItem(THINK_KEY, ui.reasoning.checked ? "1" : "0"));
 ui.lang.addEventListener("click", () => {
   lang = lang === "zh" ? "en" : "zh";
@@ -685,6 +762,118 @@ ui.lang.addEventListener("click", () => {
 });
 ui.menu.addEventListener("click", () => (ui.shell.classList.contains("nav-open") ? closeSidebar() : openSidebar()));
 ui.backdrop.addEventListener("click", closeSidebar);
+
+// --- images -----------------------------------------------------------------------
+
+/** A question's images, from IndexedDB (imagedb.js). */
+function thumbnails(images) {
+  const row = el("div", "thumbs");
+  images.forEach((image, k) => {
+    const img = el("img", "thumb");
+    img.alt = t.imageAlt(k + 1, image.width, image.height);
+    imageUrl(image.id).then((url) => {
+      if (url) img.src = url;
+      else img.alt = t.imageGone;
+    });
+    row.append(img);
+  });
+  return row;
+}
+
+/** The composer's previews, and what keeps them from being sent as they are. */
+function renderTray() {
+  ui.previews.replaceChildren(
+    ...pending.map((p, k) => {
+      const li = el("li", "preview");
+      const img = el("img");
+      img.src = p.url;
+      img.alt = t.imageAlt(k + 1, p.width, p.height);
+      const remove = button("btn-icon remove", "×", () => {
+        URL.revokeObjectURL(p.url);
+        pending = pending.filter((x) => x !== p);
+        problem = null;
+        renderTray();
+        ui.input.focus();
+      });
+      remove.setAttribute("aria-label", t.removeImage(k + 1));
+      li.append(img, remove);
+      return li;
+    }),
+  );
+  const why = [];
+  if (problem) why.push(el("span", null, t[problem[0]](problem[1])));
+  const model = chosenModel();
+  if ((pending.length || visionNeeded) && model?.vision === false) {
+    why.push(el("span", null, t.noVision(model.label)));
+    const seeing = models.find((m) => m.vision);
+    if (seeing)
+      why.push(
+        button("btn btn-small", t.switchTo(seeing.label), () => {
+          ui.model.value = seeing.alias;
+          localStorage.setItem(MODEL_KEY, seeing.alias);
+          renderTray();
+          ui.input.focus();
+        }),
+      );
+  }
+  ui.warn.replaceChildren(...why);
+  ui.warn.hidden = !why.length;
+  ui.previews.hidden = !pending.length;
+  ui.tray.hidden = !pending.length && !why.length;
+  ui.send.disabled = encoding > 0;
+}
+
+/** Attaches image files (picked, pasted or dropped), made smaller, within the server's limits. */
+async function attach(files) {
+  const images = [...files].filter((f) => f.type.startsWith("image/"));
+  if (!images.length) return;
+  await limitsReady;
+  const { take, refused } = fitCount(pending.length + encoding, images.length, limits);
+  problem = refused ? ["tooMany", limits.max_images] : null;
+  encoding += take;
+  renderTray();
+  for (const file of images.slice(0, take)) {
+    try {
+      const image = await encodeImage(file, limits?.max_image_bytes);
+      pending.push({ ...image, url: URL.createObjectURL(image.blob) });
+    } catch (error) {
+      problem = [error.message === "size" ? "tooLarge" : "unreadable", file.name];
+    }
+    encoding -= 1;
+    renderTray();
+  }
+}
+
+const hasFiles = (e) => [...(e.dataTransfer?.types || [])].includes("Files");
+ui.attach.addEventListener("click", () => ui.attachFile.click());
+ui.attachFile.addEventListener("change", () => {
+  attach(ui.attachFile.files);
+  ui.attachFile.value = "";
+  ui.input.focus();
+});
+ui.form.addEventListener("paste", (e) => {
+  const files = [...(e.clipboardData?.files || [])];
+  if (!files.some((f) => f.type.startsWith("image/"))) return;
+  e.preventDefault();
+  attach(files);
+});
+for (const name of ["dragenter", "dragover"]) {
+  ui.main.addEventListener(name, (e) => {
+    if (!hasFiles(e)) return;
+    e.preventDefault();
+    ui.form.classList.add("dropping");
+  });
+}
+ui.main.addEventListener("dragleave", (e) => {
+  if (!ui.main.contains(e.relatedTarget)) ui.form.classList.remove("dropping");
+});
+ui.main.addEventListener("drop", (e) => {
+  if (!hasFiles(e)) return;
+  e.preventDefault();
+  ui.form.classList.remove("dropping");
+  attach(e.dataTransfer.files);
+  ui.input.focus();
+});
 
 // --- search ---------------------------------------------------------------------
 

@@ -4,9 +4,12 @@
 //
 // A conversation: {id, title, updated, next, pick}, the root of a tree of
 // messages (tree.js). A message: {role: "user"|"assistant", content,
-// reasoning?, status?, stats?, error?, next, pick} where status is "done",
-// "stopped", "interrupted" or "error".
+// reasoning?, status?, stats?, error?, moderation?, images?, next, pick}
+// where status is "done", "stopped", "interrupted" or "error", moderation
+// is done's verdict {safe, categories} and images a user message's
+// [{id, type, width, height}] (the bytes are in IndexedDB, imagedb.js).
 
+import { contentParts } from "./images.js";
 import { fromList } from "./tree.js";
 
 const KEY = "edgechat.conversations.v2";
@@ -120,28 +123,38 @@ function newId() {
  * long conversation leaves its oldest turns out instead of failing. The
  * newest message is always sent: if it alone breaks a limit, the server says
  * which. Without limits (they could not be read) everything is sent.
+ * A user message's images ({id} in `images`) go as image parts, their data
+ * URLs from `urls` (id → URL; one this browser no longer has is left out);
+ * they count towards max_images but not the body's bytes, as on the server.
  */
-export function requestMessages(messages, limits = null) {
+export function requestMessages(messages, limits = null, urls = new Map()) {
   const usable = messages
-    .filter((m) => m.content?.trim() && (m.role === "user" || m.role === "assistant"))
-    .map((m) => ({ role: m.role, content: m.content }));
+    .map((m) => ({
+      role: m.role,
+      content: m.content || "",
+      urls: m.role === "user" ? (m.images || []).map((i) => urls.get(i.id)).filter(Boolean) : [],
+    }))
+    .filter((m) => (m.content.trim() || m.urls.length) && (m.role === "user" || m.role === "assistant"));
   const out = [];
   let total = 0;
+  let images = 0;
   let bytes = 64; // {"messages":[…],"model":…,"reasoning":false}
   for (let k = usable.length - 1; k >= 0; k--) {
     const m = usable[k];
     total += m.content.length;
-    bytes += jsonBytes(m) + 1;
+    images += m.urls.length;
+    bytes += jsonBytes({ role: m.role, content: m.content }) + 1 + m.urls.length * 48;
     if (
       out.length &&
       limits &&
       (out.length >= limits.max_messages ||
         total > limits.max_total_chars ||
         m.content.length > limits.max_message_chars ||
-        bytes > limits.max_body_bytes)
+        bytes > limits.max_body_bytes ||
+        images > (limits.max_images ?? Number.POSITIVE_INFINITY))
     )
       break;
-    out.unshift(m);
+    out.unshift({ role: m.role, content: contentParts(m.content, m.urls) });
   }
   while (out.length > 1 && out[0].role !== "user") out.shift();
   return out;
@@ -151,10 +164,12 @@ const encoder = new TextEncoder();
 const jsonBytes = (value) => encoder.encode(JSON.stringify(value)).length;
 
 const LIMIT_FIELDS = ["max_body_bytes", "max_messages", "max_message_chars", "max_total_chars"];
+const IMAGE_FIELDS = ["max_images", "max_image_bytes"]; // from servers that take images
 
 /** The server's limits from a GET /api/limits body, or null when it is not what the server sends. */
 export function parseLimits(data) {
   if (!data || typeof data !== "object") return null;
   for (const name of LIMIT_FIELDS) if (!Number.isInteger(data[name]) || data[name] <= 0) return null;
-  return Object.fromEntries(LIMIT_FIELDS.map((name) => [name, data[name]]));
+  const names = [...LIMIT_FIELDS, ...IMAGE_FIELDS.filter((n) => Number.isInteger(data[n]) && data[n] > 0)];
+  return Object.fromEntries(names.map((name) => [name, data[name]]));
 }
