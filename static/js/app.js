@@ -70,6 +70,7 @@ let limits = null; // the server's (GET /api/limits); null until read, or if it 
 const views = new Map(); // message object → its DOM parts, for the shown conversation
 let pending = []; // images attached to the next question: {blob, type, width, height, url}
 let encoding = 0; // images still being made smaller
+let attaching = Promise.resolve(); // until they are
 let problem = null; // [string key, argument]: why an image was not attached
 let visionNeeded = false; // a send was held back: images, and a model that cannot see them
 
@@ -483,7 +484,11 @@ function setBusy(busy) {
 }
 
 function send(text) {
-  if (active || encoding || (!text.trim() && !pending.length)) return;
+  if (active || (!text.trim() && !pending.length && !encoding)) return;
+  if (encoding) {
+    attaching.then(() => send(text)); // sent with the images still being made smaller
+    return;
+  }
   const shown = store.current ? thread(store.current) : [];
   if ((pending.length || shown.some((m) => m.images?.length)) && chosenModel()?.vision === false) {
     visionNeeded = true; // the server would refuse: say so, and offer a model that can see
@@ -820,18 +825,24 @@ function renderTray() {
   ui.warn.hidden = !why.length;
   ui.previews.hidden = !pending.length;
   ui.tray.hidden = !pending.length && !why.length;
-  ui.send.disabled = encoding > 0;
+  scrollDown(); // the composer grew: the newest message stays in view
 }
 
 /** Attaches image files (picked, pasted or dropped), made smaller, within the server's limits. */
-async function attach(files) {
+function attach(files) {
   const images = [...files].filter((f) => f.type.startsWith("image/"));
   if (!images.length) return;
-  await limitsReady;
-  const { take, refused } = fitCount(pending.length + encoding, images.length, limits);
-  problem = refused ? ["tooMany", limits.max_images] : null;
-  encoding += take;
+  encoding += images.length;
   renderTray();
+  // One batch after another, so each counts the previews before it.
+  attaching = attaching.then(() => encodeAll(images));
+}
+
+async function encodeAll(images) {
+  await limitsReady;
+  const { take, refused } = fitCount(pending.length, images.length, limits);
+  problem = refused ? ["tooMany", limits.max_images] : null;
+  encoding -= images.length - take;
   for (const file of images.slice(0, take)) {
     try {
       const image = await encodeImage(file, limits?.max_image_bytes);
