@@ -3,12 +3,10 @@
 // the Markdown renderer's text nodes), never as markup.
 
 import { applyStrings, categoryNames, initialLang, saveLang, strings } from "./i18n.js";
-import { dropImages, getImage, imageUrl, putImage } from "./imagedb.js";
-import { dataUrl, encodeImage, fitCount } from "./images.js";
 import { MarkdownStream } from "./markdown.js";
 import { search } from "./search.js";
 import { modelDelta, readEvents } from "./sse.js";
-import { parseLimits, requestMessages, Store } from "./store.js";
+import { dropImages, encodeImage, fitCount, getImage, parseLimits, putImage, requestMessages, Store } from "./store.js";
 import { fileName, ImportError, MAX_IMPORT_BYTES, parseImport, toJson, toMarkdown } from "./transfer.js";
 import { addVersion, dropVersion, nodes, parentOf, reveal, stepVersion, thread, tip, versionOf } from "./tree.js";
 
@@ -47,8 +45,6 @@ const ui = {
   importButton: $("import"),
   importFile: $("import-file"),
   notice: $("notice"),
-  main: $("main"),
-  tray: $("tray"),
   previews: $("previews"),
   warn: $("warn"),
   attach: $("attach"),
@@ -68,11 +64,10 @@ let stick = true;
 let pendingRetry = null;
 let limits = null; // the server's (GET /api/limits); null until read, or if it cannot be
 const views = new Map(); // message object → its DOM parts, for the shown conversation
-let pending = []; // images attached to the next question: {blob, type, width, height, url}
-let encoding = 0; // images still being made smaller
-let attaching = Promise.resolve(); // until they are
-let problem = null; // [string key, argument]: why an image was not attached
-let visionNeeded = false; // a send was held back: images, and a model that cannot see them
+let pending = []; // images for the next question: {url, type, width, height}
+let encoding = 0; // of them, still being made smaller
+let attaching = Promise.resolve();
+let problem = null; // why one was not attached: [key of t, argument]
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -276,7 +271,7 @@ function updateView(view, full) {
   const streaming = m.status === "streaming";
   view.root.setAttribute("aria-busy", String(streaming));
   view.root.classList.toggle("streaming", streaming);
-  // An answer Llama Guard flagged (done.moderation) waits behind a notice.
+  // An answer Llama Guard flagged (done.moderation) is hidden behind a notice.
   const flagged = m.moderation?.safe === false;
   view.flag.hidden = !flagged;
   if (flagged) {
@@ -392,11 +387,7 @@ function resend(message, text) {
   if (active || !conversation || (!text.trim() && !message.images?.length)) return;
   const parent = parentOf(conversation, message);
   if (!parent) return;
-  // The edited question keeps its images.
-  addVersion(
-    parent,
-    message.images ? { role: "user", content: text, images: message.images } : { role: "user", content: text },
-  );
+  addVersion(parent, { role: "user", content: text, images: message.images });
   stick = true;
   run(conversation);
   ui.input.focus();
@@ -486,15 +477,10 @@ function setBusy(busy) {
 function send(text) {
   if (active || (!text.trim() && !pending.length && !encoding)) return;
   if (encoding) {
-    attaching.then(() => send(text)); // sent with the images still being made smaller
+    attaching.then(() => send(text));
     return;
   }
-  const shown = store.current ? thread(store.current) : [];
-  if ((pending.length || shown.some((m) => m.images?.length)) && chosenModel()?.vision === false) {
-    visionNeeded = true; // the server would refuse: say so, and offer a model that can see
-    renderTray();
-    return;
-  }
+  if (pending.length && chosenModel()?.vision === false) return; // the tray says why
   const conversation = store.current || store.create();
   const last = tip(conversation);
   // After a question left without an answer (an imported thread can end so),
@@ -502,19 +488,17 @@ function send(text) {
   const parent = last.role === "user" ? parentOf(conversation, last) : last;
   const question = { role: "user", content: text };
   if (pending.length) {
-    question.images = pending.map(({ blob, type, width, height, url }) => {
-      const id = crypto.randomUUID();
-      putImage(id, blob);
-      URL.revokeObjectURL(url);
-      return { id, type, width, height };
+    question.images = pending.map(({ url, ...image }) => {
+      image.id = crypto.randomUUID();
+      putImage(image.id, url);
+      return image;
     });
   }
   pending = [];
-  visionNeeded = false;
   problem = null;
   renderTray();
   addVersion(parent, question);
-  if (!conversation.title) conversation.title = text.trim().replace(/\s+/g, " ").slice(0, 60) || t.image;
+  if (!conversation.title) conversation.title = text.trim().replace(/\s+/g, " ").slice(0, 60);
   ui.input.value = "";
   resizeInput();
   stick = true;
@@ -554,6 +538,7 @@ async function loadLimits() {
 
 async function run(conversation, { fresh = false } = {}) {
   const alias = ui.model.disabled ? undefined : ui.model.value;
+  const sees = chosenModel()?.vision !== false;
   const message = { role: "assistant", content: "", reasoning: "", status: "streaming" };
   let parent = tip(conversation);
   if (parent.role === "assistant") parent = parentOf(conversation, parent); // regenerate: a sibling
@@ -567,15 +552,11 @@ async function run(conversation, { fresh = false } = {}) {
   renderSidebar();
   renderConversation();
   await limitsReady;
-  // The conversation's images go again with it, as data URLs (imagedb.js keeps them).
+  // The conversation's images go again with it, to a model that can see them.
   const urls = new Map();
-  const images = history.flatMap((m) => (m.role === "user" && m.images) || []);
-  await Promise.all(
-    images.map(async ({ id }) => {
-      const blob = await getImage(id);
-      if (blob) urls.set(id, await dataUrl(blob));
-    }),
-  );
+  if (sees)
+    for (const m of history)
+      for (const { id } of (m.role === "user" && m.images) || []) urls.set(id, await getImage(id));
   const body = { messages: requestMessages(history, limits, urls) };
   if (alias) body.model = alias;
   if (!ui.reasoning.checked) body.reasoning = false;
@@ -609,8 +590,8 @@ async function run(conversation, { fresh = false } = {}) {
         status: res.status,
         message: typeof error.message === "string" ? error.message : "",
         retryAfter: Number.parseInt(res.headers.get("Retry-After") || "", 10) || undefined,
+        categories: error.categories, // content_refused
       };
-      if (Array.isArray(error.categories)) message.error.categories = error.categories.map(String).slice(0, 20);
       if (res.status === 401) askToken(Boolean(token));
     } else {
       await readEvents(res.body, (name, data) => {
@@ -636,11 +617,7 @@ async function run(conversation, { fresh = false } = {}) {
             fallback_from: data.fallback_from,
             tps: completion && seconds > 0.05 ? completion / seconds : undefined,
           };
-          const verdict = data.moderation;
-          if (verdict && typeof verdict.safe === "boolean") {
-            const categories = Array.isArray(verdict.categories) ? verdict.categories.map(String).slice(0, 20) : [];
-            message.moderation = { safe: verdict.safe, categories };
-          }
+          if (data.moderation) message.moderation = data.moderation; // {safe, categories}
         } else if (name === "error") {
           final = "error";
           message.status = "error";
@@ -770,22 +747,17 @@ ui.backdrop.addEventListener("click", closeSidebar);
 
 // --- images -----------------------------------------------------------------------
 
-/** A question's images, from IndexedDB (imagedb.js). */
 function thumbnails(images) {
   const row = el("div", "thumbs");
   images.forEach((image, k) => {
     const img = el("img", "thumb");
     img.alt = t.imageAlt(k + 1, image.width, image.height);
-    imageUrl(image.id).then((url) => {
-      if (url) img.src = url;
-      else img.alt = t.imageGone;
-    });
+    getImage(image.id).then((url) => url && (img.src = url));
     row.append(img);
   });
   return row;
 }
 
-/** The composer's previews, and what keeps them from being sent as they are. */
 function renderTray() {
   ui.previews.replaceChildren(
     ...pending.map((p, k) => {
@@ -794,7 +766,6 @@ function renderTray() {
       img.src = p.url;
       img.alt = t.imageAlt(k + 1, p.width, p.height);
       const remove = button("btn-icon remove", "×", () => {
-        URL.revokeObjectURL(p.url);
         pending = pending.filter((x) => x !== p);
         problem = null;
         renderTray();
@@ -805,12 +776,11 @@ function renderTray() {
       return li;
     }),
   );
-  const why = [];
-  if (problem) why.push(el("span", null, t[problem[0]](problem[1])));
+  const why = problem ? [el("span", null, t[problem[0]](problem[1]))] : [];
   const model = chosenModel();
-  if ((pending.length || visionNeeded) && model?.vision === false) {
+  const seeing = models.find((m) => m.vision);
+  if (pending.length && model?.vision === false) {
     why.push(el("span", null, t.noVision(model.label)));
-    const seeing = models.find((m) => m.vision);
     if (seeing)
       why.push(
         button("btn btn-small", t.switchTo(seeing.label), () => {
@@ -822,69 +792,49 @@ function renderTray() {
       );
   }
   ui.warn.replaceChildren(...why);
-  ui.warn.hidden = !why.length;
-  ui.previews.hidden = !pending.length;
-  ui.tray.hidden = !pending.length && !why.length;
-  scrollDown(); // the composer grew: the newest message stays in view
+  scrollDown();
 }
 
-/** Attaches image files (picked, pasted or dropped), made smaller, within the server's limits. */
+/** Picked, pasted or dropped image files, made smaller, within the server's limits. */
 function attach(files) {
   const images = [...files].filter((f) => f.type.startsWith("image/"));
   if (!images.length) return;
   encoding += images.length;
-  renderTray();
-  // One batch after another, so each counts the previews before it.
-  attaching = attaching.then(() => encodeAll(images));
-}
-
-async function encodeAll(images) {
-  await limitsReady;
-  const { take, refused } = fitCount(pending.length, images.length, limits);
-  problem = refused ? ["tooMany", limits.max_images] : null;
-  encoding -= images.length - take;
-  for (const file of images.slice(0, take)) {
-    try {
-      const image = await encodeImage(file, limits?.max_image_bytes);
-      pending.push({ ...image, url: URL.createObjectURL(image.blob) });
-    } catch (error) {
-      problem = [error.message === "size" ? "tooLarge" : "unreadable", file.name];
+  attaching = attaching.then(async () => {
+    await limitsReady;
+    const take = fitCount(pending.length, images.length, limits);
+    problem = take < images.length && ["tooMany", limits.max_images];
+    encoding -= images.length - take;
+    for (const file of images.slice(0, take)) {
+      try {
+        pending.push(await encodeImage(file, limits?.max_image_bytes));
+      } catch (error) {
+        problem = [error.message, file.name];
+      }
+      encoding -= 1;
+      renderTray();
     }
-    encoding -= 1;
-    renderTray();
-  }
+  });
 }
 
-const hasFiles = (e) => [...(e.dataTransfer?.types || [])].includes("Files");
 ui.attach.addEventListener("click", () => ui.attachFile.click());
 ui.attachFile.addEventListener("change", () => {
   attach(ui.attachFile.files);
   ui.attachFile.value = "";
-  ui.input.focus();
 });
 ui.form.addEventListener("paste", (e) => {
-  const files = [...(e.clipboardData?.files || [])];
-  if (!files.some((f) => f.type.startsWith("image/"))) return;
+  const files = e.clipboardData?.files || [];
+  if (!files.length) return;
   e.preventDefault();
   attach(files);
 });
-for (const name of ["dragenter", "dragover"]) {
-  ui.main.addEventListener(name, (e) => {
-    if (!hasFiles(e)) return;
+for (const name of ["dragover", "drop"]) {
+  document.addEventListener(name, (e) => {
+    if (![...(e.dataTransfer?.types || [])].includes("Files")) return;
     e.preventDefault();
-    ui.form.classList.add("dropping");
+    if (name === "drop") attach(e.dataTransfer.files);
   });
 }
-ui.main.addEventListener("dragleave", (e) => {
-  if (!ui.main.contains(e.relatedTarget)) ui.form.classList.remove("dropping");
-});
-ui.main.addEventListener("drop", (e) => {
-  if (!hasFiles(e)) return;
-  e.preventDefault();
-  ui.form.classList.remove("dropping");
-  attach(e.dataTransfer.files);
-  ui.input.focus();
-});
 
 // --- search ---------------------------------------------------------------------
 

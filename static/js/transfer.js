@@ -21,8 +21,7 @@ const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
 
 /**
  * What is written for a message: its own fields and its versions, nothing the
- * page adds while streaming. Images are left out (they are in IndexedDB, and
- * would make a file of megabytes): an imported question has its text only.
+ * page adds while streaming. Images are left out (megabytes each).
  */
 function exportNode(node) {
   const out = { role: node.role, content: node.content || "" };
@@ -174,17 +173,10 @@ function checkError(value, path) {
   return out;
 }
 
-/** Llama Guard's categories, as done.moderation and a content_refused error name them. */
+/** Llama Guard's categories ("S2", …): of done.moderation and a content_refused error. */
 function checkCategories(value, path) {
   if (!Array.isArray(value) || value.length > 20) throw new ImportError("field", path);
   return value.map((code, k) => string(code, `${path}[${k}]`, 10));
-}
-
-function checkModeration(value, path) {
-  fields(value, path, ["safe"], ["categories"]);
-  if (typeof value.safe !== "boolean") throw new ImportError("field", `${path}.safe`);
-  const categories = value.categories === undefined ? [] : checkCategories(value.categories, `${path}.categories`);
-  return { safe: value.safe, categories };
 }
 
 /**
@@ -251,8 +243,15 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
         }
         if (node.stats !== undefined && node.stats !== null) message.stats = checkStats(node.stats, `${where}.stats`);
         if (node.error !== undefined && node.error !== null) message.error = checkError(node.error, `${where}.error`);
-        if (node.moderation !== undefined && node.moderation !== null)
-          message.moderation = checkModeration(node.moderation, `${where}.moderation`);
+        if (node.moderation) {
+          const at = `${where}.moderation`;
+          fields(node.moderation, at, ["safe", "categories"], []);
+          if (typeof node.moderation.safe !== "boolean") throw new ImportError("field", `${at}.safe`);
+          message.moderation = {
+            safe: node.moderation.safe,
+            categories: checkCategories(node.moderation.categories, `${at}.categories`),
+          };
+        }
         copy.next.push(message);
         const grandchildren = node.next === undefined ? { ...node, next: [] } : node;
         stack.push([grandchildren, message, where, depth + 1, node.role === "user" ? "assistant" : "user"]);
