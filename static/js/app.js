@@ -238,7 +238,11 @@ function messageView(conversation, message, isLast) {
   if (message.role === "user") {
     view.bubble = el("div", "bubble", message.content);
     view.bubble.hidden = !message.content.trim();
-    if (message.images?.length) root.append(thumbnails(message.images));
+    if (message.images?.length) {
+      const row = el("div", "thumbs");
+      row.append(...message.images.map(picture));
+      root.append(row);
+    }
     root.append(view.bubble, view.actions);
     views.set(message, view);
     renderActions(view);
@@ -747,24 +751,21 @@ ui.backdrop.addEventListener("click", closeSidebar);
 
 // --- images -----------------------------------------------------------------------
 
-function thumbnails(images) {
-  const row = el("div", "thumbs");
-  images.forEach((image, k) => {
-    const img = el("img", "thumb");
-    img.alt = t.imageAlt(k + 1, image.width, image.height);
-    getImage(image.id).then((url) => url && (img.src = url));
-    row.append(img);
-  });
-  return row;
+function picture(image, k) {
+  const img = el("img", "thumb");
+  img.alt = t.imageAlt(k + 1, image.width, image.height);
+  if (image.url) img.src = image.url;
+  else
+    getImage(image.id).then((url) => {
+      if (url) img.src = url;
+    });
+  return img;
 }
 
 function renderTray() {
   ui.previews.replaceChildren(
     ...pending.map((p, k) => {
       const li = el("li", "preview");
-      const img = el("img");
-      img.src = p.url;
-      img.alt = t.imageAlt(k + 1, p.width, p.height);
       const remove = button("btn-icon remove", "×", () => {
         pending = pending.filter((x) => x !== p);
         problem = null;
@@ -772,7 +773,7 @@ function renderTray() {
         ui.input.focus();
       });
       remove.setAttribute("aria-label", t.removeImage(k + 1));
-      li.append(img, remove);
+      li.append(picture(p, k), remove);
       return li;
     }),
   );
