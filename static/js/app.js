@@ -2,11 +2,11 @@
 // Every piece of model or user text reaches the DOM as text (textContent or
 // the Markdown renderer's text nodes), never as markup.
 
-import { applyStrings, initialLang, saveLang, strings } from "./i18n.js";
+import { applyStrings, categoryNames, initialLang, saveLang, strings } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
 import { search } from "./search.js";
 import { modelDelta, readEvents } from "./sse.js";
-import { parseLimits, requestMessages, Store } from "./store.js";
+import { dropImages, encodeImage, fitCount, getImage, parseLimits, putImage, requestMessages, Store } from "./store.js";
 import { fileName, ImportError, MAX_IMPORT_BYTES, parseImport, toJson, toMarkdown } from "./transfer.js";
 import { addVersion, dropVersion, nodes, parentOf, reveal, stepVersion, thread, tip, versionOf } from "./tree.js";
 
@@ -45,6 +45,10 @@ const ui = {
   importButton: $("import"),
   importFile: $("import-file"),
   notice: $("notice"),
+  previews: $("previews"),
+  warn: $("warn"),
+  attach: $("attach"),
+  attachFile: $("attach-file"),
 };
 
 const MODEL_KEY = "edgechat.model";
@@ -60,6 +64,10 @@ let stick = true;
 let pendingRetry = null;
 let limits = null; // the server's (GET /api/limits); null until read, or if it cannot be
 const views = new Map(); // message object → its DOM parts, for the shown conversation
+let pending = []; // images for the next question: {url, type, width, height}
+let encoding = 0; // of them, still being made smaller
+let attaching = Promise.resolve();
+let problem = null; // why one was not attached: [key of t, argument]
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -88,6 +96,7 @@ function applyLang() {
   fillModels();
   renderSidebar();
   renderConversation();
+  renderTray();
   if (ui.searchDialog.open) runSearch();
 }
 
@@ -111,7 +120,8 @@ function fillModels() {
   const chosen = models.find((m) => m.alias === saved) || models.find((m) => m.default) || models[0];
   ui.model.replaceChildren(
     ...models.map((m) => {
-      const option = el("option", null, m.free_plan ? m.label : `${m.label} · ${t.paid}`);
+      const marks = [m.label, m.vision && t.sees, !m.free_plan && t.paid].filter(Boolean);
+      const option = el("option", null, marks.join(" · "));
       option.value = m.alias;
       option.selected = m === chosen;
       return option;
@@ -119,6 +129,8 @@ function fillModels() {
   );
   ui.model.disabled = false;
 }
+
+const chosenModel = () => models.find((m) => m.alias === ui.model.value);
 
 function modelLabel(id) {
   const m = models.find((x) => x.id === id || x.alias === id);
@@ -147,6 +159,7 @@ function renderSidebar() {
     rename.title = t.rename;
     const remove = button("btn-icon conv-action", "×", () => {
       if (active && active.conversation === c) stopActive();
+      dropImages([...nodes(c)].flatMap((m) => (m.images || []).map((i) => i.id)));
       store.remove(c.id);
       renderSidebar();
       renderConversation();
@@ -224,6 +237,12 @@ function messageView(conversation, message, isLast) {
   view.actions = el("div", "actions");
   if (message.role === "user") {
     view.bubble = el("div", "bubble", message.content);
+    view.bubble.hidden = !message.content.trim();
+    if (message.images?.length) {
+      const row = el("div", "thumbs");
+      row.append(...message.images.map(picture));
+      root.append(row);
+    }
     root.append(view.bubble, view.actions);
     views.set(message, view);
     renderActions(view);
@@ -233,12 +252,19 @@ function messageView(conversation, message, isLast) {
   view.reasoningTitle = el("summary");
   view.reasoningBody = el("div", "reasoning-body");
   view.reasoning.append(view.reasoningTitle, view.reasoningBody);
+  view.flag = el("div", "problem flag");
+  view.flagText = el("span");
+  view.flagButton = button("btn btn-small", "", () => {
+    view.shown = !view.shown;
+    updateView(view, true);
+  });
+  view.flag.append(view.flagText, view.flagButton);
   view.answer = el("div", "answer");
   view.markdown = new MarkdownStream(view.answer, { copy: t.copy });
   view.dots = el("div", "dots", "•••");
   view.dots.setAttribute("aria-hidden", "true");
   view.footer = el("div", "footer");
-  root.append(view.reasoning, view.answer, view.dots, view.footer, view.actions);
+  root.append(view.flag, view.reasoning, view.answer, view.dots, view.footer, view.actions);
   views.set(message, view);
   updateView(view, true);
   return root;
@@ -249,7 +275,15 @@ function updateView(view, full) {
   const streaming = m.status === "streaming";
   view.root.setAttribute("aria-busy", String(streaming));
   view.root.classList.toggle("streaming", streaming);
-  view.reasoning.hidden = !m.reasoning;
+  // An answer Llama Guard flagged (done.moderation) is hidden behind a notice.
+  const flagged = m.moderation?.safe === false;
+  view.flag.hidden = !flagged;
+  if (flagged) {
+    view.flagText.textContent = t.flagged(categoryNames(m.moderation.categories, t));
+    view.flagButton.textContent = view.shown ? t.hide : t.showAnyway;
+  }
+  view.answer.hidden = flagged && !view.shown;
+  view.reasoning.hidden = !m.reasoning || view.answer.hidden;
   view.reasoningTitle.textContent = streaming && !m.content ? t.thinking : t.reasoning;
   if (view.reasoningBody.textContent.length !== (m.reasoning || "").length)
     view.reasoningBody.textContent = m.reasoning || "";
@@ -283,7 +317,7 @@ function renderActions(view) {
     nav.append(prev, where, next);
     parts.push(nav);
   }
-  if (m.status !== "streaming" && m.content) {
+  if (m.status !== "streaming" && m.content && !view.answer?.hidden) {
     const copy = button("btn-small btn-ghost action", t.copy, () => copyText(copy, m.content, t.copyMessage));
     copy.setAttribute("aria-label", t.copyMessage);
     parts.push(copy);
@@ -354,10 +388,10 @@ function startEdit(view) {
 /** Sends an edited message as a new version of that turn; the conversation goes on from it. */
 function resend(message, text) {
   const conversation = store.current;
-  if (active || !conversation || !text.trim()) return;
+  if (active || !conversation || (!text.trim() && !message.images?.length)) return;
   const parent = parentOf(conversation, message);
   if (!parent) return;
-  addVersion(parent, { role: "user", content: text });
+  addVersion(parent, { role: "user", content: text, images: message.images });
   stick = true;
   run(conversation);
   ui.input.focus();
@@ -383,7 +417,8 @@ function renderFooter(view) {
     const box = el("div", "problem");
     box.setAttribute("role", "alert");
     box.append(el("span", null, m.status === "interrupted" ? t.interrupted : errorText(m.error)));
-    if (view.isLast && !active) box.append(button("btn btn-small", t.retry, () => retry()));
+    if (view.isLast && !active && m.error?.code !== "content_refused")
+      box.append(button("btn btn-small", t.retry, () => retry()));
     parts.push(box);
   }
   if (m.stats) parts.push(statsLine(m.stats));
@@ -391,6 +426,7 @@ function renderFooter(view) {
 }
 
 function errorText(error = {}) {
+  if (error.code === "content_refused") return t.refused(categoryNames(error.categories, t));
   const base = t.errors[error.code] || t.errors[error.status] || error.message || t.errors[500];
   if (error.offline) return t.offline;
   return error.retryAfter ? `${base} ${t.waitSeconds(error.retryAfter)}` : base;
@@ -443,13 +479,29 @@ function setBusy(busy) {
 }
 
 function send(text) {
-  if (active || !text.trim()) return;
+  if (active || (!text.trim() && !pending.length && !encoding)) return;
+  if (encoding) {
+    attaching.then(() => send(text));
+    return;
+  }
+  if (pending.length && chosenModel()?.vision === false) return; // the tray says why
   const conversation = store.current || store.create();
   const last = tip(conversation);
   // After a question left without an answer (an imported thread can end so),
   // the new one becomes its next version: users and answers alternate.
   const parent = last.role === "user" ? parentOf(conversation, last) : last;
-  addVersion(parent, { role: "user", content: text });
+  const question = { role: "user", content: text };
+  if (pending.length) {
+    question.images = pending.map(({ url, ...image }) => {
+      image.id = crypto.randomUUID();
+      putImage(image.id, url);
+      return image;
+    });
+  }
+  pending = [];
+  problem = null;
+  renderTray();
+  addVersion(parent, question);
   if (!conversation.title) conversation.title = text.trim().replace(/\s+/g, " ").slice(0, 60);
   ui.input.value = "";
   resizeInput();
@@ -490,6 +542,7 @@ async function loadLimits() {
 
 async function run(conversation, { fresh = false } = {}) {
   const alias = ui.model.disabled ? undefined : ui.model.value;
+  const sees = chosenModel()?.vision !== false;
   const message = { role: "assistant", content: "", reasoning: "", status: "streaming" };
   let parent = tip(conversation);
   if (parent.role === "assistant") parent = parentOf(conversation, parent); // regenerate: a sibling
@@ -503,7 +556,12 @@ async function run(conversation, { fresh = false } = {}) {
   renderSidebar();
   renderConversation();
   await limitsReady;
-  const body = { messages: requestMessages(history, limits) };
+  // The conversation's images go again with it, to a model that can see them.
+  const urls = new Map();
+  if (sees)
+    for (const m of history)
+      for (const { id } of (m.role === "user" && m.images) || []) urls.set(id, await getImage(id));
+  const body = { messages: requestMessages(history, limits, urls) };
   if (alias) body.model = alias;
   if (!ui.reasoning.checked) body.reasoning = false;
 
@@ -536,6 +594,7 @@ async function run(conversation, { fresh = false } = {}) {
         status: res.status,
         message: typeof error.message === "string" ? error.message : "",
         retryAfter: Number.parseInt(res.headers.get("Retry-After") || "", 10) || undefined,
+        categories: error.categories, // content_refused
       };
       if (res.status === 401) askToken(Boolean(token));
     } else {
@@ -562,6 +621,7 @@ async function run(conversation, { fresh = false } = {}) {
             fallback_from: data.fallback_from,
             tps: completion && seconds > 0.05 ? completion / seconds : undefined,
           };
+          if (data.moderation) message.moderation = data.moderation; // {safe, categories}
         } else if (name === "error") {
           final = "error";
           message.status = "error";
@@ -676,7 +736,10 @@ ui.newChat.addEventListener("click", () => {
   renderConversation();
   ui.input.focus();
 });
-ui.model.addEventListener("change", () => localStorage.setItem(MODEL_KEY, ui.model.value));
+ui.model.addEventListener("change", () => {
+  localStorage.setItem(MODEL_KEY, ui.model.value);
+  renderTray();
+});
 ui.reasoning.addEventListener("change", () => localStorage.setItem(THINK_KEY, ui.reasoning.checked ? "1" : "0"));
 ui.lang.addEventListener("click", () => {
   lang = lang === "zh" ? "en" : "zh";
@@ -685,6 +748,94 @@ ui.lang.addEventListener("click", () => {
 });
 ui.menu.addEventListener("click", () => (ui.shell.classList.contains("nav-open") ? closeSidebar() : openSidebar()));
 ui.backdrop.addEventListener("click", closeSidebar);
+
+// --- images -----------------------------------------------------------------------
+
+function picture(image, k) {
+  const img = el("img", "thumb");
+  img.alt = t.imageAlt(k + 1, image.width, image.height);
+  if (image.url) img.src = image.url;
+  else
+    getImage(image.id).then((url) => {
+      if (url) img.src = url;
+    });
+  return img;
+}
+
+function renderTray() {
+  ui.previews.replaceChildren(
+    ...pending.map((p, k) => {
+      const li = el("li", "preview");
+      const remove = button("btn-icon remove", "×", () => {
+        pending = pending.filter((x) => x !== p);
+        problem = null;
+        renderTray();
+        ui.input.focus();
+      });
+      remove.setAttribute("aria-label", t.removeImage(k + 1));
+      li.append(picture(p, k), remove);
+      return li;
+    }),
+  );
+  const why = problem ? [el("span", null, t[problem[0]](problem[1]))] : [];
+  const model = chosenModel();
+  const seeing = models.find((m) => m.vision);
+  if (pending.length && model?.vision === false) {
+    why.push(el("span", null, t.noVision(model.label)));
+    if (seeing)
+      why.push(
+        button("btn btn-small", t.switchTo(seeing.label), () => {
+          ui.model.value = seeing.alias;
+          localStorage.setItem(MODEL_KEY, seeing.alias);
+          renderTray();
+          ui.input.focus();
+        }),
+      );
+  }
+  ui.warn.replaceChildren(...why);
+  scrollDown();
+}
+
+/** Picked, pasted or dropped image files, made smaller, within the server's limits. */
+function attach(files) {
+  const images = [...files].filter((f) => f.type.startsWith("image/"));
+  if (!images.length) return;
+  encoding += images.length;
+  attaching = attaching.then(async () => {
+    await limitsReady;
+    const take = fitCount(pending.length, images.length, limits);
+    problem = take < images.length && ["tooMany", limits.max_images];
+    encoding -= images.length - take;
+    for (const file of images.slice(0, take)) {
+      try {
+        pending.push(await encodeImage(file, limits?.max_image_bytes));
+      } catch (error) {
+        problem = [error.message, file.name];
+      }
+      encoding -= 1;
+      renderTray();
+    }
+  });
+}
+
+ui.attach.addEventListener("click", () => ui.attachFile.click());
+ui.attachFile.addEventListener("change", () => {
+  attach(ui.attachFile.files);
+  ui.attachFile.value = "";
+});
+ui.form.addEventListener("paste", (e) => {
+  const files = e.clipboardData?.files || [];
+  if (!files.length) return;
+  e.preventDefault();
+  attach(files);
+});
+for (const name of ["dragover", "drop"]) {
+  document.addEventListener(name, (e) => {
+    if (![...(e.dataTransfer?.types || [])].includes("Files")) return;
+    e.preventDefault();
+    if (name === "drop") attach(e.dataTransfer.files);
+  });
+}
 
 // --- search ---------------------------------------------------------------------
 

@@ -49,6 +49,25 @@ const en = {
     field: (path) => `Not imported: unexpected or invalid data at ${path}.`,
     storage: "Not imported: this browser's storage is full.",
   },
+  attach: "Attach images",
+  imageAlt: (k, w, h) => `Image ${k}, ${w}×${h}`,
+  removeImage: (k) => `Remove image ${k}`,
+  sees: "sees images",
+  noVision: (m) => `${m} cannot see images.`,
+  switchTo: (m) => `Switch to ${m}`,
+  tooMany: (n) => `At most ${n} images per message.`,
+  tooLarge: (name) => `${name} is too large, even made smaller.`,
+  unreadable: (name) => `${name}: not an image this browser reads.`,
+  flagged: (names) => `Hidden: Llama Guard flagged this answer as ${names}.`,
+  showAnyway: "Show anyway",
+  hide: "Hide",
+  refused: (names) =>
+    `Not answered: Llama Guard flagged the conversation as ${names}. Rephrase it, or start a new chat.`,
+  categories:
+    "Violent crimes|Non-violent crimes|Sex-related crimes|Child sexual exploitation|Defamation|Specialized advice|Privacy|Intellectual property|Indiscriminate weapons|Hate|Suicide and self-harm|Sexual content|Elections|Code interpreter abuse".split(
+      "|",
+    ),
+  unsafe: "unsafe content",
   you: "You",
   assistant: "Assistant",
   emptyTitle: "Ask GLM or Kimi anything",
@@ -141,6 +160,24 @@ const zh = {
     field: (path) => `未导入：${path} 处的数据不符合格式。`,
     storage: "未导入：浏览器存储空间已满。",
   },
+  attach: "添加图片",
+  imageAlt: (k, w, h) => `图片 ${k}，${w}×${h}`,
+  removeImage: (k) => `移除图片 ${k}`,
+  sees: "可识图",
+  noVision: (m) => `${m} 无法识别图片。`,
+  switchTo: (m) => `切换到 ${m}`,
+  tooMany: (n) => `每条消息最多 ${n} 张图片。`,
+  tooLarge: (name) => `${name} 太大，缩小后仍超出限制。`,
+  unreadable: (name) => `${name}：无法读取的图片。`,
+  flagged: (names) => `已隐藏：Llama Guard 将此回答标记为${names}。`,
+  showAnyway: "仍然显示",
+  hide: "隐藏",
+  refused: (names) => `未回答：Llama Guard 将此对话标记为${names}。请换个说法，或开始新对话。`,
+  categories:
+    "暴力犯罪|非暴力犯罪|性相关犯罪|儿童性剥削|诽谤|专业建议|隐私|知识产权|无差别杀伤性武器|仇恨|自杀与自残|色情内容|选举|代码解释器滥用".split(
+      "|",
+    ),
+  unsafe: "不安全内容",
   you: "你",
   assistant: "助手",
   emptyTitle: "问 GLM 或 Kimi 任何问题",
@@ -200,6 +237,15 @@ export function saveLang(lang) {
 
 export function strings(lang) {
   return LANGS[lang] || en;
+}
+
+/** Llama Guard's categories ("S2", …) by name: "Non-violent crimes (S2), Hate (S10)". */
+export function categoryNames(codes, t) {
+  const names = (Array.isArray(codes) ? codes : []).map((code) => {
+    const name = t.categories[Number(/^S(\d+)$/.exec(code)?.[1]) - 1];
+    return name ? `${name} (${code})` : String(code);
+  });
+  return names.join(t === zh ? "、" : ", ") || t.unsafe;
 }
 
 /** Fills elements marked data-i18n, data-i18n-label and data-i18n-placeholder. */

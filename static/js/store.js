@@ -4,8 +4,9 @@
 //
 // A conversation: {id, title, updated, next, pick}, the root of a tree of
 // messages (tree.js). A message: {role: "user"|"assistant", content,
-// reasoning?, status?, stats?, error?, next, pick} where status is "done",
-// "stopped", "interrupted" or "error".
+// reasoning?, status?, stats?, error?, moderation?, images?, next, pick}
+// where status is "done", "stopped", "interrupted" or "error", moderation is
+// done's {safe, categories}, images [{id, type, width, height}] (images.js).
 
 import { fromList } from "./tree.js";
 
@@ -120,28 +121,37 @@ function newId() {
  * long conversation leaves its oldest turns out instead of failing. The
  * newest message is always sent: if it alone breaks a limit, the server says
  * which. Without limits (they could not be read) everything is sent.
+ * Images go as parts, their URLs from `urls` (by id; one missing is left
+ * out), counted towards max_images, not the body's bytes (as the server does).
  */
-export function requestMessages(messages, limits = null) {
+export function requestMessages(messages, limits = null, urls = new Map()) {
   const usable = messages
-    .filter((m) => m.content?.trim() && (m.role === "user" || m.role === "assistant"))
-    .map((m) => ({ role: m.role, content: m.content }));
+    .map((m) => ({
+      role: m.role,
+      content: m.content || "",
+      urls: m.role === "user" ? (m.images || []).map((i) => urls.get(i.id)).filter(Boolean) : [],
+    }))
+    .filter((m) => (m.content.trim() || m.urls.length) && (m.role === "user" || m.role === "assistant"));
   const out = [];
   let total = 0;
+  let images = 0;
   let bytes = 64; // {"messages":[…],"model":…,"reasoning":false}
   for (let k = usable.length - 1; k >= 0; k--) {
     const m = usable[k];
     total += m.content.length;
-    bytes += jsonBytes(m) + 1;
+    images += m.urls.length;
+    bytes += jsonBytes({ role: m.role, content: m.content }) + 1 + m.urls.length * 48;
     if (
       out.length &&
       limits &&
       (out.length >= limits.max_messages ||
         total > limits.max_total_chars ||
         m.content.length > limits.max_message_chars ||
-        bytes > limits.max_body_bytes)
+        bytes > limits.max_body_bytes ||
+        images > limits.max_images)
     )
       break;
-    out.unshift(m);
+    out.unshift({ role: m.role, content: contentParts(m.content, m.urls) });
   }
   while (out.length > 1 && out[0].role !== "user") out.shift();
   return out;
@@ -156,5 +166,92 @@ const LIMIT_FIELDS = ["max_body_bytes", "max_messages", "max_message_chars", "ma
 export function parseLimits(data) {
   if (!data || typeof data !== "object") return null;
   for (const name of LIMIT_FIELDS) if (!Number.isInteger(data[name]) || data[name] <= 0) return null;
-  return Object.fromEntries(LIMIT_FIELDS.map((name) => [name, data[name]]));
+  const names = [...LIMIT_FIELDS, "max_images", "max_image_bytes"];
+  return Object.fromEntries(names.filter((n) => data[n] > 0).map((name) => [name, data[name]]));
+}
+
+// --- images ---------------------------------------------------------------------
+// Made smaller in the browser (vision models read ~1.5k px on the long side)
+// and kept as data: URLs in IndexedDB by id: localStorage is too small.
+
+export const MAX_SIDE = 1568;
+
+/** `width`×`height` scaled down (never up) to `max` on the long side. */
+export function fitSize(width, height, max = MAX_SIDE) {
+  const k = Math.min(1, max / Math.max(width, height));
+  return { width: Math.max(1, Math.round(width * k)), height: Math.max(1, Math.round(height * k)) };
+}
+
+/** How many of `adding` images one question holds beside `pending` ones (max_images). */
+export const fitCount = (pending, adding, limits) =>
+  limits?.max_images ? Math.max(0, Math.min(adding, limits.max_images - pending)) : adding;
+
+/** A user message's /chat `content`: its text, or parts when it has images. */
+export function contentParts(text, urls) {
+  if (!urls.length) return text;
+  const parts = urls.map((url) => ({ type: "image_url", image_url: { url } }));
+  return text.trim() ? [{ type: "text", text }, ...parts] : parts;
+}
+
+/** `file` as JPEG {url, type, width, height}, on white, the quality lowered to fit `maxBytes`. */
+export async function encodeImage(file, maxBytes = Number.POSITIVE_INFINITY) {
+  const bitmap = await createImageBitmap(file).catch(() => {
+    throw new Error("unreadable");
+  });
+  const { width, height } = fitSize(bitmap.width, bitmap.height);
+  const canvas = document.createElement("canvas");
+  canvas.width = width;
+  canvas.height = height;
+  const g = canvas.getContext("2d");
+  g.fillStyle = "#fff";
+  g.fillRect(0, 0, width, height);
+  g.drawImage(bitmap, 0, 0, width, height);
+  for (const quality of [0.85, 0.7, 0.5]) {
+    const url = canvas.toDataURL("image/jpeg", quality);
+    if (((url.length - 23) * 3) / 4 <= maxBytes) return { url, type: "image/jpeg", width, height };
+  }
+  throw new Error("tooLarge");
+}
+
+const kept = new Map(); // this visit's, so a request never waits on the disk
+let db;
+
+function idb(mode, act) {
+  db ||= new Promise((resolve, reject) => {
+    const open = indexedDB.open("edgechat", 1);
+    open.onupgradeneeded = () => open.result.createObjectStore("images");
+    open.onsuccess = () => resolve(open.result);
+    open.onerror = reject;
+  });
+  return db
+    .then(
+      (d) =>
+        new Promise((resolve, reject) => {
+          const request = act(d.transaction("images", mode).objectStore("images"));
+          request.onsuccess = () => resolve(request.result);
+          request.onerror = reject;
+        }),
+    )
+    .catch(() => {}); // no IndexedDB (a private window may refuse it): this visit only
+}
+
+export function putImage(id, url) {
+  kept.set(id, url);
+  idb("readwrite", (s) => s.put(url, id));
+}
+
+/** The image's data: URL, or undefined when this browser no longer has it. */
+export async function getImage(id) {
+  if (!kept.has(id)) {
+    const url = await idb("readonly", (s) => s.get(id));
+    if (url) kept.set(id, url);
+  }
+  return kept.get(id);
+}
+
+export function dropImages(ids) {
+  for (const id of ids) {
+    kept.delete(id);
+    idb("readwrite", (s) => s.delete(id));
+  }
 }

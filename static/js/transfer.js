@@ -19,13 +19,17 @@ const MAX_DEPTH = 2000;
 
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
 
-/** What is written for a message: its own fields and its versions, nothing the page adds while streaming. */
+/**
+ * What is written for a message: its own fields and its versions, nothing the
+ * page adds while streaming. Images are left out (megabytes each).
+ */
 function exportNode(node) {
   const out = { role: node.role, content: node.content || "" };
   if (node.reasoning) out.reasoning = node.reasoning;
   if (node.status) out.status = node.status === "streaming" ? "interrupted" : node.status;
   if (node.stats) out.stats = node.stats;
   if (node.error) out.error = node.error;
+  if (node.moderation) out.moderation = node.moderation;
   out.pick = node.pick || 0;
   out.next = (node.next || []).map(exportNode);
   return out;
@@ -148,7 +152,7 @@ function checkStats(value, path) {
 }
 
 function checkError(value, path) {
-  fields(value, path, [], ["code", "status", "message", "retryAfter", "retryable", "offline"]);
+  fields(value, path, [], ["code", "status", "message", "retryAfter", "retryable", "offline", "categories"]);
   const out = {};
   const code = optionalString(value.code, `${path}.code`, 100);
   if (code !== undefined) out.code = code;
@@ -160,12 +164,19 @@ function checkError(value, path) {
     if (!Number.isInteger(n) || n < 0) throw new ImportError("field", `${path}.${key}`);
     out[key] = n;
   }
+  if (value.categories !== undefined) out.categories = checkCategories(value.categories, `${path}.categories`);
   for (const key of ["retryable", "offline"]) {
     if (value[key] === undefined || value[key] === null) continue;
     if (typeof value[key] !== "boolean") throw new ImportError("field", `${path}.${key}`);
     out[key] = value[key];
   }
   return out;
+}
+
+/** Llama Guard's categories ("S2", …): of done.moderation and a content_refused error. */
+function checkCategories(value, path) {
+  if (!Array.isArray(value) || value.length > 20) throw new ImportError("field", path);
+  return value.map((code, k) => string(code, `${path}[${k}]`, 10));
 }
 
 /**
@@ -211,7 +222,12 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
       source.next.forEach((node, j) => {
         const where = `${at}.next[${j}]`;
         if (++count > MAX_NODES) throw new ImportError("field", where);
-        fields(node, where, ["role", "content"], ["reasoning", "status", "stats", "error", "pick", "next"]);
+        fields(
+          node,
+          where,
+          ["role", "content"],
+          ["reasoning", "status", "stats", "error", "moderation", "pick", "next"],
+        );
         if (node.role !== childRole) throw new ImportError("field", `${where}.role`);
         const message = {
           role: node.role,
@@ -227,6 +243,15 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
         }
         if (node.stats !== undefined && node.stats !== null) message.stats = checkStats(node.stats, `${where}.stats`);
         if (node.error !== undefined && node.error !== null) message.error = checkError(node.error, `${where}.error`);
+        if (node.moderation) {
+          const at = `${where}.moderation`;
+          fields(node.moderation, at, ["safe", "categories"], []);
+          if (typeof node.moderation.safe !== "boolean") throw new ImportError("field", `${at}.safe`);
+          message.moderation = {
+            safe: node.moderation.safe,
+            categories: checkCategories(node.moderation.categories, `${at}.categories`),
+          };
+        }
         copy.next.push(message);
         const grandchildren = node.next === undefined ? { ...node, next: [] } : node;
         stack.push([grandchildren, message, where, depth + 1, node.role === "user" ? "assistant" : "user"]);

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
-from tests.harness import ROOT
+from tests.harness import ROOT, EmulatorControl, start_runner
 from tests.kit.upstream import usage
 
 CHROMIUM_ARGS = [
@@ -331,6 +331,44 @@ class Chat:
 
     def release_all_events(self) -> None:
         self.page.evaluate("window.__chatGate.release(Infinity)")
+
+
+# --- a runner with moderation --------------------------------------------------------
+
+
+@dataclass
+class Guarded:
+    """A runner of its own with ``MODERATION=input,output`` (and no cache, so
+    every answer is checked), reached through a relay of this test's own."""
+
+    url: str
+    ai: EmulatorControl
+
+
+@pytest.fixture(scope="session")
+def guarded_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
+    if os.environ.get("EDGECHAT_BASE_URL"):
+        pytest.skip("EDGECHAT_BASE_URL is set: this test needs a runner with MODERATION")
+    folder = tmp_path_factory.mktemp("edgechat-guarded")
+    ai = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+    vars_file = folder / "test.vars"
+    vars_file.write_text("MODERATION=input,output\nCACHE_MODE=off\n")
+    env = {
+        "EDGECHAT_AI_SCRIPT": str(ai.script_path),
+        "EDGECHAT_AI_LOG": str(ai.log_path),
+        "EDGECHAT_AI_DELAY_MS": "0",
+    }
+    with start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env) as runner:
+        yield Guarded(runner.base_url, ai)
+
+
+@pytest.fixture
+def guarded(guarded_runner: Guarded) -> Iterator[Guarded]:
+    """The moderated runner, its emulator reset; ``url`` is a relay of this test's own."""
+    guarded_runner.ai.reset()
+    site = Relay(guarded_runner.url, next_client_address())
+    yield Guarded(site.url, guarded_runner.ai)
+    site.close()
 
 
 @pytest.fixture

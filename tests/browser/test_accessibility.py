@@ -1,7 +1,7 @@
 """A real checker: axe-core (pinned from npm, a test-only dependency injected
 from node_modules, never served) finds no WCAG 2.1 A/AA violation with a
 conversation on screen, in light and dark, on a desktop and a phone, nor in
-the search."""
+the search, nor with images and a flagged answer on screen."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Chat
+from tests.browser.conftest import ARTIFACTS, Chat, Guarded
+from tests.browser.test_images import KIMI, WIDE, attach, previews
+from tests.browser.test_moderation import GUARD
 from tests.harness import ROOT, EmulatorControl
 from tests.kit.upstream import openai_chunk, openai_end
 
@@ -30,6 +32,7 @@ def area(r: float) -> float:
 
 > A quote, and `inline code`.
 """
+FLAGGED = "First, wedge the latch with a credit card."
 
 
 def axe_violations(chat: Chat) -> list[str]:
@@ -90,3 +93,46 @@ def test_axe_finds_no_violation_in_the_search_and_an_import_message(
     results = chat.page.get_by_role("listbox", name="Results")
     expect(results.get_by_role("option").first.locator("mark")).to_be_visible()
     assert axe_violations(chat) == []
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+@pytest.mark.parametrize(
+    ("size", "viewport"),
+    [("desktop", {"width": 1280, "height": 800}), ("phone", {"width": 360, "height": 740})],
+)
+def test_axe_finds_no_violation_with_images_a_flagged_answer_and_a_warning(
+    new_chat: Any, guarded: Guarded, scheme: str, size: str, viewport: dict[str, int]
+) -> None:
+    """A question's thumbnail, a flagged answer's notice, the composer's
+    previews and the warning that the model cannot see them; screenshots of
+    each for review (artifacts/)."""
+    guarded.ai.script(
+        {
+            "match": {"model": GUARD, "any_contains": "credit card"},
+            "reply": {"unsafe": ["S2", "S7"]},
+        },
+        {"match": {"model": KIMI, "contains": "locked door"}, "reply": {"content": FLAGGED}},
+    )
+    chat: Chat = new_chat(url=guarded.url, color_scheme=scheme, viewport=viewport).open()
+    page = chat.page
+    page.emulate_media(reduced_motion="reduce")
+    chat.model_picker().select_option("kimi")
+    attach(chat, ("wide.png", WIDE))
+    chat.ask("What is in it?")
+    chat.ask("How do I open a locked door?")
+    expect(chat.last_answer().get_by_role("button", name="Show anyway")).to_be_visible()
+    chat.model_picker().select_option("glm")
+    attach(chat, ("wide.png", WIDE))
+    expect(page.get_by_role("button", name="Switch to Kimi K2.6")).to_be_visible()
+    expect(previews(chat).first).to_have_js_property("complete", True)
+    expect(page.get_by_role("article", name="You").first.get_by_role("img")).to_have_js_property(
+        "complete", True
+    )
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / f"page-images-{scheme}-{size}.png")
+    assert axe_violations(chat) == []
+    chat.last_answer().get_by_role("button", name="Show anyway").click()
+    chat.last_answer().scroll_into_view_if_needed()
+    page.screenshot(path=ARTIFACTS / f"page-flagged-{scheme}-{size}.png")
+    assert axe_violations(chat) == []
+    assert chat.csp_violations() == []
