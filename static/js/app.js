@@ -1,6 +1,5 @@
 // The chat page: conversations in the sidebar, a streamed answer per turn.
-// Every piece of model or user text reaches the DOM as text (textContent or
-// the Markdown renderer's text nodes), never as markup.
+// Model and user text reach the DOM as text only, never as markup.
 
 import { applyStrings, categoryNames, initialLang, saveLang, strings } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
@@ -62,12 +61,12 @@ let models = [];
 let active = null; // {controller, conversation, message}
 let stick = true;
 let pendingRetry = null;
-let limits = null; // the server's (GET /api/limits); null until read, or if it cannot be
-const views = new Map(); // message object → its DOM parts, for the shown conversation
-let pending = []; // images for the next question: {url, type, width, height}
-let encoding = 0; // of them, still being made smaller
+let limits = null; // GET /api/limits; null until read, or unreadable
+const views = new Map(); // message → its DOM parts
+let pending = []; // images for the next question
+let encoding = 0; // of them, still being encoded
 let attaching = Promise.resolve();
-let problem = null; // why one was not attached: [key of t, argument]
+let problem = null; // why one was not attached: [key of t, arg]
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -83,7 +82,7 @@ function button(className, text, onClick) {
   return b;
 }
 
-// --- language -------------------------------------------------------------------
+// --- language
 
 function applyLang() {
   t = strings(lang);
@@ -100,7 +99,7 @@ function applyLang() {
   if (ui.searchDialog.open) runSearch();
 }
 
-// --- models ---------------------------------------------------------------------
+// --- models
 
 async function loadModels() {
   try {
@@ -137,7 +136,7 @@ function modelLabel(id) {
   return m ? m.label : id;
 }
 
-// --- sidebar --------------------------------------------------------------------
+// --- sidebar
 
 function renderSidebar() {
   const items = store.sorted().map((c) => {
@@ -217,7 +216,7 @@ function closeSidebar() {
   ui.menu.setAttribute("aria-expanded", "false");
 }
 
-// --- messages -------------------------------------------------------------------
+// --- messages
 
 function renderConversation() {
   views.clear();
@@ -275,7 +274,7 @@ function updateView(view, full) {
   const streaming = m.status === "streaming";
   view.root.setAttribute("aria-busy", String(streaming));
   view.root.classList.toggle("streaming", streaming);
-  // An answer Llama Guard flagged (done.moderation) is hidden behind a notice.
+  // Flagged by Llama Guard: hidden behind a notice.
   const flagged = m.moderation?.safe === false;
   view.flag.hidden = !flagged;
   if (flagged) {
@@ -287,7 +286,6 @@ function updateView(view, full) {
   view.reasoningTitle.textContent = streaming && !m.content ? t.thinking : t.reasoning;
   if (view.reasoningBody.textContent.length !== (m.reasoning || "").length)
     view.reasoningBody.textContent = m.reasoning || "";
-  // Only the open end of the answer is rendered again (markdown.js, MarkdownStream).
   view.markdown.update(m.content || "");
   view.dots.hidden = !streaming || Boolean(m.content || m.reasoning);
   if (full || !streaming) {
@@ -296,7 +294,6 @@ function updateView(view, full) {
   }
 }
 
-/** Copy, edit or regenerate, and ‹ 2/3 › when the message has other versions. */
 function renderActions(view) {
   const { conversation, message: m } = view;
   const parts = [];
@@ -340,7 +337,7 @@ function showVersion(message, step) {
   if (!shown) return;
   store.save();
   renderConversation();
-  // The keyboard stays on the arrow it used, or on the other one at an end.
+  // Focus stays on the arrow used, or the other one at an end.
   const article = ui.messages.querySelectorAll("article")[thread(conversation).indexOf(shown)];
   const steps = [...(article?.querySelectorAll(".version-step:not(:disabled)") || [])];
   const label = step < 0 ? t.previousVersion : t.nextVersion;
@@ -385,7 +382,6 @@ function startEdit(view) {
   box.setSelectionRange(box.value.length, box.value.length);
 }
 
-/** Sends an edited message as a new version of that turn; the conversation goes on from it. */
 function resend(message, text) {
   const conversation = store.current;
   if (active || !conversation || (!text.trim() && !message.images?.length)) return;
@@ -471,7 +467,7 @@ function scrollDown() {
   if (stick) ui.messages.scrollTop = ui.messages.scrollHeight;
 }
 
-// --- chatting -------------------------------------------------------------------
+// --- chatting
 
 function setBusy(busy) {
   ui.send.hidden = busy;
@@ -487,8 +483,7 @@ function send(text) {
   if (pending.length && chosenModel()?.vision === false) return; // the tray says why
   const conversation = store.current || store.create();
   const last = tip(conversation);
-  // After a question left without an answer (an imported thread can end so),
-  // the new one becomes its next version: users and answers alternate.
+  // After an unanswered question (an import can end so), a new version of it: roles alternate.
   const parent = last.role === "user" ? parentOf(conversation, last) : last;
   const question = { role: "user", content: text };
   if (pending.length) {
@@ -509,7 +504,6 @@ function send(text) {
   run(conversation);
 }
 
-/** Asks again after a failed answer, which the new one replaces. */
 function retry() {
   const conversation = store.current;
   if (active || !conversation) return;
@@ -518,7 +512,6 @@ function retry() {
   run(conversation);
 }
 
-/** A new version of the last answer, the earlier ones kept; it bypasses any cache of answers. */
 function regenerate() {
   const conversation = store.current;
   if (active || !conversation) return;
@@ -535,7 +528,7 @@ async function loadLimits() {
     const res = await fetch("/api/limits", { headers: { Accept: "application/json" } });
     if (res.ok) limits = parseLimits(await res.json());
   } catch {
-    limits = null; // the server will name any limit a request breaks
+    limits = null; // the server names any limit broken
   }
   if (limits) ui.input.maxLength = limits.max_message_chars;
 }
@@ -556,7 +549,6 @@ async function run(conversation, { fresh = false } = {}) {
   renderSidebar();
   renderConversation();
   await limitsReady;
-  // The conversation's images go again with it, to a model that can see them.
   const urls = new Map();
   if (sees)
     for (const m of history)
@@ -566,7 +558,7 @@ async function run(conversation, { fresh = false } = {}) {
   if (!ui.reasoning.checked) body.reasoning = false;
 
   const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
-  // Regenerate asks for a new answer, not one a cache kept (the server's cache honours it).
+  // Regenerate bypasses the server's answer cache.
   if (fresh) headers["Cache-Control"] = "no-cache";
   const token = localStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
@@ -585,7 +577,7 @@ async function run(conversation, { fresh = false } = {}) {
       try {
         error = (await res.json()).error || {};
       } catch {
-        // not JSON: the status says enough
+        // not JSON
       }
       final = "error";
       message.status = "error";
@@ -594,14 +586,13 @@ async function run(conversation, { fresh = false } = {}) {
         status: res.status,
         message: typeof error.message === "string" ? error.message : "",
         retryAfter: Number.parseInt(res.headers.get("Retry-After") || "", 10) || undefined,
-        categories: error.categories, // content_refused
+        categories: error.categories,
       };
       if (res.status === 401) askToken(Boolean(token));
     } else {
       await readEvents(res.body, (name, data) => {
         if (final) return;
         if (name === "message") {
-          // The model's own events, as Workers AI sent them.
           const { reasoning, content } = modelDelta(data);
           if (!reasoning && !content) return;
           firstAt ||= performance.now();
@@ -621,7 +612,7 @@ async function run(conversation, { fresh = false } = {}) {
             fallback_from: data.fallback_from,
             tps: completion && seconds > 0.05 ? completion / seconds : undefined,
           };
-          if (data.moderation) message.moderation = data.moderation; // {safe, categories}
+          if (data.moderation) message.moderation = data.moderation;
         } else if (name === "error") {
           final = "error";
           message.status = "error";
@@ -650,7 +641,6 @@ async function run(conversation, { fresh = false } = {}) {
     updateView(view, true);
     scrollDown();
   }
-  // Edit and Regenerate come back on the other messages.
   for (const other of views.values()) if (other !== view) renderActions(other);
   if (pendingRetry) {
     const next = pendingRetry;
@@ -663,7 +653,7 @@ function stopActive() {
   if (active) active.controller.abort();
 }
 
-// --- API token ------------------------------------------------------------------
+// --- API token
 
 function askToken(rejected) {
   if (rejected) localStorage.removeItem(TOKEN_KEY);
@@ -684,7 +674,7 @@ ui.tokenForm.addEventListener("submit", (e) => {
 });
 ui.tokenCancel.addEventListener("click", () => ui.dialog.close());
 
-// --- composer and controls ------------------------------------------------------
+// --- composer and controls
 
 function resizeInput() {
   if (CSS.supports("field-sizing", "content")) return;
@@ -697,7 +687,7 @@ ui.form.addEventListener("submit", (e) => {
   send(ui.input.value);
 });
 ui.input.addEventListener("keydown", (e) => {
-  // isComposing: Enter that confirms a Chinese IME candidate must not send.
+  // Enter confirming an IME candidate must not send.
   if (e.key === "Enter" && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
     e.preventDefault();
     send(ui.input.value);
@@ -749,7 +739,7 @@ ui.lang.addEventListener("click", () => {
 ui.menu.addEventListener("click", () => (ui.shell.classList.contains("nav-open") ? closeSidebar() : openSidebar()));
 ui.backdrop.addEventListener("click", closeSidebar);
 
-// --- images -----------------------------------------------------------------------
+// --- images
 
 function picture(image, k) {
   const img = el("img", "thumb");
@@ -796,7 +786,6 @@ function renderTray() {
   scrollDown();
 }
 
-/** Picked, pasted or dropped image files, made smaller, within the server's limits. */
 function attach(files) {
   const images = [...files].filter((f) => f.type.startsWith("image/"));
   if (!images.length) return;
@@ -837,7 +826,7 @@ for (const name of ["dragover", "drop"]) {
   });
 }
 
-// --- search ---------------------------------------------------------------------
+// --- search
 
 let found = [];
 let chosen = -1;
@@ -877,7 +866,7 @@ function runSearch() {
   markChosen();
 }
 
-/** Fills `node` with `text`, each range of `marks` in a <mark>: text nodes only. */
+/** `text` into `node`, `marks` ranges in <mark>: text nodes only. */
 function marked(node, text, marks) {
   let at = 0;
   for (const [start, end] of marks) {
@@ -926,7 +915,7 @@ ui.searchInput.addEventListener("keydown", (e) => {
     e.preventDefault();
     openResult(chosen);
   } else if (e.key === "Escape") {
-    // A search field would only clear itself: Escape closes the search.
+    // Escape closes the search, not just clears the field.
     e.preventDefault();
     ui.searchDialog.close();
   }
@@ -939,7 +928,7 @@ ui.searchDialog.addEventListener("click", (e) => {
 });
 if (/Mac|iPhone|iPad/.test(navigator.platform || "")) ui.searchKey.textContent = "⌘ K";
 
-// --- export and import ------------------------------------------------------------
+// --- export and import
 
 function download(name, type, text) {
   const url = URL.createObjectURL(new Blob([text], { type }));
@@ -989,7 +978,7 @@ ui.importFile.addEventListener("change", async () => {
   }
 });
 
-// --- start ----------------------------------------------------------------------
+// --- start
 
 ui.reasoning.checked = localStorage.getItem(THINK_KEY) !== "0";
 // A conversation left streaming by a reload was cut off.

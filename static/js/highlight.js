@@ -1,18 +1,12 @@
-// A small syntax highlighter for the code blocks of answers. Each language is
-// a list of token rules compiled into one regular expression; the text between
-// two matches stays plain. The result is a list of [kind, text] pieces that
-// `paint` turns into <span class="tok-…"> elements holding text nodes, so code
-// never becomes markup, and the colours come from classes in app.css (the
-// strict CSP allows no inline style). An unclosed string or comment runs to
-// the end of its line (or of the block), which is what a half-streamed answer
-// needs. Each line is a block of its own, so a growing block costs the
-// browser the layout of its new lines only.
+// Syntax highlighter for answers' code blocks: per language, token rules in one
+// regexp. Output is text nodes in tok-* spans (colours by class: the CSP allows
+// no inline style). Unclosed strings/comments run to the end, for streaming.
 
 const KINDS = new Set(["kw", "str", "com", "num", "lit", "type", "fn", "attr", "tag", "var"]);
 
 const words = (s) => new Set(s.split(" "));
 
-// Token sources shared by several languages (no capturing groups inside).
+// Shared token sources (no capturing groups).
 const DQ = String.raw`"(?:\\[\s\S]|[^"\\\n])*"?`;
 const SQ = String.raw`'(?:\\[\s\S]|[^'\\\n])*'?`;
 const BACKTICK = String.raw`\x60(?:\\[\s\S]|[^\x60\\])*\x60?`;
@@ -39,7 +33,7 @@ const C_TYPES =
   "void char short int long float double signed unsigned bool size_t int8_t int16_t int32_t int64_t uint8_t " +
   "uint16_t uint32_t uint64_t";
 
-/** C-family rules: comments, strings, numbers and identifiers, plus `extra` rules tried first. */
+/** C-family rules, `extra` ones tried first. */
 const cLike = (
   extra = [],
   strings = [
@@ -283,14 +277,13 @@ const ALIASES = {
   vue: "html",
 };
 
-/** The language a fence names ("py", "TS", "c++" …), or null when it is not one we highlight. */
+/** The language a fence names ("py", "c++"…), or null. */
 export function language(name) {
   const key = String(name || "").toLowerCase();
   const id = Object.hasOwn(ALIASES, key) ? ALIASES[key] : key;
   return Object.hasOwn(LANGS, id) ? id : null;
 }
 
-/** The name shown on a code block: the language's own name, else what the fence said. */
 export function languageLabel(name) {
   const id = language(name);
   return id ? LANGS[id].name : name || "text";
@@ -321,7 +314,7 @@ function identifier(def, word, after) {
   return "";
 }
 
-/** Splits `code` into [kind, text] pieces; kind "" is plain text. Joined, the texts are `code`. */
+/** `code` as [kind, text] pieces (kind "" is plain); joined, they are `code`. */
 export function highlight(code, lang) {
   const id = language(lang);
   if (!id) return [["", code]];
@@ -349,7 +342,7 @@ export function highlight(code, lang) {
   return out;
 }
 
-// HTML and XML: comments, tags with their attributes and values, entities.
+// HTML and XML.
 const MARKUP = /<!--[\s\S]*?(?:-->|$)|<\/?[A-Za-z][\w:.-]*|&[#\w]+;/g;
 const IN_TAG = /\s*(?:(\/?>)|([^\s=/>]+)|(=)\s*("[^"]*"?|'[^']*'?|[^\s>]+)?|(\S))/y;
 
@@ -367,7 +360,6 @@ function markup(code) {
     else if (token[0] === "&") out.push(["num", token]);
     else {
       out.push(["tag", token]);
-      // The attributes, up to the end of the tag.
       for (;;) {
         IN_TAG.lastIndex = pos;
         const a = IN_TAG.exec(code);
@@ -393,9 +385,9 @@ function markup(code) {
   return out;
 }
 
-const painted = new WeakMap(); // code element → {keys, nodes}: its lines as painted
+const painted = new WeakMap(); // code element → {keys, nodes} of its lines
 
-/** The pieces split into lines; each line keeps its "\n" (the last one has none). */
+/** The pieces split into lines, each keeping its "\n". */
 function lines(pieces) {
   const out = [[]];
   for (const [kind, text] of pieces) {
@@ -412,11 +404,9 @@ function lines(pieces) {
 }
 
 /**
- * Fills `codeEl` with `code` highlighted as `lang`: one <span class="ln"> per
- * line (a block of its own, so the browser lays out only the lines that
- * change), holding spans with tok-* classes and text nodes only. Painting the
- * same element again (a code block growing while an answer streams) keeps
- * the lines that did not change and rebuilds from the first one that did.
+ * Fills `codeEl` with `code` highlighted, one block <span class="ln"> per line
+ * so only changed lines are laid out. Painting again (a growing block) keeps
+ * the unchanged lines and rebuilds from the first changed one.
  */
 export function paint(codeEl, code, lang) {
   const doc = codeEl.ownerDocument;

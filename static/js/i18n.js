@@ -1,5 +1,4 @@
-// UI strings in English and Chinese. The page follows the browser's language
-// until the user picks one; the choice is kept in localStorage.
+// UI strings in English and Chinese; the browser's language until the user picks one.
 
 const en = {
   conversations: "Conversations",
@@ -239,7 +238,7 @@ export function strings(lang) {
   return LANGS[lang] || en;
 }
 
-/** Llama Guard's categories ("S2", …) by name: "Non-violent crimes (S2), Hate (S10)". */
+/** Llama Guard's categories by name: "Hate (S10), …". */
 export function categoryNames(codes, t) {
   const names = (Array.isArray(codes) ? codes : []).map((code) => {
     const name = t.categories[Number(/^S(\d+)$/.exec(code)?.[1]) - 1];
@@ -248,7 +247,6 @@ export function categoryNames(codes, t) {
   return names.join(t === zh ? "、" : ", ") || t.unsafe;
 }
 
-/** Fills elements marked data-i18n, data-i18n-label and data-i18n-placeholder. */
 export function applyStrings(root, t) {
   for (const node of root.querySelectorAll("[data-i18n]")) node.textContent = t[node.dataset.i18n];
   for (const node of root.querySelectorAll("[data-i18n-label]"))

@@ -1,15 +1,7 @@
-// A small Markdown renderer for model answers that builds DOM nodes directly.
-// Model text only ever becomes text nodes (textContent / createTextNode), so
-// no HTML in an answer reaches the page as markup. Links are http(s) only and
-// open with rel="noopener noreferrer"; images are never loaded (they become
-// links), so an answer cannot make the browser fetch a remote URL by itself.
-//
-// Supported: paragraphs (single newlines are line breaks), headings, lists
-// (nested, ordered with start), fenced code with a copy button and syntax
-// highlighting (highlight.js: spans of text, classes only), inline code,
-// bold, italic, strikethrough, links and bare URLs, blockquotes, tables,
-// horizontal rules. An unclosed code fence runs to the end, which is what a
-// half-streamed answer needs.
+// A small Markdown renderer for answers, building DOM nodes: model text only
+// becomes text nodes, never markup. Links are http(s) only; images are never
+// loaded (they become links), so an answer cannot make the browser fetch a URL.
+// An unclosed code fence runs to the end, for a half-streamed answer.
 
 const FENCE = /^ {0,3}(`{3,}|~{3,})[ \t]*([^`\s]*)/;
 const HEADING = /^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$/;
@@ -22,7 +14,7 @@ import { languageLabel, paint } from "./highlight.js";
 
 let doc = globalThis.document;
 
-/** Absolute http(s) URL as a string, or null for anything else (javascript:, data:, relative…). */
+/** Absolute http(s) URL, or null (javascript:, data:, relative…). */
 export function safeUrl(raw) {
   try {
     const url = new URL(raw);
@@ -39,7 +31,7 @@ function el(tag, className, text) {
   return node;
 }
 
-/** Renders Markdown source into a DocumentFragment. `labels.copy` names the copy button. */
+/** Markdown source as a DocumentFragment; `labels.copy` names the copy button. */
 export function renderMarkdown(source, labels = {}) {
   doc = globalThis.document;
   const frag = doc.createDocumentFragment();
@@ -238,7 +230,7 @@ function table(lines, i, parent) {
   return i;
 }
 
-// Inline syntax, each tried at the current position (sticky regexes).
+// Inline syntax, tried at the cursor (sticky regexes).
 const ESCAPE = /\\([!-/:-@[-`{-~])/y;
 const CODE = /(`+)([^`]|[^`][\s\S]*?[^`])\1(?!`)/y;
 const IMAGE = /!\[([^\]\n]*)\]\(\s*<?([^\s<>()]*)>?(?:\s+"[^"\n]*")?\s*\)/y;
@@ -289,7 +281,7 @@ function inline(text, parent) {
       if (/^ .* $/.test(code) && code.trim()) code = code.slice(1, -1);
       parent.append(el("code", null, code));
     } else if (c === "!" && (m = at(IMAGE, text, pos))) {
-      // No remote images: the image becomes a link the reader may choose to open.
+      // No remote images: a link instead.
       flush();
       const href = safeUrl(m[2]);
       const label = `🖼 ${m[1] || "image"}`;
@@ -336,18 +328,12 @@ function inline(text, parent) {
 }
 
 /**
- * Renders a growing Markdown source into `host` incrementally, for a streamed
- * answer: blocks that can no longer change are rendered once and kept; only
- * the open tail (the last block or two) is rendered again on each update. A
- * block is closed once a whole line outside any code fence starts at column 0
- * and either follows a blank line and is not a list item, or opens a code
- * fence (and has no "|", which a table row could have): nothing after that
- * can join the blocks before it, so the pieces render exactly as the whole
- * source would (tests/js/page-markdown.test.mjs checks this at every cut).
- * An open code block at the end is not rebuilt either: its new text is
- * painted onto the same element (highlight.js repaints from the first piece
- * that changed). A source that is not an extension of the last one starts
- * over.
+ * Renders a growing (streamed) source into `host`: closed blocks once, only the
+ * open tail again. A cut is made at a whole column-0 line outside a fence that
+ * follows a blank line and is no list item, or opens a fence (without "|"):
+ * nothing later can join earlier blocks, so the result equals a whole render.
+ * An open code block at the end is repainted in place. A source that does not
+ * extend the last one starts over.
  */
 export class MarkdownStream {
   constructor(host, labels = {}) {
@@ -358,13 +344,13 @@ export class MarkdownStream {
 
   reset() {
     this.source = "";
-    this.committed = 0; // source[0, committed) is rendered for good
+    this.committed = 0; // source[0, committed) is final
     this.scanned = 0; // lines before this offset are classified
     this.fence = null; // the open fence at `scanned`, if any…
     this.fenceStart = -1; // …and where its opening line starts
-    this.blank = false; // the last classified line was blank (outside a fence)
+    this.blank = false; // the last classified line was blank
     this.tail = [];
-    this.code = null; // {element, lang} of the tail when it is one open code block
+    this.code = null; // {element, lang} when the tail is one open code block
     this.host.replaceChildren();
   }
 
@@ -416,10 +402,10 @@ export class MarkdownStream {
     this.code = element ? { element, lang: FENCE.exec(tail)[2] } : null;
   }
 
-  /** Paints the tail's new text onto its open code block; false when the tail is something else now. */
+  /** Paints the tail onto its open code block; false when it is not one now. */
   growCode(tail) {
     if (!this.code || !this.fence || this.fenceStart !== this.committed) return false;
-    // A last line that may be the closing fence is left to the renderer.
+    // A possible closing fence is left to the renderer.
     const last = tail.slice(tail.lastIndexOf("\n") + 1).trim();
     if (last && last.replaceAll(this.fence[0], "") === "") return false;
     paint(this.code.element, tail.slice(tail.indexOf("\n") + 1), this.code.lang);

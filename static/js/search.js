@@ -1,7 +1,4 @@
-// Search across conversations: titles and the text of every message, every
-// version included. A result carries a short snippet around the first match
-// and the ranges of every match in it, so the page can mark them (as text:
-// the page builds <mark> elements around text nodes).
+// Search in titles and every message version: snippets with match ranges.
 
 import { nodes } from "./tree.js";
 
@@ -11,7 +8,6 @@ const PER_CONVERSATION = 3; // messages shown per conversation
 
 const literal = (s) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
-/** The query's words as one case-insensitive pattern, or null for a blank query. */
 function pattern(query) {
   const text = String(query || "").trim();
   return text ? new RegExp(literal(text).replace(/\s+/g, "\\s+"), "giu") : null;
@@ -38,10 +34,8 @@ function snippet(text, re) {
 }
 
 /**
- * Conversations matching `query`, best first: title matches, then message
- * matches, newest conversation first within each. A result is
- * {conversation, node (null for a title match), text, marks: [[start, end]]}.
- * At most the title and three messages per conversation; `limit` results in all.
+ * Matches of `query`: titles, then messages, newest first within each:
+ * {conversation, node (null for a title), text, marks: [[start, end]]}.
  */
 export function search(conversations, query, limit = 30) {
   const re = pattern(query);

@@ -1,9 +1,7 @@
-// Server-Sent Events over a fetch() body: EventSource only does GET, and
-// /chat is a POST. Bytes arrive in arbitrary pieces, so both the UTF-8
-// decoding and the line framing are incremental: a character or an event
-// split across two reads comes out whole.
+// Server-Sent Events over a fetch() body (EventSource only does GET; /chat is a
+// POST). Decoding and framing are incremental: split characters come out whole.
 
-/** Parses SSE text pushed in pieces; yields {event, data} per dispatched event. */
+/** Parses SSE text pushed in pieces into {event, data}. */
 export class SseParser {
   constructor() {
     this.buffer = "";
@@ -12,11 +10,10 @@ export class SseParser {
     this.pendingCR = false;
   }
 
-  /** Feeds decoded text; returns the events it completed. */
   push(text) {
     const out = [];
     let s = text;
-    // A "\r" ending the previous piece may be the first half of "\r\n".
+    // A "\r" ending the last piece may be half of "\r\n".
     if (this.pendingCR) {
       this.pendingCR = false;
       if (s.startsWith("\n")) s = s.slice(1);
@@ -55,10 +52,7 @@ export class SseParser {
   }
 }
 
-/**
- * Reads an SSE response body, calling onEvent(name, parsedJson) for each
- * event. Resolves when the body ends; rejects when reading fails or is aborted.
- */
+/** Calls onEvent(name, parsedJson) per event of an SSE body; rejects when reading fails. */
 export async function readEvents(body, onEvent) {
   const reader = body.getReader();
   const decoder = new TextDecoder("utf-8");
@@ -69,7 +63,7 @@ export async function readEvents(body, onEvent) {
       try {
         value = JSON.parse(data);
       } catch {
-        continue; // "[DONE]", or a line an upstream cut off: nothing to show
+        continue; // "[DONE]", or a cut-off line
       }
       onEvent(event, value);
     }
@@ -79,18 +73,13 @@ export async function readEvents(body, onEvent) {
     if (done) break;
     emit(parser.push(decoder.decode(value, { stream: true })));
   }
-  // An event without its closing blank line is incomplete: dropped, as the
-  // SSE spec says; the caller sees no done/error and reports truncation.
+  // An event without its closing blank line is dropped (SSE spec).
   emit(parser.push(decoder.decode()));
 }
 
 const text = (value) => (typeof value === "string" ? value : "");
 
-/**
- * The reasoning and answer text of one of the model's events, in either of
- * Workers AI's shapes: an OpenAI chat.completion.chunk (GLM, Kimi; a whole
- * chat.completion has `message` instead of `delta`) or {"response": …} (Llama).
- */
+/** Reasoning and answer text of a model event: OpenAI chunk/completion or {"response"} (Llama). */
 export function modelDelta(data) {
   if (!data || typeof data !== "object") return { reasoning: "", content: "" };
   if (Array.isArray(data.choices)) {

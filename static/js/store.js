@@ -1,12 +1,7 @@
-// Conversations live in localStorage, so they survive a reload and never
-// leave the browser except as the `messages` of a /chat request (or a file
-// the user exports).
-//
-// A conversation: {id, title, updated, next, pick}, the root of a tree of
-// messages (tree.js). A message: {role: "user"|"assistant", content,
-// reasoning?, status?, stats?, error?, moderation?, images?, next, pick}
-// where status is "done", "stopped", "interrupted" or "error", moderation is
-// done's {safe, categories}, images [{id, type, width, height}] (images.js).
+// Conversations in localStorage: they leave the browser only in /chat requests
+// or exports. A conversation {id, title, updated, next, pick} roots a tree of
+// messages (tree.js): {role, content, reasoning?, status?, stats?, error?,
+// moderation?, images?: [{id, type, width, height}], next, pick}.
 
 import { fromList } from "./tree.js";
 
@@ -51,7 +46,7 @@ export class Store {
       else this.storage.removeItem(CURRENT);
       return true;
     } catch {
-      // Storage full or disabled: the chat keeps working for this visit.
+      // Full or disabled: the chat still works for this visit.
       return false;
     }
   }
@@ -94,11 +89,7 @@ export class Store {
     this.save();
   }
 
-  /**
-   * Adds conversations (already validated, transfer.js) all at once: an id
-   * already here gets a new one, so nothing is overwritten. Returns false and
-   * changes nothing when the storage cannot hold them.
-   */
+  /** Adds validated conversations (taken ids renewed); false, nothing changed, when storage is full. */
   addAll(list) {
     const before = this.conversations;
     const taken = new Set(before.map((c) => c.id));
@@ -116,13 +107,10 @@ function newId() {
 }
 
 /**
- * The `messages` of a /chat request from the thread on screen: the answered
- * turns, the newest kept within the server's limits (GET /api/limits), so a
- * long conversation leaves its oldest turns out instead of failing. The
- * newest message is always sent: if it alone breaks a limit, the server says
- * which. Without limits (they could not be read) everything is sent.
- * Images go as parts, their URLs from `urls` (by id; one missing is left
- * out), counted towards max_images, not the body's bytes (as the server does).
+ * A /chat request's `messages`: the newest turns within the server's limits, so
+ * a long conversation drops its oldest instead of failing (the newest always
+ * goes: the server names a limit it breaks). Image URLs come from `urls` by id
+ * and count towards max_images, not body bytes, as on the server.
  */
 export function requestMessages(messages, limits = null, urls = new Map()) {
   const usable = messages
@@ -162,7 +150,7 @@ const jsonBytes = (value) => encoder.encode(JSON.stringify(value)).length;
 
 const LIMIT_FIELDS = ["max_body_bytes", "max_messages", "max_message_chars", "max_total_chars"];
 
-/** The server's limits from a GET /api/limits body, or null when it is not what the server sends. */
+/** The limits from a GET /api/limits body, or null when malformed. */
 export function parseLimits(data) {
   if (!data || typeof data !== "object") return null;
   for (const name of LIMIT_FIELDS) if (!Number.isInteger(data[name]) || data[name] <= 0) return null;
@@ -170,30 +158,28 @@ export function parseLimits(data) {
   return Object.fromEntries(names.filter((n) => data[n] > 0).map((name) => [name, data[name]]));
 }
 
-// --- images ---------------------------------------------------------------------
-// Made smaller in the browser (vision models read ~1.5k px on the long side)
-// and kept as data: URLs in IndexedDB by id: localStorage is too small.
+// --- images
+// Scaled down (vision models read ~1.5k px long side), kept as data: URLs in
+// IndexedDB (localStorage is too small).
 
 export const MAX_SIDE = 1568;
 
-/** `width`×`height` scaled down (never up) to `max` on the long side. */
 export function fitSize(width, height, max = MAX_SIDE) {
   const k = Math.min(1, max / Math.max(width, height));
   return { width: Math.max(1, Math.round(width * k)), height: Math.max(1, Math.round(height * k)) };
 }
 
-/** How many of `adding` images one question holds beside `pending` ones (max_images). */
+/** How many of `adding` images fit beside `pending` ones. */
 export const fitCount = (pending, adding, limits) =>
   limits?.max_images ? Math.max(0, Math.min(adding, limits.max_images - pending)) : adding;
 
-/** A user message's /chat `content`: its text, or parts when it has images. */
 export function contentParts(text, urls) {
   if (!urls.length) return text;
   const parts = urls.map((url) => ({ type: "image_url", image_url: { url } }));
   return text.trim() ? [{ type: "text", text }, ...parts] : parts;
 }
 
-/** `file` as JPEG {url, type, width, height}, on white, the quality lowered to fit `maxBytes`. */
+/** `file` as JPEG {url, type, width, height} on white, quality lowered to fit `maxBytes`. */
 export async function encodeImage(file, maxBytes = Number.POSITIVE_INFINITY) {
   const bitmap = await createImageBitmap(file).catch(() => {
     throw new Error("unreadable");
@@ -240,7 +226,6 @@ export function putImage(id, url) {
   idb("readwrite", (s) => s.put(url, id));
 }
 
-/** The image's data: URL, or undefined when this browser no longer has it. */
 export async function getImage(id) {
   if (!kept.has(id)) {
     const url = await idb("readonly", (s) => s.get(id));

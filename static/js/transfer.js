@@ -1,13 +1,7 @@
-// Export and import of conversations. An export is JSON:
-//
-//   {"format": "edgechat", "version": 1, "exported": "<ISO time>", "conversations": [conversation…]}
-//
-// with each conversation the tree the page keeps (store.js, tree.js); a
-// Markdown export is the thread on screen. An import is checked whole before
-// anything is applied: size, JSON, then every field of every conversation
-// and message against the one shape an export has. Anything else (an
-// unknown key, a wrong type, a role out of turn, a tree too deep) refuses
-// the file with the path of the first problem, and nothing changes.
+// Export and import: {"format": "edgechat", "version": 1, "exported", "conversations"}
+// holding the page's trees. An import is checked whole before anything is
+// applied: any unknown key, wrong type, role out of turn or too deep a tree
+// refuses the file with the path of the first problem.
 
 import { thread } from "./tree.js";
 
@@ -19,10 +13,7 @@ const MAX_DEPTH = 2000;
 
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
 
-/**
- * What is written for a message: its own fields and its versions, nothing the
- * page adds while streaming. Images are left out (megabytes each).
- */
+/** A message as exported; images are left out (megabytes each). */
 function exportNode(node) {
   const out = { role: node.role, content: node.content || "" };
   if (node.reasoning) out.reasoning = node.reasoning;
@@ -45,7 +36,6 @@ function exportConversation(c) {
   };
 }
 
-/** The JSON text of an export of `conversations`. */
 export function toJson(conversations, now = new Date()) {
   const data = {
     format: FORMAT,
@@ -56,7 +46,7 @@ export function toJson(conversations, now = new Date()) {
   return `${JSON.stringify(data, null, 2)}\n`;
 }
 
-/** The thread on screen as Markdown; `names` are the headings of the two roles. */
+/** The thread on screen as Markdown; `names` head the two roles. */
 export function toMarkdown(conversation, names = { user: "You", assistant: "Assistant" }) {
   const parts = [`# ${oneLine(conversation.title) || "edgechat"}`];
   for (const m of thread(conversation)) {
@@ -71,7 +61,7 @@ const oneLine = (s) =>
     .replace(/\s+/g, " ")
     .trim();
 
-/** A file name for an export: edgechat-<title>-<date>.<ext>. */
+/** edgechat-<title>-<date>.<ext> */
 export function fileName(title, ext, now = new Date()) {
   const slug = oneLine(title)
     .toLowerCase()
@@ -83,7 +73,7 @@ export function fileName(title, ext, now = new Date()) {
 
 export class ImportError extends Error {
   constructor(code, path = "") {
-    // The path names keys from the file: shown as text, and kept short.
+    // The path holds the file's keys: kept short.
     const where = path.length > 120 ? `${path.slice(0, 119)}…` : path;
     super(where ? `${code} at ${where}` : code);
     this.code = code; // "size" | "json" | "format" | "field" | "storage"
@@ -173,16 +163,13 @@ function checkError(value, path) {
   return out;
 }
 
-/** Llama Guard's categories ("S2", …): of done.moderation and a content_refused error. */
+/** Llama Guard's categories ("S2", …). */
 function checkCategories(value, path) {
   if (!Array.isArray(value) || value.length > 20) throw new ImportError("field", path);
   return value.map((code, k) => string(code, `${path}[${k}]`, 10));
 }
 
-/**
- * Checks an export's text and returns its conversations as fresh objects
- * (only the known fields, copied), or throws an ImportError.
- */
+/** An export's conversations as fresh copies of the known fields, or throws an ImportError. */
 export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
   if (typeof text !== "string" || new TextEncoder().encode(text).length > maxBytes) throw new ImportError("size");
   let data;
@@ -212,7 +199,7 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
       pick: 0,
     };
     if (!isNumber(c.updated) || c.updated < 0) throw new ImportError("field", `${path}.updated`);
-    // Depth first without recursion: [source node, copy, path, depth, role its children must have].
+    // Without recursion: [source, copy, path, depth, role of its children].
     const stack = [[c, conversation, path, 0, "user"]];
     while (stack.length) {
       const [source, copy, at, depth, childRole] = stack.pop();
