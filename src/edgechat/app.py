@@ -267,10 +267,18 @@ async def _open_after_verdict(
 ) -> None:
     """Opens the session (unless a cache hit did) while the input check runs,
     then keeps the verdict: unsafe refuses the request and aborts the call."""
+    if guard is None:
+        # No check to wait for: no task either (each one costs Pyodide's
+        # event loop a few turns on the way to the first byte).
+        try:
+            if not opened:
+                await session.open()
+        finally:
+            _log_outcome(ctx.log, session.outcome)
+        return
     opening = None if opened else asyncio.ensure_future(session.open())
     try:
-        if guard is not None:
-            await _input_verdict(ctx, guard)
+        await _input_verdict(ctx, guard)
         if opening is not None:
             await opening
     except BaseException:
