@@ -27,7 +27,7 @@ from edgechat.errors import (
     StoreUnavailable,
 )
 from edgechat.http import Incoming, Reply, error_reply, json_reply, stream_reply
-from edgechat.models import catalog_json, cost_usd
+from edgechat.models import catalog_json
 from edgechat.ports import KvError, Platform, Sink
 from edgechat.providers import ProviderAi
 from edgechat.validation import (
@@ -105,32 +105,22 @@ async def preflight(ctx: Context) -> Reply:
 
 
 async def chat(ctx: Context) -> Reply:
-    request, settings = ctx.request, ctx.settings
+    settings = ctx.settings
     cors = _cors(ctx)
-    token = guards.check_token(request, settings)
-    guards.check_json(request)
-    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
-    body = await ctx.platform.read_body(body_cap(settings.limits, settings.models))
+    body = await _body(ctx, guards.check_token(ctx.request, settings))
     chat_request = parse_chat_request(
         body, settings.limits, settings.models, settings.default_model
     )
-    if settings.log_prompts:
-        ctx.log["prompt"] = chat_request.messages[-1].content
     return await _answer(ctx, chat_request, ChatFraming, cors, stream=True)
 
 
 async def completions(ctx: Context) -> Reply:
     """``POST /v1/chat/completions``: the OpenAI API over the same session."""
-    request, settings = ctx.request, ctx.settings
+    settings = ctx.settings
     cors = _cors(ctx)
-    token = guards.check_api_token(request, settings)
-    guards.check_json(request)
-    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
-    body = await ctx.platform.read_body(body_cap(settings.limits, settings.models))
+    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
     parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
     chat_request = parsed.chat
-    if settings.log_prompts:
-        ctx.log["prompt"] = chat_request.messages[-1].content
     created = int(time.time())
     framing: Callable[[ChatSession], Framing]
     if parsed.stream:
@@ -167,6 +157,15 @@ async def api_usage(ctx: Context) -> Reply:
         raise StoreUnavailable(detail=f"list: {exc}") from exc
 
 
+async def _body(ctx: Context, token: str | None) -> bytes:
+    """The checks every POST of a question passes before it may cost
+    anything (its token is checked by the caller), then its body."""
+    request = ctx.request
+    guards.check_json(request)
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
+    return await ctx.platform.read_body(body_cap(ctx.settings.limits, ctx.settings.models))
+
+
 def _cors(ctx: Context) -> dict[str, str]:
     cors = guards.cors_headers(guards.cors_origin(ctx.request, ctx.settings))
     # An allowed cross-site caller must be able to read our errors too.
@@ -186,6 +185,8 @@ async def _answer(
     (with fallback and deadlines, in ``ChatSession``), then kept and counted
     after the reply."""
     settings, platform = ctx.settings, ctx.platform
+    if settings.log_prompts:
+        ctx.log["prompt"] = chat_request.messages[-1].content
     kv = platform.kv
     refresh = "no-cache" in ctx.request.headers.get("cache-control", "").lower()
     key = (
@@ -332,14 +333,13 @@ def _keep(ctx: Context, session: ChatSession, key: str | None) -> None:
     if not ctx.settings.count_usage:
         return
     counts = outcome.usage
-    cost = cost_usd(outcome.model, counts) if counts and not outcome.cached else None
     ctx.platform.wait_until(
         usage.count(
             kv,
             model=outcome.model,
             prompt_tokens=counts["prompt_tokens"] if counts else 0,
             completion_tokens=counts["completion_tokens"] if counts else 0,
-            cost_usd=cost or 0.0,
+            cost_usd=outcome.cost_usd() or 0.0,
             cached=outcome.cached,
             request_id=ctx.request_id,
         )

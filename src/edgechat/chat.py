@@ -189,11 +189,7 @@ class ChatFraming:
             "model": outcome.model.id,
             "finish_reason": outcome.finish_reason,
             "usage": outcome.usage,
-            "cost_usd": 0.0
-            if outcome.cached
-            else cost_usd(outcome.model, outcome.usage)
-            if outcome.usage
-            else None,
+            "cost_usd": outcome.cost_usd(),
             "ttft_ms": outcome.ttft_ms,
         }
         if outcome.fallback_from is not None:
@@ -230,6 +226,15 @@ class Outcome:
     # there is none.
     moderation: Verdict | None = None
     moderation_error: str | None = None
+
+    def cost_usd(self) -> float | None:
+        """What the answer cost at list price: nothing from the cache, None
+        when the usage or the prices are unknown."""
+        if self.cached:
+            return 0.0
+        if self.model is None or self.usage is None:
+            return None
+        return cost_usd(self.model, self.usage)
 
 
 class ChatSession:

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from edgechat import sse
-from edgechat.errors import ContentRefused, EdgechatError, ModelNotFound, UpstreamMalformed
+from edgechat.errors import EdgechatError, ModelNotFound, UpstreamMalformed
 from edgechat.models import Usage, allowed_models
 from edgechat.upstream import DeltaKind, UpstreamReader
 
@@ -56,9 +56,14 @@ def error_body(exc: EdgechatError) -> tuple[int, dict[str, Any]]:
         status, code, param = 404, "model_not_found", "model"
         message = "The model is not available; GET /v1/models lists the models you can use."
     kind = _ERROR_TYPES.get(status, "server_error" if status >= 500 else "invalid_request_error")
-    error: dict[str, Any] = {"message": message, "type": kind, "param": param, "code": code}
-    if isinstance(exc, ContentRefused):
-        error["categories"] = list(exc.categories)
+    # The class's own body (with anything it adds, such as content_refused's
+    # categories) in OpenAI's fields.
+    error = exc.to_json()["error"] | {
+        "message": message,
+        "type": kind,
+        "param": param,
+        "code": code,
+    }
     return status, {"error": error}
 
 

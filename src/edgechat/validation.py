@@ -24,7 +24,7 @@ no server system prompt is added.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal
@@ -280,7 +280,12 @@ def _model(value: Any, allowed_models: Sequence[str], default_model: str) -> Mod
     return lookup(value, allowed_models)
 
 
-def _messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
+def _message_items(
+    value: Any, limits: Limits, fields: frozenset[str], known: str
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The messages of either body as ``(where, message)``, after the checks
+    both share: a non-empty array within ``max_messages`` of objects with
+    only ``fields`` (named in ``known``)."""
     if value is None:
         raise BadRequest(public="messages is required.")
     if type(value) is not list:
@@ -289,14 +294,19 @@ def _messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...
         raise BadRequest(public="messages must not be empty.")
     if len(value) > limits.max_messages:
         raise BadRequest(public=f"messages has more than {limits.max_messages} entries.")
-    messages: list[Message] = []
-    total = 0
     for index, item in enumerate(value):
         where = f"messages[{index}]"
         if type(item) is not dict:
             raise BadRequest(public=f"{where} must be an object.")
-        if not item.keys() <= _MESSAGE_FIELD_SET:
-            raise BadRequest(public=f"{where} has an unknown field; known fields: role, content.")
+        if not item.keys() <= fields:
+            raise BadRequest(public=f"{where} has an unknown field; known fields: {known}.")
+        yield where, item
+
+
+def _messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
+    messages: list[Message] = []
+    total = 0
+    for where, item in _message_items(value, limits, _MESSAGE_FIELD_SET, "role, content"):
         role = item.get("role")
         if role == "system":
             raise BadRequest(
@@ -457,25 +467,10 @@ def _optional_bool(value: Any, where: str) -> bool:
 
 
 def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
-    if value is None:
-        raise BadRequest(public="messages is required.")
-    if type(value) is not list:
-        raise BadRequest(public="messages must be an array.")
-    if not value:
-        raise BadRequest(public="messages must not be empty.")
-    if len(value) > limits.max_messages:
-        raise BadRequest(public=f"messages has more than {limits.max_messages} entries.")
     messages: list[Message] = []
     total = 0
-    for index, item in enumerate(value):
-        where = f"messages[{index}]"
-        if type(item) is not dict:
-            raise BadRequest(public=f"{where} must be an object.")
-        if not item.keys() <= _OPENAI_MESSAGE_FIELDS:
-            raise BadRequest(
-                public=f"{where} has an unknown field; known fields: "
-                "role, content, name, tool_calls, tool_call_id."
-            )
+    known = "role, content, name, tool_calls, tool_call_id"
+    for where, item in _message_items(value, limits, _OPENAI_MESSAGE_FIELDS, known):
         role = item.get("role")
         if role not in _OPENAI_ROLES:
             raise BadRequest(public=f"{where}.role must be one of {', '.join(_OPENAI_ROLES)}.")

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -631,3 +631,17 @@ class FakePlatform:
             if size > limit:
                 raise PayloadTooLarge(detail="chunked body over the limit")
         return self.body
+
+
+async def finish_within[T](hang_s: float, work: Coroutine[Any, Any, T]) -> T:
+    """Runs ``work`` to its end; a hang of ``hang_s`` fails the test (a
+    timeout that cancelled it could let a swallowed cancellation pass for an
+    answer)."""
+    task = asyncio.ensure_future(work)
+    done, _ = await asyncio.wait({task}, timeout=hang_s)
+    if not done:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        raise AssertionError(f"hung for {hang_s} s")
+    return task.result()

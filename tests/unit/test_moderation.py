@@ -9,12 +9,10 @@ an event, never with guessed times; the only real waits are a patched, small
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import gc
 import json
 import logging
 import re
-from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +42,7 @@ from .fakes import (
     FakeSink,
     Gate,
     RunStep,
+    finish_within,
     model,
     native_stream,
     openai_stream,
@@ -209,7 +208,7 @@ def test_check_times_out(monkeypatch: pytest.MonkeyPatch) -> None:
     ai = FakeAi({}, runs={GUARD_MODEL: [STALL]})
 
     with pytest.raises(TimeoutError) as raised:
-        asyncio.run(finish(moderation.check(ai, TURNS, {})))
+        asyncio.run(finish_within(HANG_S, moderation.check(ai, TURNS, {})))
     assert isinstance(raised.value, moderation.CHECK_FAILURES)
     assert ai.run_calls[0].abandoned  # the call is given up, not left running
 
@@ -341,20 +340,7 @@ async def _handle(path: str, platform: FakePlatform, sink: FakeSink) -> Reply:
 def serve(path: str, platform: FakePlatform) -> tuple[Reply, FakeSink]:
     sink = FakeSink()
 
-    return asyncio.run(finish(_handle(path, platform, sink))), sink
-
-
-async def finish[T](work: Coroutine[Any, Any, T]) -> T:
-    """Runs ``work`` to its end; a hang fails the test (a timeout that
-    cancelled it could let a swallowed cancellation pass for an answer)."""
-    task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task}, timeout=HANG_S)
-    if not done:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-        pytest.fail(f"hung for {HANG_S} s")
-    return task.result()
+    return asyncio.run(finish_within(HANG_S, _handle(path, platform, sink))), sink
 
 
 def log_record(capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -460,7 +446,7 @@ def test_nothing_is_released_before_the_verdict() -> None:
         assert upstream is not None
         assert upstream.reads == 0
         gate.open()
-        return await finish(answering)
+        return await finish_within(HANG_S, answering)
 
     reply = asyncio.run(run())
     stream_ok(reply, sink)

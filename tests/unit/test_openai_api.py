@@ -668,8 +668,8 @@ def test_a_whole_native_answer_becomes_one_chunk_and_a_finish() -> None:
 # --- CompletionFraming through ChatSession.complete() ------------------------------------
 
 
-def complete(ai: FakeAi, chosen: Model = GLM, **kw: Any) -> dict[str, Any]:
-    session = session_for(chosen, ai=ai, stream=False, **kw)
+def completed(session: ChatSession) -> CompletionFraming:
+    """Opens ``session`` and reads its whole answer (raising what ended it)."""
 
     async def run() -> None:
         await session.open()
@@ -678,7 +678,11 @@ def complete(ai: FakeAi, chosen: Model = GLM, **kw: Any) -> dict[str, Any]:
     asyncio.run(run())
     completion = session.framing
     assert isinstance(completion, CompletionFraming)
-    body = completion.completion()
+    return completion
+
+
+def complete(ai: FakeAi, chosen: Model = GLM, **kw: Any) -> dict[str, Any]:
+    body = completed(session_for(chosen, ai=ai, stream=False, **kw)).completion()
     json.dumps(body)  # it is JSON
     return body
 
@@ -836,13 +840,8 @@ def test_a_model_that_never_speaks_fails_the_completion_with_the_deadline() -> N
     fast = Settings(first_token_timeout_s=0.05, idle_timeout_s=0.05, total_timeout_s=1)
     ai = FakeAi({GLM.id: [STALL]})
     session = session_for(GLM, ai=ai, stream=False, settings=fast)
-
-    async def run() -> None:
-        await session.open()
-        await asyncio.wait_for(session.complete(), HANG_S)
-
     with pytest.raises(DeadlineExceeded):
-        asyncio.run(run())
+        completed(session)
     assert ai.calls[0].cancelled
 
 
@@ -898,14 +897,7 @@ def test_a_silent_model_is_not_read_in_a_busy_loop_for_a_whole_completion() -> N
     # the first-words loop into reads with a bound <= 0 once HEARTBEAT_S passed.
     counter = ReadCounter(FakeAi({GLM.id: SILENT_THEN_HI}))
     session = session_for(GLM, ai=counter, stream=False, settings=PINGING)
-
-    async def run() -> None:
-        await session.open()
-        await asyncio.wait_for(session.complete(), HANG_S)
-
-    asyncio.run(run())
-    completion = session.framing
-    assert isinstance(completion, CompletionFraming)
+    completion = completed(session)
     assert completion.completion()["choices"][0]["message"]["content"] == "Hi"
     # Six heartbeat intervals of silence: a few wakes at most, not thousands.
     assert counter.reads < 50
@@ -1387,13 +1379,8 @@ def test_a_cut_off_stream_is_an_error_on_v1() -> None:
     assert parse(sink.body).text() == "Half an answ"
 
     whole = session_for(LLAMA, ai=FakeAi({LLAMA.id: list(cut)}), stream=False)
-
-    async def run_whole() -> None:
-        await whole.open()
-        await asyncio.wait_for(whole.complete(), HANG_S)
-
     with pytest.raises(UpstreamMalformed):
-        asyncio.run(run_whole())
+        completed(whole)
 
 
 def test_batches_grow_with_the_answer_up_to_a_second() -> None:

@@ -5,9 +5,7 @@ a capacity or quota failure, and the whole path through ``app.handle``."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
-from collections.abc import Coroutine
 from typing import Any
 
 import pytest
@@ -42,6 +40,7 @@ from .fakes import (
     FakeSink,
     FetchReply,
     chat_request,
+    finish_within,
     model,
     native_stream,
     openai_stream,
@@ -432,13 +431,13 @@ def pumped(session: ChatSession) -> Parsed:
         await session.open()
         await session.pump(sink)
 
-    asyncio.run(finish(run()))
+    asyncio.run(finish_within(HANG_S, run()))
     return parse(sink.body)
 
 
 def opened_error(session: ChatSession) -> UpstreamError:
     with pytest.raises(UpstreamError) as raised:
-        asyncio.run(finish(session.open()))
+        asyncio.run(finish_within(HANG_S, session.open()))
     return raised.value
 
 
@@ -607,20 +606,7 @@ def serve(platform: FakePlatform, cooling: Cooling | None = None) -> tuple[Reply
         await platform.settle()
         return reply
 
-    return asyncio.run(finish(run())), sink
-
-
-async def finish[T](work: Coroutine[Any, Any, T]) -> T:
-    """Runs ``work`` to its end; a hang fails the test (a timeout that
-    cancelled it could let a swallowed cancellation pass for an answer)."""
-    task = asyncio.ensure_future(work)
-    done, _ = await asyncio.wait({task}, timeout=HANG_S)
-    if not done:
-        task.cancel()
-        with contextlib.suppress(BaseException):
-            await task
-        pytest.fail(f"hung for {HANG_S} s")
-    return task.result()
+    return asyncio.run(finish_within(HANG_S, run())), sink
 
 
 def no_key_anywhere(reply: Reply, sink: FakeSink, out: str) -> None:
@@ -735,7 +721,7 @@ def test_an_image_request_is_not_sent_to_a_provider_that_cannot_see() -> None:
     fetch = FakeFetch([FetchReply(200, HELLO)])
     session = ChatSession(request, s, ai, request_id="r", providers=ProviderAi(fetch, s.providers))
     with pytest.raises(UpstreamBusy):
-        asyncio.run(finish(session.open()))
+        asyncio.run(finish_within(HANG_S, session.open()))
     assert fetch.posts == []
 
 
