@@ -46,7 +46,8 @@ from workers import Request, Response, WorkerEntrypoint
 from edgechat.app import SettingsOnce
 from edgechat.config import Settings
 from edgechat.platform import WorkerPlatform
-from edgechat.upstream import DeltaKind, UpstreamReader, answer_text
+from edgechat.moderation import answer_text
+from edgechat.upstream import DeltaKind, UpstreamReader
 
 
 def js_object(values):

@@ -30,12 +30,8 @@ from edgechat.http import Incoming, Reply, error_reply, json_reply, stream_reply
 from edgechat.models import catalog_json
 from edgechat.ports import KvError, Platform, Sink
 from edgechat.providers import ProviderAi
-from edgechat.validation import (
-    ChatRequest,
-    body_cap,
-    parse_chat_request,
-    parse_openai_request,
-)
+from edgechat.requests import ChatRequest
+from edgechat.validation import body_cap, parse_chat_request, parse_openai_request
 
 
 @dataclass(slots=True)
@@ -66,20 +62,7 @@ async def models(ctx: Context) -> Reply:
 
 async def limits(ctx: Context) -> Reply:
     # The page reads its limits here, so the server is their one source.
-    lim = ctx.settings.limits
-    return json_reply(
-        200,
-        {
-            "max_body_bytes": lim.max_body_bytes,
-            "max_messages": lim.max_messages,
-            "max_message_chars": lim.max_message_chars,
-            "max_total_chars": lim.max_total_chars,
-            "default_output_tokens": lim.default_output_tokens,
-            "max_output_tokens": lim.max_output_tokens,
-            "max_images": lim.max_images,
-            "max_image_bytes": lim.max_image_bytes,
-        },
-    )
+    return json_reply(200, ctx.settings.limits.to_json())
 
 
 async def page(ctx: Context) -> Reply:

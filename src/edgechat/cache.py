@@ -23,8 +23,7 @@ from collections.abc import Sequence
 from edgechat.config import Settings
 from edgechat.models import Model, find
 from edgechat.ports import Kv, KvError, Sink, TimedOut
-from edgechat.upstream import upstream_inputs
-from edgechat.validation import ChatRequest
+from edgechat.requests import ChatRequest
 
 __all__ = ["CachedUpstream", "Hit", "cache_key", "lookup", "store", "wants_cache"]
 
@@ -42,7 +41,7 @@ def wants_cache(request: ChatRequest, settings: Settings) -> bool:
 
 
 def cache_key(request: ChatRequest, settings: Settings) -> str:
-    inputs = upstream_inputs(request, settings, request.model)
+    inputs = request.inputs(request.model, settings.system_prompt)
     del inputs["stream"]
     canonical = json.dumps(
         {"model": request.model.id, "inputs": inputs},

@@ -54,10 +54,10 @@ from edgechat.errors import (
     UpstreamMalformed,
 )
 from edgechat.models import Model, Usage, cost_usd
-from edgechat.moderation import CHECK_FAILURES, Verdict
+from edgechat.moderation import CHECK_FAILURES, Verdict, answer_text
 from edgechat.ports import TIMED_OUT, ClientGone, Sink, Streams, UpstreamStream
-from edgechat.upstream import BLANK_LINES, Tail, UpstreamReader, answer_text, upstream_inputs
-from edgechat.validation import ChatRequest
+from edgechat.requests import ChatRequest
+from edgechat.upstream import BLANK_LINES, Tail, UpstreamReader
 
 Clock = Callable[[], float]
 Sleep = Callable[[float], Awaitable[None]]
@@ -305,7 +305,7 @@ class ChatSession:
         chain on fallback-worthy errors; raises the last error if none does."""
         while True:
             model = self._candidates.pop(0)
-            inputs = upstream_inputs(self._request, self._settings, model)
+            inputs = self._request.inputs(model, self._settings.system_prompt)
             # The binding answers with a stream long before the first token;
             # should it not answer at all, the first-token deadline still holds.
             left = self._settings.first_token_timeout_s - (self._clock() - self._started)

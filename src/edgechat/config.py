@@ -23,6 +23,7 @@ DEFAULT_OUTPUT_TOKENS      1024                        output cap when max_token
 MAX_OUTPUT_TOKENS          4096                        highest max_tokens accepted
 MAX_IMAGES                 4                           images per request, history included
 MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
+MAX_JSON_DEPTH             32                          nesting of a JSON body (at most 64)
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
 IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer
@@ -59,7 +60,7 @@ from urllib.parse import urlsplit
 from edgechat.http import normalize_origin
 from edgechat.models import CATALOG, Model, find
 from edgechat.providers import BUILTIN, NAME, Provider
-from edgechat.validation import Limits
+from edgechat.requests import JSON_DEPTH_CEILING, Limits
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
 
@@ -150,19 +151,18 @@ class Settings:
             # The default chain, minus models the operator did not allow.
             chain = tuple(name for name in defaults.fallback_chain if name in models)
         base = defaults.limits
-        default_output = _int("DEFAULT_OUTPUT_TOKENS", get, base.default_output_tokens)
-        max_output = _int("MAX_OUTPUT_TOKENS", get, base.max_output_tokens)
-        if default_output > max_output:
+        if _int("DEFAULT_OUTPUT_TOKENS", get, base.default_output_tokens) > _int(
+            "MAX_OUTPUT_TOKENS", get, base.max_output_tokens
+        ):
             raise ValueError("DEFAULT_OUTPUT_TOKENS must not exceed MAX_OUTPUT_TOKENS")
+        if _int("MAX_JSON_DEPTH", get, base.max_json_depth) > JSON_DEPTH_CEILING:
+            raise ValueError(f"MAX_JSON_DEPTH must be at most {JSON_DEPTH_CEILING}")
+        # Each limit is the [vars] entry of its upper-case name.
         limits = Limits(
-            max_body_bytes=_int("MAX_BODY_BYTES", get, base.max_body_bytes),
-            max_messages=_int("MAX_MESSAGES", get, base.max_messages),
-            max_message_chars=_int("MAX_MESSAGE_CHARS", get, base.max_message_chars),
-            max_total_chars=_int("MAX_TOTAL_CHARS", get, base.max_total_chars),
-            default_output_tokens=default_output,
-            max_output_tokens=max_output,
-            max_images=_int("MAX_IMAGES", get, base.max_images),
-            max_image_bytes=_int("MAX_IMAGE_BYTES", get, base.max_image_bytes),
+            **{
+                name: _int(name.upper(), get, value)
+                for name, value in defaults.limits.to_json().items()
+            }
         )
         return cls(
             system_prompt=_text("SYSTEM_PROMPT", get) or defaults.system_prompt,

@@ -12,14 +12,25 @@ refuses it with ``503 moderation_unavailable``.
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
 from edgechat.errors import EdgechatError
 from edgechat.ports import Ai
-from edgechat.validation import ChatRequest
+from edgechat.requests import ChatRequest
+from edgechat.upstream import DeltaKind, UpstreamReader
 
-__all__ = ["CATEGORIES", "GUARD_MODEL", "Verdict", "check", "conversation", "parse_verdict"]
+__all__ = [
+    "CATEGORIES",
+    "GUARD_MODEL",
+    "Verdict",
+    "answer_text",
+    "check",
+    "conversation",
+    "parse_verdict",
+]
 
 GUARD_MODEL = "@cf/meta/llama-guard-3-8b"
 
@@ -103,3 +114,30 @@ async def check(ai: Ai, turns: list[dict[str, str]], options: dict[str, Any]) ->
 
 
 CHECK_FAILURES = (EdgechatError, ValueError, TimeoutError)
+
+
+# --- the text of a whole recorded answer ----------------------------------------
+
+# The answer's text pieces in both shapes: "content" (OpenAI deltas or a
+# whole message) and "response" (native). JSON escapes every quote inside a
+# string, so a match cannot start inside a model's text, and
+# "reasoning_content" has no quote before "content".
+_TEXT_FIELD = re.compile(rb'"(?:content|response)"\s*:\s*"((?:[^"\\]|\\.)*)"')
+
+
+def answer_text(stream: bytes) -> str:
+    """The answer's text in a whole recorded stream, for the output check:
+    one regular-expression pass and one JSON parse of all the pieces at once,
+    instead of one parse per event (``bench/request_cost.mjs`` compares them)."""
+    pieces = _TEXT_FIELD.findall(stream)
+    if not pieces:
+        return ""
+    joined = b'["' + b'","'.join(pieces) + b'"]'
+    try:
+        texts = json.loads(joined.decode("utf-8", "replace"))
+    except ValueError:
+        # An escape cut in two by a bad stream: fall back to the reader.
+        reader = UpstreamReader()
+        deltas = reader.feed(stream) + reader.finish()
+        return "".join(text for kind, text in deltas if kind is DeltaKind.CONTENT)
+    return "".join(texts)

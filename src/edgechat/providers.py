@@ -20,6 +20,7 @@ from typing import Any
 from edgechat.errors import ProviderError, UpstreamError
 from edgechat.models import Model, WireFormat
 from edgechat.ports import Fetch, UpstreamStream
+from edgechat.requests import PARAMS
 
 __all__ = ["BUILTIN", "Provider", "ProviderAi", "provider_inputs"]
 
@@ -34,17 +35,7 @@ BUILTIN: dict[str, tuple[str, str]] = {
 NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 
 # What an OpenAI-compatible API takes of the inputs edgechat builds.
-_PASSED = (
-    "temperature",
-    "top_p",
-    "stop",
-    "seed",
-    "response_format",
-    "tools",
-    "tool_choice",
-    "frequency_penalty",
-    "presence_penalty",
-)
+_PASSED = ("temperature", *(param.name for param in PARAMS if param.providers))
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,4 @@
-"""What edgechat sends Workers AI, and the one reader of what it streams back,
-for both wire formats.
-
-``upstream_inputs`` shapes a request for the model actually called (a fallback
-switches shape with the model).
+"""The one reader of what Workers AI streams back, for both wire formats.
 
 ``AI.run(..., stream=True)`` yields SSE bytes whose events are either
 OpenAI ``chat.completion.chunk`` objects (GLM, Kimi) or native
@@ -27,14 +23,9 @@ import codecs
 import enum
 import json
 import math
-import re
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
-from edgechat.models import Model, Usage, WireFormat
-
-if TYPE_CHECKING:
-    from edgechat.config import Settings
-    from edgechat.validation import ChatRequest
+from edgechat.models import Usage
 
 __all__ = [
     "BLANK_LINES",
@@ -43,31 +34,7 @@ __all__ = [
     "DeltaKind",
     "Tail",
     "UpstreamReader",
-    "answer_text",
-    "upstream_inputs",
 ]
-
-
-def upstream_inputs(request: ChatRequest, settings: Settings, model: Model) -> dict[str, Any]:
-    """The binding's inputs: the conversation as chat messages (under our
-    system prompt for ``/chat``) and the request's generation parameters."""
-    messages = (
-        [{"role": "system", "content": settings.system_prompt}] if request.server_prompt else []
-    )
-    messages += [m.wire() for m in request.messages]
-    inputs: dict[str, Any] = {"messages": messages, "stream": True}
-    if model.wire_format is WireFormat.OPENAI:
-        inputs["max_completion_tokens"] = request.max_tokens
-        if request.reasoning is False:
-            inputs["chat_template_kwargs"] = {"enable_thinking": False}
-    else:
-        inputs["max_tokens"] = request.max_tokens
-    if request.temperature is not None:
-        inputs["temperature"] = request.temperature
-    # Validated against the model (``ChatRequest.unfit``); a fallback model
-    # that could not read one of them is skipped.
-    inputs.update(request.params)
-    return inputs
 
 
 class DeltaKind(enum.Enum):
@@ -490,30 +457,3 @@ class Tail:
         reader.feed(b"\n\n".join(events))
         reader.finish()
         return reader
-
-
-# --- the text of a whole recorded answer ----------------------------------------
-
-# The answer's text pieces in both shapes: "content" (OpenAI deltas or a
-# whole message) and "response" (native). JSON escapes every quote inside a
-# string, so a match cannot start inside a model's text, and
-# "reasoning_content" has no quote before "content".
-_TEXT_FIELD = re.compile(rb'"(?:content|response)"\s*:\s*"((?:[^"\\]|\\.)*)"')
-
-
-def answer_text(stream: bytes) -> str:
-    """The answer's text in a whole recorded stream, for the output check:
-    one regular-expression pass and one JSON parse of all the pieces at once,
-    instead of one parse per event (``bench/request_cost.mjs`` compares them)."""
-    pieces = _TEXT_FIELD.findall(stream)
-    if not pieces:
-        return ""
-    joined = b'["' + b'","'.join(pieces) + b'"]'
-    try:
-        texts = json.loads(joined.decode("utf-8", "replace"))
-    except ValueError:
-        # An escape cut in two by a bad stream: fall back to the reader.
-        reader = UpstreamReader()
-        deltas = reader.feed(stream) + reader.finish()
-        return "".join(text for kind, text in deltas if kind is _CONTENT)
-    return "".join(texts)

@@ -25,127 +25,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any
 
 from edgechat.errors import BadRequest, body_too_large
-from edgechat.images import check_image_part, data_url_size
-from edgechat.models import Model, WireFormat, allowed_models, lookup
+from edgechat.images import check_image_part
+from edgechat.models import Model, allowed_models, lookup
+from edgechat.requests import PARAMS, ChatRequest, Limits, Message, OpenAIRequest, Role
 
-__all__ = [
-    "ChatRequest",
-    "Limits",
-    "Message",
-    "OpenAIRequest",
-    "parse_chat_request",
-    "parse_openai_request",
-]
-
-Role = Literal["system", "user", "assistant", "tool"]
-
-_NOTHING: Mapping[str, Any] = MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    max_body_bytes: int = 65_536
-    max_messages: int = 50
-    max_message_chars: int = 8_000
-    max_total_chars: int = 32_000
-    default_output_tokens: int = 1_024
-    max_output_tokens: int = 4_096
-    # Images per request (the whole conversation) and each one's decoded size.
-    max_images: int = 4
-    max_image_bytes: int = 3 << 20
-
-    def body_cap(self, vision: bool) -> int:
-        """The most a body may hold: ``max_body_bytes`` of text, and where a
-        model can see, exactly what ``max_images`` images of the largest
-        size take on top (their data URLs)."""
-        if not vision:
-            return self.max_body_bytes
-        return self.max_body_bytes + self.max_images * data_url_size(self.max_image_bytes)
-
-    def __post_init__(self) -> None:
-        for name in (
-            "max_body_bytes",
-            "max_messages",
-            "max_message_chars",
-            "max_total_chars",
-            "default_output_tokens",
-            "max_output_tokens",
-            "max_images",
-            "max_image_bytes",
-        ):
-            value = getattr(self, name)
-            if type(value) is not int or value < 1:
-                raise ValueError(f"Limits.{name} must be a positive integer")
-        if self.default_output_tokens > self.max_output_tokens:
-            raise ValueError("Limits.default_output_tokens must not exceed max_output_tokens")
-
-
-@dataclass(frozen=True, slots=True)
-class Message:
-    role: Role
-    content: str
-    # What else the OpenAI API's message carries, sent to the model as it is:
-    # ``tool_calls`` (assistant), ``tool_call_id`` (tool), ``name``.
-    extra: Mapping[str, Any] = field(default=_NOTHING)
-    # A user message with images: its text and image parts in their order
-    # (``content`` is then the text alone, for limits, logs and moderation).
-    parts: tuple[dict[str, Any], ...] = ()
-
-    def wire(self) -> dict[str, Any]:
-        content: Any = list(self.parts) if self.parts else self.content
-        return {"role": self.role, "content": content, **self.extra}
-
-
-@dataclass(frozen=True, slots=True)
-class ChatRequest:
-    messages: tuple[Message, ...]
-    model: Model
-    temperature: float | None
-    max_tokens: int
-    reasoning: bool | None
-    # The OpenAI API's further generation parameters (top_p, stop, seed,
-    # response_format, tools, tool_choice, reasoning_effort, penalties),
-    # validated, sent to the model as they are.
-    params: Mapping[str, Any] = field(default=_NOTHING)
-    # /chat conversations go under the operator's SYSTEM_PROMPT; OpenAI API
-    # callers bring their own system messages.
-    server_prompt: bool = True
-
-    def unfit(self, model: Model) -> str | None:
-        """Why ``model`` cannot take this request (a parameter it does not
-        read, images it cannot see), or None. Fallback skips such models;
-        asking for one is a 400."""
-        if not model.vision and any(m.parts for m in self.messages):
-            return "images"
-        if model.wire_format is WireFormat.NATIVE:
-            for name in _OPENAI_ONLY:
-                if name in self.params:
-                    return name
-        if not model.tools and ("tools" in self.params or self._has_tool_turns()):
-            return "tools"
-        return None
-
-    def _has_tool_turns(self) -> bool:
-        return any(m.role == "tool" or "tool_calls" in m.extra for m in self.messages)
-
-
-@dataclass(frozen=True, slots=True)
-class OpenAIRequest:
-    """A ``/v1/chat/completions`` body: the chat request and how to answer it."""
-
-    chat: ChatRequest
-    stream: bool
-    include_usage: bool
-
-
-# Parameters only the OpenAI-format models (GLM, Kimi) read.
-_OPENAI_ONLY = ("stop", "response_format", "tools", "tool_choice", "reasoning_effort")
-
+__all__ = ["body_cap", "parse_chat_request", "parse_openai_request"]
 
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
 _FIELD_SET = frozenset(_FIELDS)
@@ -386,15 +274,7 @@ _OPENAI_FIELDS = (
     "max_tokens",
     "max_completion_tokens",
     "temperature",
-    "top_p",
-    "stop",
-    "seed",
-    "response_format",
-    "tools",
-    "tool_choice",
-    "reasoning_effort",
-    "frequency_penalty",
-    "presence_penalty",
+    *(param.name for param in PARAMS),
     "n",
     "user",
     # Accepted and not acted on: they change nothing about the answer.

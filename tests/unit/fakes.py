@@ -20,7 +20,7 @@ from typing import Any, cast
 from edgechat.errors import PayloadTooLarge, UpstreamError
 from edgechat.models import Model, Usage, find
 from edgechat.ports import TIMED_OUT, ClientGone, KvError, Sink, TimedOut
-from edgechat.validation import ChatRequest, Message
+from edgechat.requests import ChatRequest, Message
 from tests.kit import upstream as wire
 
 # --- upstream byte streams ---------------------------------------------------

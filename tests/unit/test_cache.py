@@ -28,7 +28,8 @@ from edgechat.errors import UpstreamBusy, UpstreamError
 from edgechat.http import Incoming, Reply
 from edgechat.models import Model, cost_usd
 from edgechat.ports import TIMED_OUT
-from edgechat.validation import ChatRequest, Limits, Message, parse_openai_request
+from edgechat.requests import ChatRequest, Limits, Message
+from edgechat.validation import parse_openai_request
 from tests.kit import upstream as wire
 from tests.kit.sse import Parsed, parse
 

@@ -6,7 +6,7 @@ import pytest
 
 from edgechat.config import DEFAULT_SYSTEM_PROMPT, Settings
 from edgechat.models import find
-from edgechat.validation import Limits
+from edgechat.requests import Limits
 
 
 def settings(**values: object) -> Settings:

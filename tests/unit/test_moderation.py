@@ -28,10 +28,9 @@ from edgechat.errors import (
     from_binding_error,
 )
 from edgechat.http import Incoming, Reply
-from edgechat.moderation import GUARD_MODEL, Verdict, parse_verdict
+from edgechat.moderation import GUARD_MODEL, Verdict, answer_text, parse_verdict
 from edgechat.openai_api import error_body
-from edgechat.upstream import answer_text
-from edgechat.validation import ChatRequest, Message
+from edgechat.requests import ChatRequest, Message
 from tests.kit.sse import Parsed, parse
 
 from .fakes import (

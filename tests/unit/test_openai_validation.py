@@ -14,15 +14,8 @@ from hypothesis import strategies as st
 from edgechat.config import Settings
 from edgechat.errors import BadRequest, ModelNotFound, PayloadTooLarge
 from edgechat.models import find
-from edgechat.upstream import upstream_inputs
-from edgechat.validation import (
-    ChatRequest,
-    Limits,
-    Message,
-    OpenAIRequest,
-    parse_chat_request,
-    parse_openai_request,
-)
+from edgechat.requests import ChatRequest, Limits, Message, OpenAIRequest
+from edgechat.validation import parse_chat_request, parse_openai_request
 
 ALLOWED = ("glm", "kimi", "llama")
 LIMITS = Limits()
@@ -181,7 +174,7 @@ def test_the_params_cannot_be_changed_afterwards() -> None:
 
 def test_the_model_gets_the_callers_messages_under_no_system_prompt_of_ours() -> None:
     chat = parse(asks({"role": "developer", "content": "Rules."}, user("Hi"), seed=3)).chat
-    inputs = upstream_inputs(chat, Settings(system_prompt="OPERATOR PROMPT"), chat.model)
+    inputs = chat.inputs(chat.model, Settings(system_prompt="OPERATOR PROMPT").system_prompt)
     assert inputs == {
         "messages": [{"role": "system", "content": "Rules."}, {"role": "user", "content": "Hi"}],
         "stream": True,

@@ -26,8 +26,7 @@ from edgechat.errors import (
 from edgechat.http import Incoming, Reply
 from edgechat.models import WireFormat, cost_usd
 from edgechat.providers import BUILTIN, Provider, ProviderAi, provider_inputs
-from edgechat.upstream import upstream_inputs
-from edgechat.validation import ChatRequest, Message
+from edgechat.requests import ChatRequest, Message
 from tests.kit.sse import Parsed, parse
 
 from .fakes import (
@@ -243,7 +242,7 @@ def test_provider_inputs_take_openais_fields_only() -> None:
         reasoning_effort="low",
     )
     provider = zhipu()
-    inputs = upstream_inputs(request, Settings(system_prompt="Be brief."), provider.model)
+    inputs = request.inputs(provider.model, Settings(system_prompt="Be brief.").system_prompt)
     assert inputs["chat_template_kwargs"] == {"enable_thinking": False}  # Workers AI's own
     assert provider_inputs(inputs, provider) == {
         "model": "glm-4.7-flash",

@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 
 from edgechat import upstream
 from edgechat.config import Settings
-from edgechat.upstream import Delta, DeltaKind, UpstreamReader, answer_text, upstream_inputs
+from edgechat.moderation import answer_text
+from edgechat.upstream import Delta, DeltaKind, UpstreamReader
 from tests.kit import upstream as wire
 
 from .fakes import chat_request, model
@@ -714,7 +715,7 @@ def test_inputs_send_the_conversation_as_messages_under_the_system_prompt() -> N
         messages=(("user", "Hi"), ("assistant", "Hello!"), ("user", "How are you?")),
         max_tokens=300,
     )
-    assert upstream_inputs(request, settings, GLM) == {
+    assert request.inputs(GLM, settings.system_prompt) == {
         "messages": [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "Hi"},
@@ -727,41 +728,41 @@ def test_inputs_send_the_conversation_as_messages_under_the_system_prompt() -> N
 
 
 def test_inputs_native_models_get_max_tokens() -> None:
-    inputs = upstream_inputs(chat_request(LLAMA, max_tokens=77), Settings(), LLAMA)
+    inputs = chat_request(LLAMA, max_tokens=77).inputs(LLAMA, Settings().system_prompt)
     assert inputs["max_tokens"] == 77
     assert "max_completion_tokens" not in inputs
     assert inputs["messages"][0] == {"role": "system", "content": Settings().system_prompt}
 
 
 def test_inputs_reasoning_false_turns_thinking_off_for_openai_models() -> None:
-    inputs = upstream_inputs(chat_request(GLM, reasoning=False), Settings(), GLM)
+    inputs = chat_request(GLM, reasoning=False).inputs(GLM, Settings().system_prompt)
     assert inputs["chat_template_kwargs"] == {"enable_thinking": False}
 
 
 @pytest.mark.parametrize("reasoning", [None, True])
 def test_inputs_leave_thinking_alone_unless_reasoning_is_false(reasoning: bool | None) -> None:
-    inputs = upstream_inputs(chat_request(GLM, reasoning=reasoning), Settings(), KIMI)
+    inputs = chat_request(GLM, reasoning=reasoning).inputs(KIMI, Settings().system_prompt)
     assert "chat_template_kwargs" not in inputs
 
 
 def test_inputs_native_models_get_no_template_kwargs() -> None:
-    inputs = upstream_inputs(chat_request(LLAMA, reasoning=False), Settings(), LLAMA)
+    inputs = chat_request(LLAMA, reasoning=False).inputs(LLAMA, Settings().system_prompt)
     assert "chat_template_kwargs" not in inputs
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.5])
 def test_inputs_pass_temperature_when_given(temperature: float) -> None:
-    inputs = upstream_inputs(chat_request(GLM, temperature=temperature), Settings(), GLM)
+    inputs = chat_request(GLM, temperature=temperature).inputs(GLM, Settings().system_prompt)
     assert inputs["temperature"] == temperature
 
 
 def test_inputs_omit_temperature_when_absent() -> None:
-    assert "temperature" not in upstream_inputs(chat_request(GLM), Settings(), GLM)
+    assert "temperature" not in chat_request(GLM).inputs(GLM, Settings().system_prompt)
 
 
 def test_inputs_follow_the_model_called_not_the_model_asked_for() -> None:
     # Falling back from GLM to Llama must switch to Llama's input shape.
-    inputs = upstream_inputs(chat_request(GLM, reasoning=False), Settings(), LLAMA)
+    inputs = chat_request(GLM, reasoning=False).inputs(LLAMA, Settings().system_prompt)
     assert inputs["max_tokens"] == 256
     assert "max_completion_tokens" not in inputs
     assert "chat_template_kwargs" not in inputs

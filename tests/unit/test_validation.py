@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgechat.errors import BadRequest, EdgechatError, PayloadTooLarge
-from edgechat.validation import ChatRequest, Limits, Message, parse_chat_request
+from edgechat.requests import ChatRequest, Limits, Message
+from edgechat.validation import parse_chat_request
 
 ALLOWED = ("glm", "kimi", "llama")
 LIMITS = Limits()

@@ -1,0 +1,173 @@
+"""What a question is, once validated: the limits it was held to, its
+messages, and the model call it asks for. ``validation.py`` makes these from
+request bodies; everything after it reads them. Nothing here parses or checks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Literal, NamedTuple
+
+from edgechat.images import data_url_size
+from edgechat.models import Model, WireFormat
+
+__all__ = [
+    "PARAMS",
+    "ChatRequest",
+    "Limits",
+    "Message",
+    "OpenAIRequest",
+    "Param",
+    "Role",
+]
+
+Role = Literal["system", "user", "assistant", "tool"]
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+# Deeper JSON than this is refused before it is parsed; the ceiling keeps an
+# operator's MAX_JSON_DEPTH far below what the interpreter's stack takes.
+JSON_DEPTH_CEILING = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """The request limits, each a ``[vars]`` entry of its upper-case name
+    (``config.py``) and a field of ``GET /api/limits`` (``to_json``)."""
+
+    max_body_bytes: int = 65_536
+    max_messages: int = 50
+    max_message_chars: int = 8_000
+    max_total_chars: int = 32_000
+    default_output_tokens: int = 1_024
+    max_output_tokens: int = 4_096
+    # Images per request (the whole conversation) and each one's decoded size.
+    max_images: int = 4
+    max_image_bytes: int = 3 << 20
+    # Nesting of arrays and objects in a JSON body.
+    max_json_depth: int = 32
+
+    def __post_init__(self) -> None:
+        for name, value in self.to_json().items():
+            if type(value) is not int or value < 1:
+                raise ValueError(f"Limits.{name} must be a positive integer")
+        if self.default_output_tokens > self.max_output_tokens:
+            raise ValueError("Limits.default_output_tokens must not exceed max_output_tokens")
+        if self.max_json_depth > JSON_DEPTH_CEILING:
+            raise ValueError(f"Limits.max_json_depth must be at most {JSON_DEPTH_CEILING}")
+
+    def to_json(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    def body_cap(self, vision: bool) -> int:
+        """The most a body may hold: ``max_body_bytes`` of text, and where a
+        model can see, exactly what ``max_images`` images of the largest
+        size take on top (their data URLs)."""
+        if not vision:
+            return self.max_body_bytes
+        return self.max_body_bytes + self.max_images * data_url_size(self.max_image_bytes)
+
+
+class Param(NamedTuple):
+    """A generation parameter of the OpenAI API that edgechat passes on as it is."""
+
+    name: str
+    # Whether Llama's native format reads it (else only GLM and Kimi do).
+    native: bool
+    # Whether the providers' OpenAI-compatible APIs are sent it.
+    providers: bool
+
+
+# The one list of them; validation.py checks each one's value.
+PARAMS = (
+    Param("top_p", native=True, providers=True),
+    Param("stop", native=False, providers=True),
+    Param("seed", native=True, providers=True),
+    Param("response_format", native=False, providers=True),
+    Param("tools", native=False, providers=True),
+    Param("tool_choice", native=False, providers=True),
+    Param("reasoning_effort", native=False, providers=False),
+    Param("frequency_penalty", native=True, providers=True),
+    Param("presence_penalty", native=True, providers=True),
+)
+_OPENAI_ONLY = tuple(p.name for p in PARAMS if not p.native)
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    content: str
+    # What else the OpenAI API's message carries, sent to the model as it is:
+    # ``tool_calls`` (assistant), ``tool_call_id`` (tool), ``name``.
+    extra: Mapping[str, Any] = field(default=_NOTHING)
+    # A user message with images: its text and image parts in their order
+    # (``content`` is then the text alone, for limits, logs and moderation).
+    parts: tuple[dict[str, Any], ...] = ()
+
+    def wire(self) -> dict[str, Any]:
+        content: Any = list(self.parts) if self.parts else self.content
+        return {"role": self.role, "content": content, **self.extra}
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    messages: tuple[Message, ...]
+    model: Model
+    temperature: float | None
+    max_tokens: int
+    reasoning: bool | None
+    # The OpenAI API's further generation parameters (``PARAMS``),
+    # validated, sent to the model as they are.
+    params: Mapping[str, Any] = field(default=_NOTHING)
+    # /chat conversations go under the operator's SYSTEM_PROMPT; OpenAI API
+    # callers bring their own system messages.
+    server_prompt: bool = True
+
+    def unfit(self, model: Model) -> str | None:
+        """Why ``model`` cannot take this request (a parameter it does not
+        read, images it cannot see), or None. Fallback skips such models;
+        asking for one is a 400."""
+        if not model.vision and any(m.parts for m in self.messages):
+            return "images"
+        if model.wire_format is WireFormat.NATIVE:
+            for name in _OPENAI_ONLY:
+                if name in self.params:
+                    return name
+        if not model.tools and ("tools" in self.params or self._has_tool_turns()):
+            return "tools"
+        return None
+
+    def _has_tool_turns(self) -> bool:
+        return any(m.role == "tool" or "tool_calls" in m.extra for m in self.messages)
+
+    def inputs(self, model: Model, system_prompt: str) -> dict[str, Any]:
+        """What the binding is sent for ``model`` (a fallback switches shape
+        with the model): the conversation as chat messages, under
+        ``system_prompt`` for ``/chat``, and the generation parameters."""
+        messages = [{"role": "system", "content": system_prompt}] if self.server_prompt else []
+        messages += [m.wire() for m in self.messages]
+        inputs: dict[str, Any] = {"messages": messages, "stream": True}
+        if model.wire_format is WireFormat.OPENAI:
+            inputs["max_completion_tokens"] = self.max_tokens
+            if self.reasoning is False:
+                inputs["chat_template_kwargs"] = {"enable_thinking": False}
+        else:
+            inputs["max_tokens"] = self.max_tokens
+        if self.temperature is not None:
+            inputs["temperature"] = self.temperature
+        # Checked against the model (``unfit``); a fallback model that could
+        # not read one of them is skipped.
+        inputs.update(self.params)
+        return inputs
+
+
+@dataclass(frozen=True, slots=True)
+class OpenAIRequest:
+    """A ``/v1/chat/completions`` body: the chat request and how to answer it."""
+
+    chat: ChatRequest
+    stream: bool
+    include_usage: bool
