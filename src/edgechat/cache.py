@@ -21,11 +21,12 @@ import json
 from collections.abc import Sequence
 
 from edgechat.config import Settings
+from edgechat.framing import Outcome
 from edgechat.models import Model, find
 from edgechat.ports import Kv, KvError, Sink, TimedOut
 from edgechat.requests import ChatRequest
 
-__all__ = ["CachedUpstream", "Hit", "cache_key", "lookup", "store", "wants_cache"]
+__all__ = ["CachedUpstream", "Hit", "cache_key", "keepable", "lookup", "store", "wants_cache"]
 
 KEY_PREFIX = "answer:v1:"
 
@@ -50,6 +51,26 @@ def cache_key(request: ChatRequest, settings: Settings) -> str:
         separators=(",", ":"),
     )
     return KEY_PREFIX + hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def keepable(body: bytes | None, outcome: Outcome) -> bytes | None:
+    """The recorded stream ``body``, when the answer is complete enough to
+    be given again: ended by ``stop`` or ``length``, no error, no tool call,
+    not from the cache itself."""
+    if (
+        body is None
+        or outcome.cached
+        or outcome.error is not None
+        or outcome.client_gone
+        or outcome.truncated
+        or outcome.finish_reason not in ("stop", "length", None)
+    ):
+        return None
+    # A forced tool call may end with "stop". JSON escapes every quote in a
+    # model's text, so these bytes can only be a call.
+    if b'"tool_calls":[{' in body or b'"tool_calls": [{' in body:
+        return None
+    return body
 
 
 class Hit:

@@ -1,7 +1,7 @@
 """The OpenAI API's shapes: ``chat.completion.chunk`` streams, whole
 ``chat.completion`` answers, the model list and the error body.
 
-The model call itself is ``chat.ChatSession``'s, as for ``/chat``; what
+The model call itself is ``answer.Answer``'s, as for ``/chat``; what
 differs is the framing. GLM and Kimi already stream OpenAI chunks, and those
 are forwarded as the bytes they are: per batch of events, one search for the
 few shapes an OpenAI client cannot take - Workers AI's native
@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from edgechat import sse
 from edgechat.errors import EdgechatError, ModelNotFound, UpstreamMalformed
-from edgechat.models import Usage, allowed_models
-from edgechat.upstream import DeltaKind, UpstreamReader
-
-if TYPE_CHECKING:
-    from edgechat.chat import ChatSession
+from edgechat.framing import Outcome, Whole
+from edgechat.models import Model, Usage, allowed_models
+from edgechat.upstream import Delta, DeltaKind, UpstreamReader
 
 __all__ = [
     "ChunkFraming",
@@ -81,27 +79,35 @@ def models_json(allowed: Sequence[str]) -> dict[str, Any]:
     return {"object": "list", "data": data}
 
 
-def _completion_id(session: ChatSession) -> str:
-    return "chatcmpl-" + session.request_id
-
-
 def _usage_or_none(usage: Usage | None) -> dict[str, int] | None:
     if usage is None:
         return None
     return {name: usage[name] for name in ("prompt_tokens", "completion_tokens", "total_tokens")}
 
 
-def finish_reason(session: ChatSession) -> str:
+def finish_reason(outcome: Outcome, max_tokens: int) -> str:
     """Why the answer ended: the model's word, or for a model that says
     nothing (Llama's native stream), "length" when it used its whole token
     allowance, else "stop"."""
-    outcome = session.outcome
     if outcome.finish_reason is not None:
         return outcome.finish_reason
     usage = outcome.usage
-    if usage is not None and usage["completion_tokens"] >= session.max_tokens:
+    if usage is not None and usage["completion_tokens"] >= max_tokens:
         return "length"
     return "stop"
+
+
+class _Completion:
+    """What both framings of one completion know from the start."""
+
+    __slots__ = ("created", "id", "max_tokens", "model")
+
+    def __init__(self, request_id: str, max_tokens: int, created: int, model: Model) -> None:
+        self.id = "chatcmpl-" + request_id
+        self.max_tokens = max_tokens
+        self.created = created
+        # The model answering (known once its first words came).
+        self.model = model
 
 
 # The bytes that send a batch down the slow path: any of them may start an
@@ -119,27 +125,26 @@ class ChunkFraming:
 
     relays_natively = False
     ping = sse.PING
+    moderates_output = False
 
-    __slots__ = (
-        "_created",
-        "_discarding",
-        "_include_usage",
-        "_pending",
-        "_role_sent",
-        "_session",
-    )
+    __slots__ = ("_completion", "_discarding", "_include_usage", "_pending", "_role_sent")
 
-    def __init__(self, session: ChatSession, *, include_usage: bool, created: int) -> None:
-        self._session = session
+    def __init__(
+        self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
+    ) -> None:
+        self._completion = _Completion(request_id, max_tokens, created, model)
         self._include_usage = include_usage
-        self._created = created
         self._pending = b""
         self._role_sent = False
         # Dropping an oversized event up to its end.
         self._discarding = False
 
-    def opening(self) -> bytes:
+    def opening(self, model: Model) -> bytes:
         return b""
+
+    def first_words(self, model: Model, data: bytes) -> bytes:
+        self._completion.model = model
+        return self.feed(data)
 
     def feed(self, data: bytes) -> bytes:
         """The complete events in ``data`` (and what was left of the last
@@ -169,14 +174,15 @@ class ChunkFraming:
             return whole
         return self._translate(whole)
 
-    def whole(self, held: bytes, reader: UpstreamReader) -> bytes:
+    def whole(self, model: Model, answer: Whole) -> bytes:
         """A complete JSON answer the model sent instead of a stream."""
-        body = reader.whole_body or {}
+        self._completion.model = model
+        body = answer.body
         message = _first_message(body)
         delta: dict[str, Any] = {"role": "assistant"}
-        if reader.tool_calls:
+        if answer.tool_calls:
             delta["tool_calls"] = [
-                {"index": index, **call} for index, call in enumerate(reader.tool_calls)
+                {"index": index, **call} for index, call in enumerate(answer.tool_calls)
             ]
         for name in ("reasoning_content", "content"):
             text = message.get(name)
@@ -185,17 +191,17 @@ class ChunkFraming:
         if "content" not in delta and type(body.get("response")) is str:
             delta["content"] = body["response"]
         self._role_sent = True
-        return self._chunk(delta, finish_reason=reader.finish_reason)
+        return self._chunk(delta, finish_reason=answer.finish_reason)
 
-    def closing(self, between_events: bool) -> bytes:
-        _refuse_truncated(self._session)
+    def closing(self, outcome: Outcome, between_events: bool) -> bytes:
+        _refuse_truncated(outcome)
         rest = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         out = self._translate(rest + b"\n\n") if rest.strip() and not self._discarding else b""
         self._pending = b""
-        outcome = self._session.outcome
         if outcome.finish_reason is None:
             # Native streams say nothing of why they ended: ours says it.
-            out += self._chunk({}, finish_reason=finish_reason(self._session))
+            reason = finish_reason(outcome, self._completion.max_tokens)
+            out += self._chunk({}, finish_reason=reason)
         if self._include_usage:
             out += sse.data(
                 {
@@ -249,13 +255,12 @@ class ChunkFraming:
         return self._chunk(delta)
 
     def _envelope(self) -> dict[str, Any]:
-        outcome = self._session.outcome
-        model = outcome.model or self._session.first_model
+        completion = self._completion
         return {
-            "id": _completion_id(self._session),
+            "id": completion.id,
             "object": "chat.completion.chunk",
-            "created": self._created,
-            "model": model.id,
+            "created": completion.created,
+            "model": completion.model.id,
         }
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
@@ -263,11 +268,11 @@ class ChunkFraming:
         return sse.data({**self._envelope(), "choices": [choice]})
 
 
-def _refuse_truncated(session: ChatSession) -> None:
+def _refuse_truncated(outcome: Outcome) -> None:
     """A stream that stopped with neither a finish reason nor ``[DONE]`` was
     cut off: the OpenAI API has no way to say so but an error (``/chat``
     says it with ``finish_reason: null``)."""
-    if session.outcome.truncated:
+    if outcome.truncated:
         raise UpstreamMalformed(detail="the model's stream ended without its end")
 
 
@@ -296,64 +301,72 @@ class CompletionFraming:
 
     relays_natively = False
     ping = b""
+    moderates_output = False
 
-    __slots__ = ("_content", "_created", "_reader", "_reasoning", "_session")
+    __slots__ = ("_completion", "_content", "_reader", "_reasoning", "_tool_calls")
 
-    def __init__(self, session: ChatSession, *, created: int) -> None:
-        self._session = session
-        self._created = created
+    def __init__(self, request_id: str, model: Model, max_tokens: int, *, created: int) -> None:
+        self._completion = _Completion(request_id, max_tokens, created, model)
         self._reader = UpstreamReader()
         self._content: list[str] = []
         self._reasoning: list[str] = []
+        self._tool_calls: list[dict[str, Any]] | None = None
 
-    def opening(self) -> bytes:
+    def opening(self, model: Model) -> bytes:
         return b""
+
+    def first_words(self, model: Model, data: bytes) -> bytes:
+        return self.feed(data)
 
     def feed(self, data: bytes) -> bytes:
         self._take(self._reader.feed(data))
         return b""
 
-    def whole(self, held: bytes, reader: UpstreamReader) -> bytes:
-        return self.feed(held)
+    def whole(self, model: Model, answer: Whole) -> bytes:
+        self._content.append(answer.content)
+        if answer.reasoning:
+            self._reasoning.append(answer.reasoning)
+        self._tool_calls = answer.tool_calls
+        return b""
 
-    def closing(self, between_events: bool) -> bytes:
-        _refuse_truncated(self._session)
+    def closing(self, outcome: Outcome, between_events: bool) -> bytes:
+        _refuse_truncated(outcome)
         self._take(self._reader.finish())
+        if self._tool_calls is None:
+            self._tool_calls = self._reader.tool_calls
         return b""
 
     def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
         return b""
 
-    def _take(self, deltas: list[Any]) -> None:
+    def _take(self, deltas: list[Delta]) -> None:
         for kind, text in deltas:
             if kind is DeltaKind.CONTENT:
                 self._content.append(text)
             elif kind is DeltaKind.REASONING:
                 self._reasoning.append(text)
 
-    def completion(self) -> dict[str, Any]:
-        """The ``chat.completion`` body, once the session has answered."""
-        session = self._session
-        outcome = session.outcome
+    def result(self, outcome: Outcome) -> dict[str, Any]:
+        """The ``chat.completion`` body, once the answer is complete."""
         assert outcome.model is not None
         message: dict[str, Any] = {"role": "assistant", "content": "".join(self._content)}
         if self._reasoning:
             message["reasoning_content"] = "".join(self._reasoning)
-        calls = self._reader.tool_calls
+        calls = self._tool_calls
         if calls:
             message["tool_calls"] = calls
             if not message["content"]:
                 message["content"] = None
         return {
-            "id": _completion_id(session),
+            "id": self._completion.id,
             "object": "chat.completion",
-            "created": self._created,
+            "created": self._completion.created,
             "model": outcome.model.id,
             "choices": [
                 {
                     "index": 0,
                     "message": message,
-                    "finish_reason": finish_reason(session),
+                    "finish_reason": finish_reason(outcome, self._completion.max_tokens),
                 }
             ],
             "usage": _usage_or_none(outcome.usage),

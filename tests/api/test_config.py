@@ -76,6 +76,7 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_output_tokens": 100,
         "max_images": 4,
         "max_image_bytes": 3 << 20,
+        "max_json_depth": 32,
     }
 
 

@@ -13,15 +13,62 @@ import asyncio
 import contextlib
 import json
 import math
+import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from edgechat import cache
+from edgechat.answer import Answer, CheckAnswer, Sources
+from edgechat.candidates import Candidates, Cooling
+from edgechat.chat import ChatFraming
+from edgechat.config import Settings
+from edgechat.deadlines import Deadlines
 from edgechat.errors import PayloadTooLarge, UpstreamError
+from edgechat.framing import Framing
 from edgechat.models import Model, Usage, find
-from edgechat.ports import TIMED_OUT, ClientGone, KvError, Sink, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, KvError, Sink, Streams, TimedOut
 from edgechat.requests import ChatRequest, Message
 from tests.kit import upstream as wire
+
+# --- one answer, built as the pipeline builds it ---------------------------------
+
+
+class AnswerUnderTest(Answer):
+    """An ``Answer`` put together as ``pipeline`` does, keeping its framing
+    and the model asked for where the test can read them."""
+
+    def __init__(
+        self,
+        request: ChatRequest,
+        settings: Settings,
+        ai: Streams,
+        *,
+        request_id: str = "req-1",
+        framing: Framing | None = None,
+        record: bool = False,
+        providers: Streams | None = None,
+        cooling: Cooling | None = None,
+        check_answer: CheckAnswer | None = None,
+        sleep: Any = asyncio.sleep,
+    ) -> None:
+        self.framing = framing or ChatFraming(request_id)
+        self.first_model = request.model
+        super().__init__(
+            request,
+            self.framing,
+            Sources(ai, {}, providers),
+            Candidates(request, settings, cooling or Cooling(), providers=providers is not None),
+            Deadlines(settings, time.monotonic),
+            sleep=sleep,
+            record=record,
+            check_answer=check_answer,
+        )
+
+    def recorded(self) -> bytes | None:
+        """What the pipeline would store in the response cache."""
+        return cache.keepable(self.recording.body(), self.outcome)
+
 
 # --- upstream byte streams ---------------------------------------------------
 

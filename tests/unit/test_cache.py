@@ -22,18 +22,19 @@ import pytest
 
 from edgechat import app
 from edgechat.cache import KEY_PREFIX, CachedUpstream, Hit, cache_key, lookup, store, wants_cache
-from edgechat.chat import MAX_RECORDED_BYTES, ChatSession
 from edgechat.config import DEFAULT_SYSTEM_PROMPT, Settings
 from edgechat.errors import UpstreamBusy, UpstreamError
 from edgechat.http import Incoming, Reply
 from edgechat.models import Model, cost_usd
 from edgechat.ports import TIMED_OUT
+from edgechat.recording import MAX_RECORDED_BYTES
 from edgechat.requests import ChatRequest, Limits, Message
 from edgechat.validation import parse_openai_request
 from tests.kit import upstream as wire
 from tests.kit.sse import Parsed, parse
 
 from .fakes import (
+    AnswerUnderTest,
     Fail,
     FakeAi,
     FakeKv,
@@ -349,12 +350,12 @@ def test_a_cancelled_kept_stream_has_nothing_left() -> None:
 # --- what the session keeps ----------------------------------------------------------------
 
 
-def recorded(ai: FakeAi, chosen: Model = GLM) -> ChatSession:
-    session = ChatSession(chat_request(chosen), Settings(), ai, request_id="req-1", record=True)
+def recorded(ai: FakeAi, chosen: Model = GLM) -> AnswerUnderTest:
+    session = AnswerUnderTest(chat_request(chosen), Settings(), ai, request_id="req-1", record=True)
 
     async def run() -> None:
         await session.open()
-        await asyncio.wait_for(session.pump(FakeSink()), HANG_S)
+        await asyncio.wait_for(session.stream(FakeSink()), HANG_S)
 
     asyncio.run(run())
     return session
@@ -365,11 +366,12 @@ def test_the_session_keeps_the_whole_stream() -> None:
 
 
 def test_the_session_keeps_nothing_unless_asked() -> None:
-    session = ChatSession(chat_request(GLM), Settings(), FakeAi({GLM.id: ANSWER}), request_id="r")
+    ai = FakeAi({GLM.id: ANSWER})
+    session = AnswerUnderTest(chat_request(GLM), Settings(), ai, request_id="r")
 
     async def run() -> None:
         await session.open()
-        await session.pump(FakeSink())
+        await session.stream(FakeSink())
 
     asyncio.run(run())
     assert session.recorded() is None

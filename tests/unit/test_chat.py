@@ -19,8 +19,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from edgechat import sse
-from edgechat.chat import MAX_HELD_BYTES, ChatSession, watch_interval
 from edgechat.config import Settings
+from edgechat.delivery import MAX_HELD_BYTES, watch_interval
 from edgechat.errors import (
     BINDING_CODES,
     DeadlineExceeded,
@@ -40,6 +40,7 @@ from tests.kit.workers_ai import FALLBACK_CODES, NO_FALLBACK_CODES
 
 from .fakes import (
     STALL,
+    AnswerUnderTest,
     Delay,
     Fail,
     FakeAi,
@@ -65,15 +66,15 @@ HANG_S = 10.0
 
 def session_for(
     ai: FakeAi, chosen: Model = GLM, settings: Settings = FAST, **request: Any
-) -> ChatSession:
-    return ChatSession(chat_request(chosen, **request), settings, ai, request_id="req-1")
+) -> AnswerUnderTest:
+    return AnswerUnderTest(chat_request(chosen, **request), settings, ai, request_id="req-1")
 
 
 @dataclass
 class Answered:
     """One session opened and pumped into a collecting sink."""
 
-    session: ChatSession
+    session: AnswerUnderTest
     sink: FakeSink
     ai: FakeAi
 
@@ -120,7 +121,7 @@ def answer(
     async def run() -> None:
         await session.open()
         try:
-            await asyncio.wait_for(session.pump(sink), HANG_S)
+            await asyncio.wait_for(session.stream(sink), HANG_S)
         except TimeoutError:
             pytest.fail(f"pump() still running after {HANG_S} s")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from edgechat import app, chat, moderation
+from edgechat import app, moderation, recording
 from edgechat.config import Settings
 from edgechat.errors import (
     ContentRefused,
@@ -576,7 +576,7 @@ def test_output_check_only_for_chat_with_input_only() -> None:
 def test_an_answer_too_long_to_check_follows_moderation_fail(
     fail: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(chat, "MAX_RECORDED_BYTES", 200)
+    monkeypatch.setattr(recording, "MAX_RECORDED_BYTES", 200)
     long = openai_stream(*(("content", "word " * 20),) * 5, usage=usage(20, 100))
     ai = FakeAi({GLM_ID: long}, runs={GUARD_MODEL: [SAFE]})
     reply, sink = serve("/chat", where(ai, MODERATION="input,output", MODERATION_FAIL=fail))

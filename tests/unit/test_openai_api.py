@@ -1,11 +1,11 @@
 """The OpenAI API's shapes (``openai_api``): ``chat.completion.chunk`` streams
 (``ChunkFraming``), whole ``chat.completion`` answers (``CompletionFraming``
-through ``ChatSession.complete``), ``error_body``, ``models_json``; and the
+through ``Answer.whole``), ``error_body``, ``models_json``; and the
 ``/v1/`` routes through ``app.handle``: the token, the model list, the
 OpenAI error shape and the AI Gateway options.
 
 The framings are driven two ways: fed by hand (with the session's outcome set
-as the session sets it at the end of a stream), and through ``ChatSession``
+as the session sets it at the end of a stream), and through ``Answer``
 with a scripted ``FakeAi``, whose batching waits go to a recorder instead of a
 clock (``sleep=``).
 """
@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,8 +24,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edgechat import app, guards, sse
-from edgechat.chat import FORWARD_BATCH_MAX_S, FORWARD_BATCH_S, ChatSession, forward_batch
 from edgechat.config import Settings
+from edgechat.delivery import FORWARD_BATCH_MAX_S, FORWARD_BATCH_S, forward_batch
 from edgechat.errors import (
     ApiDisabled,
     BadRequest,
@@ -49,6 +49,7 @@ from edgechat.errors import (
     UpstreamRequestTooLarge,
     UpstreamTimeout,
 )
+from edgechat.framing import Outcome
 from edgechat.http import Incoming, Reply
 from edgechat.models import CATALOG, Model, Usage
 from edgechat.openai_api import (
@@ -67,6 +68,7 @@ from tests.kit.sse import MODEL, Event, parse
 
 from .fakes import (
     STALL,
+    AnswerUnderTest,
     Delay,
     Fail,
     FakeAi,
@@ -145,19 +147,16 @@ def session_for(
     max_tokens: int = 256,
     settings: Settings = CALM,
     naps: Naps | None = None,
-) -> ChatSession:
-    framing: Callable[[ChatSession], Any]
+) -> AnswerUnderTest:
+    request = chat_request(chosen, max_tokens=max_tokens)
+    facts = (REQUEST_ID, chosen, request.max_tokens)
+    framing: ChunkFraming | CompletionFraming
     if stream:
-
-        def framing(session: ChatSession) -> ChunkFraming:
-            return ChunkFraming(session, include_usage=include_usage, created=CREATED)
+        framing = ChunkFraming(*facts, include_usage=include_usage, created=CREATED)
     else:
-
-        def framing(session: ChatSession) -> CompletionFraming:
-            return CompletionFraming(session, created=CREATED)
-
-    return ChatSession(
-        chat_request(chosen, max_tokens=max_tokens),
+        framing = CompletionFraming(*facts, created=CREATED)
+    return AnswerUnderTest(
+        request,
         settings,
         ai or FakeAi({}),
         request_id=REQUEST_ID,
@@ -166,13 +165,13 @@ def session_for(
     )
 
 
-def chunks_of(session: ChatSession) -> ChunkFraming:
+def chunks_of(session: AnswerUnderTest) -> ChunkFraming:
     framing = session.framing
     assert isinstance(framing, ChunkFraming)
     return framing
 
 
-def end_as_the_session_does(session: ChatSession, stream: bytes) -> None:
+def end_as_the_session_does(session: AnswerUnderTest, stream: bytes) -> None:
     """Sets the outcome the session would have at the end of ``stream``."""
     reader = UpstreamReader()
     reader.feed(stream)
@@ -188,10 +187,10 @@ def frame(
     """Feeds ``pieces`` by hand; returns what each feed gave and the closing."""
     session = session_for(chosen, include_usage=include_usage, **kw)
     framing = chunks_of(session)
-    assert framing.opening() == b""
+    assert framing.opening(chosen) == b""
     fed = [framing.feed(piece) for piece in pieces]
     end_as_the_session_does(session, b"".join(pieces))
-    return fed, framing.closing(True)
+    return fed, framing.closing(session.outcome, True)
 
 
 def assert_chunk(data: Any, model_id: str) -> dict[str, Any]:
@@ -532,15 +531,15 @@ def test_the_chunk_framing_relays_through_python_and_pings() -> None:
     completion = session_for(stream=False).framing
     assert completion.relays_natively is False
     assert completion.ping == b""
-    assert completion.opening() == b""
+    assert completion.opening(GLM) == b""
 
 
-# --- ChunkFraming through ChatSession ---------------------------------------------------
+# --- ChunkFraming through Answer ---------------------------------------------------
 
 
 @dataclass
 class Streamed:
-    session: ChatSession
+    session: AnswerUnderTest
     sink: FakeSink
     ai: FakeAi
     naps: Naps
@@ -559,7 +558,7 @@ def stream_answer(
 
     async def run() -> None:
         await session.open()
-        await asyncio.wait_for(session.pump(sink), HANG_S)
+        await asyncio.wait_for(session.stream(sink), HANG_S)
 
     asyncio.run(run())
     assert sink.closed == 1
@@ -665,24 +664,24 @@ def test_a_whole_native_answer_becomes_one_chunk_and_a_finish() -> None:
     assert choices[-1]["finish_reason"] == "stop"
 
 
-# --- CompletionFraming through ChatSession.complete() ------------------------------------
+# --- CompletionFraming through Answer.whole() ------------------------------------
 
 
-def completed(session: ChatSession) -> CompletionFraming:
+def completed(session: AnswerUnderTest) -> dict[str, Any]:
     """Opens ``session`` and reads its whole answer (raising what ended it)."""
 
     async def run() -> None:
         await session.open()
-        await asyncio.wait_for(session.complete(), HANG_S)
+        await asyncio.wait_for(session.whole(), HANG_S)
 
     asyncio.run(run())
     completion = session.framing
     assert isinstance(completion, CompletionFraming)
-    return completion
+    return completion.result(session.outcome)
 
 
 def complete(ai: FakeAi, chosen: Model = GLM, **kw: Any) -> dict[str, Any]:
-    body = completed(session_for(chosen, ai=ai, stream=False, **kw)).completion()
+    body = completed(session_for(chosen, ai=ai, stream=False, **kw))
     json.dumps(body)  # it is JSON
     return body
 
@@ -814,7 +813,7 @@ def test_a_failure_mid_answer_raises_and_is_the_outcome() -> None:
 
     async def run() -> None:
         await session.open()
-        await session.complete()
+        await session.whole()
 
     with pytest.raises(UpstreamError):
         asyncio.run(run())
@@ -828,7 +827,7 @@ def test_an_unexpected_failure_mid_answer_is_an_edgechat_error() -> None:
 
     async def run() -> None:
         await session.open()
-        await session.complete()
+        await session.whole()
 
     with pytest.raises(EdgechatError) as caught:
         asyncio.run(run())
@@ -885,7 +884,7 @@ def test_a_silent_model_is_read_once_per_heartbeat_when_streaming() -> None:
 
     async def run() -> None:
         await session.open()
-        await asyncio.wait_for(session.pump(sink), HANG_S)
+        await asyncio.wait_for(session.stream(sink), HANG_S)
 
     asyncio.run(run())
     assert parse(sink.body).pings >= 1
@@ -897,8 +896,7 @@ def test_a_silent_model_is_not_read_in_a_busy_loop_for_a_whole_completion() -> N
     # the first-words loop into reads with a bound <= 0 once HEARTBEAT_S passed.
     counter = ReadCounter(FakeAi({GLM.id: SILENT_THEN_HI}))
     session = session_for(GLM, ai=counter, stream=False, settings=PINGING)
-    completion = completed(session)
-    assert completion.completion()["choices"][0]["message"]["content"] == "Hi"
+    assert completed(session)["choices"][0]["message"]["content"] == "Hi"
     # Six heartbeat intervals of silence: a few wakes at most, not thousands.
     assert counter.reads < 50
 
@@ -995,10 +993,8 @@ def test_models_json_knows_every_catalog_model() -> None:
     ],
 )
 def test_finish_reason(said: str | None, counts: Usage | None, expected: str) -> None:
-    session = session_for(LLAMA, max_tokens=100)
-    session.outcome.finish_reason = said
-    session.outcome.usage = counts
-    assert finish_reason(session) == expected
+    outcome = Outcome(model=LLAMA, finish_reason=said, usage=counts)
+    assert finish_reason(outcome, 100) == expected
 
 
 def test_check_api_token_needs_api_token_and_the_right_bearer() -> None:
@@ -1350,7 +1346,7 @@ def test_python_reads_a_long_stream_in_batches_not_per_token() -> None:
 
     async def run() -> None:
         await session.open()
-        await asyncio.wait_for(session.pump(sink), HANG_S)
+        await asyncio.wait_for(session.stream(sink), HANG_S)
 
     asyncio.run(run())
     (call,) = ai.calls
@@ -1370,7 +1366,7 @@ def test_a_cut_off_stream_is_an_error_on_v1() -> None:
 
     async def run_stream() -> None:
         await streamed.open()
-        await asyncio.wait_for(streamed.pump(sink), HANG_S)
+        await asyncio.wait_for(streamed.stream(sink), HANG_S)
 
     asyncio.run(run_stream())
     events = parse(sink.body).events

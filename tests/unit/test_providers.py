@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from edgechat import app
-from edgechat.chat import ChatSession, Cooling
+from edgechat.candidates import Cooling
 from edgechat.config import Settings
 from edgechat.errors import (
     ProviderError,
@@ -31,6 +31,7 @@ from tests.kit.sse import Parsed, parse
 
 from .fakes import (
     STALL,
+    AnswerUnderTest,
     Fail,
     FakeAi,
     FakeFetch,
@@ -353,14 +354,14 @@ def test_a_busy_model_cools_for_its_retry_after() -> None:
     cooling = Cooling(clock)
     assert BUSY.retry_after == 10
     cooling.mark(GLM, BUSY)
-    assert cooling.cool(GLM)
-    assert not cooling.cool(LLAMA)
+    assert cooling.is_cooling(GLM)
+    assert not cooling.is_cooling(LLAMA)
     clock.now += 9.99
-    assert cooling.cool(GLM)
+    assert cooling.is_cooling(GLM)
     clock.now += 0.01
-    assert not cooling.cool(GLM)
+    assert not cooling.is_cooling(GLM)
     clock.now -= 5  # once warm, it stays warm until marked again
-    assert not cooling.cool(GLM)
+    assert not cooling.is_cooling(GLM)
 
 
 def test_a_model_out_of_quota_cools_for_an_hour() -> None:
@@ -368,9 +369,9 @@ def test_a_model_out_of_quota_cools_for_an_hour() -> None:
     cooling = Cooling(clock)
     cooling.mark(KIMI, QUOTA)
     clock.now += 3599
-    assert cooling.cool(KIMI)
+    assert cooling.is_cooling(KIMI)
     clock.now += 1
-    assert not cooling.cool(KIMI)
+    assert not cooling.is_cooling(KIMI)
 
 
 def test_the_binding_s_retry_after_counts() -> None:
@@ -378,9 +379,9 @@ def test_the_binding_s_retry_after_counts() -> None:
     cooling = Cooling(clock)
     cooling.mark(GLM, UpstreamBusy(detail="3040", binding_code=3040, retry_after=2))
     clock.now += 2
-    assert not cooling.cool(GLM)
+    assert not cooling.is_cooling(GLM)
     cooling.mark(GLM, UpstreamBusy(detail="3040", binding_code=3040, retry_after=0))
-    assert not cooling.cool(GLM)
+    assert not cooling.is_cooling(GLM)
 
 
 @pytest.mark.parametrize(
@@ -399,7 +400,7 @@ def test_the_binding_s_retry_after_counts() -> None:
 def test_only_capacity_and_quota_cool_a_model(exc: UpstreamError) -> None:
     cooling = Cooling(Clock())
     cooling.mark(GLM, exc)
-    assert not cooling.cool(GLM)
+    assert not cooling.is_cooling(GLM)
 
 
 # --- ChatSession: providers after the chain, cooling --------------------------------
@@ -412,8 +413,8 @@ def session_for(
     fetch: FakeFetch | None = None,
     cooling: Cooling | None = None,
     chosen: Any = GLM,
-) -> ChatSession:
-    return ChatSession(
+) -> AnswerUnderTest:
+    return AnswerUnderTest(
         chat_request(chosen),
         s,
         ai,
@@ -423,18 +424,18 @@ def session_for(
     )
 
 
-def pumped(session: ChatSession) -> Parsed:
+def pumped(session: AnswerUnderTest) -> Parsed:
     sink = FakeSink()
 
     async def run() -> None:
         await session.open()
-        await session.pump(sink)
+        await session.stream(sink)
 
     asyncio.run(finish_within(HANG_S, run()))
     return parse(sink.body)
 
 
-def opened_error(session: ChatSession) -> UpstreamError:
+def opened_error(session: AnswerUnderTest) -> UpstreamError:
     with pytest.raises(UpstreamError) as raised:
         asyncio.run(finish_within(HANG_S, session.open()))
     return raised.value
@@ -508,7 +509,7 @@ def test_a_tool_request_skips_llama_but_not_the_providers() -> None:
     )
     ai = FakeAi({GLM.id: BUSY})
     fetch = FakeFetch([FetchReply(200, HELLO)])
-    session = ChatSession(
+    session = AnswerUnderTest(
         request, TWO, ai, request_id="r", providers=ProviderAi(fetch, TWO.providers)
     )
     parsed = pumped(session)
@@ -545,7 +546,7 @@ def test_a_model_busy_mid_answer_cools_too() -> None:
         {GLM.id: [Fail(BUSY)], LLAMA.id: native_stream("Hi!", usage=usage(20, 2))},
     )
     pumped(session_for(ai, Settings(), cooling=cooling))
-    assert cooling.cool(GLM)
+    assert cooling.is_cooling(GLM)
 
 
 def test_cooling_never_leaves_nothing_to_ask() -> None:
@@ -718,7 +719,9 @@ def test_an_image_request_is_not_sent_to_a_provider_that_cannot_see() -> None:
     s = settings(MODELS="glm,kimi,llama", PROVIDERS="zhipu", ZHIPU_API_KEY=KEY)
     ai = FakeAi({KIMI.id: BUSY})
     fetch = FakeFetch([FetchReply(200, HELLO)])
-    session = ChatSession(request, s, ai, request_id="r", providers=ProviderAi(fetch, s.providers))
+    session = AnswerUnderTest(
+        request, s, ai, request_id="r", providers=ProviderAi(fetch, s.providers)
+    )
     with pytest.raises(UpstreamBusy):
         asyncio.run(finish_within(HANG_S, session.open()))
     assert fetch.posts == []
@@ -730,11 +733,11 @@ def test_cooldown_max_s_caps_the_skip_and_0_turns_it_off() -> None:
     quota = UpstreamQuotaExhausted(detail="3036", binding_code=3036)  # Retry-After 3600
     cooling.mark(GLM, quota, 60)
     now[0] += 59
-    assert cooling.cool(GLM)
+    assert cooling.is_cooling(GLM)
     now[0] += 2
-    assert not cooling.cool(GLM)
+    assert not cooling.is_cooling(GLM)
     cooling.mark(GLM, quota, 0)
-    assert not cooling.cool(GLM)
+    assert not cooling.is_cooling(GLM)
     assert Settings.from_mapping({"COOLDOWN_MAX_S": "0"}).cooldown_max_s == 0
     assert Settings().cooldown_max_s == 3600
     with pytest.raises(ValueError, match="COOLDOWN_MAX_S"):

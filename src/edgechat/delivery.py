@@ -1,0 +1,238 @@
+"""One model's stream delivered to the client, in the two phases described
+in ``answer.py``: its first words read and held back by Python, then the
+rest relayed natively while Python looks in now and then, or forwarded by
+Python in growing batches when the framing rewrites events. Both phases
+keep the deadlines; the delivery ends with a reader of how the stream ended.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable
+
+from edgechat.config import Settings
+from edgechat.deadlines import Deadlines
+from edgechat.errors import UpstreamMalformed
+from edgechat.framing import Framing, Outcome, Whole
+from edgechat.models import Model
+from edgechat.ports import TIMED_OUT, ClientGone, Sink, UpstreamStream
+from edgechat.recording import Recording
+from edgechat.upstream import BLANK_LINES, DeltaKind, Tail, UpstreamReader
+
+__all__ = ["MAX_HELD_BYTES", "Delivery", "Writer", "forward_batch", "watch_interval"]
+
+Sleep = Callable[[float], Awaitable[None]]
+
+# Bytes a model may send before its first text (role chunks, empty deltas),
+# held back so a fallback leaves nothing of the failed model behind; a stream
+# that says nothing in this much is not a usable answer.
+MAX_HELD_BYTES = 64 << 10
+
+# How often Python looks at a relayed stream: a quarter of the idle deadline
+# (it then fires at most a quarter late), at most every 4 s: a handful of
+# wakes for a long answer, and at most 4 s of tokens kept for Python to see.
+WATCH_MAX_S = 4.0
+WATCH_MIN_S = 0.05
+
+
+def watch_interval(settings: Settings) -> float:
+    return min(WATCH_MAX_S, max(WATCH_MIN_S, settings.idle_timeout_s / 4))
+
+
+# Python forwarding a stream takes what arrived every 100 ms at first, then
+# every tenth of the time streamed so far, up to 1 s: the first words flow at
+# once, and a long answer costs about what a short one does (bench/v1.mjs).
+FORWARD_BATCH_S = 0.1
+FORWARD_BATCH_MAX_S = 1.0
+FORWARD_BATCH_GROWTH = 0.1
+
+
+def forward_batch(streamed_s: float) -> float:
+    """How long the next batch gathers, after ``streamed_s`` of streaming."""
+    return min(FORWARD_BATCH_MAX_S, max(FORWARD_BATCH_S, FORWARD_BATCH_GROWTH * streamed_s))
+
+
+class Writer:
+    """The client's side of one answer: what is written, when (for the
+    heartbeat), and whether the client is still there."""
+
+    __slots__ = ("_deadlines", "outcome", "sink")
+
+    def __init__(self, sink: Sink, deadlines: Deadlines, outcome: Outcome) -> None:
+        self.sink = sink
+        self._deadlines = deadlines
+        self.outcome = outcome
+
+    async def write(self, data: bytes) -> None:
+        if not data:
+            return
+        try:
+            await self.sink.write(data)
+        except ClientGone:
+            self.outcome.client_gone = True
+            raise
+        self._deadlines.wrote()
+
+
+class Delivery:
+    """``run`` once per model; ``between_events`` says, even after a failure,
+    whether the client's stream is known to be between two events."""
+
+    __slots__ = (
+        "_deadlines",
+        "_framing",
+        "_outcome",
+        "_recording",
+        "_sleep",
+        "_upstream",
+        "_writer",
+        "between_events",
+    )
+
+    def __init__(
+        self,
+        upstream: UpstreamStream,
+        writer: Writer,
+        framing: Framing,
+        deadlines: Deadlines,
+        recording: Recording,
+        sleep: Sleep,
+    ) -> None:
+        self._upstream = upstream
+        self._writer = writer
+        self._framing = framing
+        self._deadlines = deadlines
+        self._recording = recording
+        self._sleep = sleep
+        self._outcome = writer.outcome
+        self.between_events = True
+
+    async def run(self) -> UpstreamReader:
+        first = await self._first_words()
+        if isinstance(first, UpstreamReader):
+            return first
+        if self._framing.relays_natively:
+            return await self._relay_rest(first)
+        return await self._forward_rest(first)
+
+    # --- phase 1: Python reads until the model says something ----------------
+
+    async def _first_words(self) -> UpstreamReader | bytes:
+        """Reads and holds the model's first bytes. Returns them once text
+        came (they are written; the rest is for phase 2), or the finished
+        reader when the stream ended first."""
+        upstream, deadlines = self._upstream, self._deadlines
+        reader = UpstreamReader()
+        held: list[bytes] = []
+        held_size = 0
+        while True:
+            wake = min(deadlines.next(), deadlines.next_ping(bool(self._framing.ping)))
+            data = await upstream.read(wake - deadlines.now())
+            if data is TIMED_OUT:
+                await deadlines.keep(upstream)
+                if deadlines.now() >= deadlines.next_ping(bool(self._framing.ping)):
+                    await self._writer.write(self._framing.ping)
+                continue
+            if data is None:
+                break
+            deadlines.heard()
+            held.append(data)
+            held_size += len(data)
+            if reader.feed(data):
+                head = b"".join(held)
+                await self._writer.write(self._framing.first_words(self._first(head), head))
+                return head
+            if held_size > MAX_HELD_BYTES:
+                raise UpstreamMalformed(detail=f"no text in the first {held_size} bytes")
+        deltas = reader.finish()
+        if not reader.produced:
+            raise UpstreamMalformed(
+                detail=f"no text from the model ({reader.malformed_lines} malformed lines)"
+            )
+        head = b"".join(held)
+        if reader.whole_body is None:
+            await self._writer.write(self._framing.first_words(self._first(head), head))
+            self.between_events = head.endswith(BLANK_LINES)
+            return reader
+        # One JSON document although a stream was asked for.
+        whole = Whole(
+            body=reader.whole_body,
+            content="".join(text for kind, text in deltas if kind is DeltaKind.CONTENT),
+            reasoning="".join(text for kind, text in deltas if kind is DeltaKind.REASONING),
+            tool_calls=reader.tool_calls,
+            finish_reason=reader.finish_reason,
+        )
+        await self._writer.write(self._framing.whole(self._first(head), whole))
+        return reader
+
+    def _first(self, head: bytes) -> Model:
+        """Notes the first words (``head``, all the model sent until them);
+        returns the model that answers."""
+        outcome = self._outcome
+        outcome.ttft_ms = self._deadlines.first_words()
+        self._recording.add(head)
+        assert outcome.model is not None
+        return outcome.model
+
+    # --- phase 2: the platform relays, Python looks in now and then ----------
+
+    async def _relay_rest(self, head: bytes) -> UpstreamReader:
+        """Each turn Python rests until the next look (unless the copy
+        finishes), then takes everything that went by meanwhile: two wakes
+        per watch interval, whatever the number of tokens."""
+        upstream, deadlines, recording = self._upstream, self._deadlines, self._recording
+        watch_s = watch_interval(deadlines.settings)
+        tail = Tail()
+        tail.add(head)
+        self.between_events = False  # unknown until the observer has seen the end
+        relay = await upstream.relay(self._writer.sink)
+        ended = False  # the stream ended; the copy may still be writing its end
+        while True:
+            now = deadlines.now()
+            if await relay.rest(min(now + watch_s, deadlines.next()) - now):
+                break
+            if ended:
+                await deadlines.keep(upstream)
+                continue
+            seen = await relay.observe(deadlines.next() - deadlines.now())
+            if seen is None:
+                ended = True
+                deadlines.last_chunk = None  # a slow client is no silent model
+            elif seen is not TIMED_OUT:
+                tail.add(seen)
+                recording.add(seen)
+                deadlines.heard()
+            await deadlines.keep(upstream)
+        await relay.finished()
+        while (seen := await relay.observe(math.inf)) is not None and seen is not TIMED_OUT:
+            tail.add(seen)
+            recording.add(seen)
+        self.between_events = tail.between_events
+        return tail.read()
+
+    # --- phase 2, when the framing rewrites events: Python forwards ----------
+
+    async def _forward_rest(self, head: bytes) -> UpstreamReader:
+        """Takes what arrived, writes what the framing makes of it, then lets
+        the next batch gather (``forward_batch``)."""
+        upstream, deadlines = self._upstream, self._deadlines
+        tail = Tail()
+        tail.add(head)
+        await upstream.coalesce()
+        began = deadlines.now()
+        while True:
+            data = await upstream.read(deadlines.next() - deadlines.now())
+            if data is TIMED_OUT:
+                await deadlines.keep(upstream)
+                continue
+            if data is None:
+                break
+            now = deadlines.heard()
+            tail.add(data)
+            self._recording.add(data)
+            await self._writer.write(self._framing.feed(data))
+            await deadlines.keep(upstream)
+            pause = min(now + forward_batch(now - began), deadlines.next()) - deadlines.now()
+            if pause > 0:
+                await self._sleep(pause)
+        return tail.read()

@@ -1,0 +1,220 @@
+"""One answer's pipeline, for either endpoint: the response cache's lookup,
+the input check beside the model call, the model (``answer.Answer``), the
+reply, and what is kept after it.
+
+The input check (``MODERATION=input``) starts with the model call, not
+before it, and nothing is released until it passes. What follows an answer
+(storing it in the cache, counting it for ``/api/usage``) runs through
+``waitUntil``: the stream never waits on storage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+
+from edgechat import cache, moderation, recording, usage
+from edgechat.answer import Answer, CheckAnswer, Sources
+from edgechat.candidates import Candidates
+from edgechat.context import Context
+from edgechat.deadlines import Deadlines
+from edgechat.errors import ContentRefused, ModerationUnavailable
+from edgechat.framing import Document, Framing
+from edgechat.http import Reply, json_reply, stream_reply
+from edgechat.ports import Sink
+from edgechat.providers import ProviderAi
+from edgechat.requests import ChatRequest
+
+__all__ = ["answer", "document"]
+
+
+async def answer(
+    ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
+) -> Reply:
+    """The streamed reply to ``request``."""
+    answered, key, headers = await _begin(ctx, request, framing, headers)
+
+    async def produce(sink: Sink) -> None:
+        await answered.stream(sink)
+        ctx.emit(200)
+        _store_and_count(ctx, answered, key)
+
+    return stream_reply(produce, headers)
+
+
+async def document(
+    ctx: Context, request: ChatRequest, framing: Document, headers: dict[str, str]
+) -> Reply:
+    """The whole answer to ``request`` as one document."""
+    answered, key, headers = await _begin(ctx, request, framing, headers)
+    await answered.whole()
+    _store_and_count(ctx, answered, key)
+    return json_reply(200, framing.result(answered.outcome), headers)
+
+
+async def _begin(
+    ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
+) -> tuple[Answer, str | None, dict[str, str]]:
+    """An answer that has a model (or a cached stream) behind it and passed
+    the input check; raises what refused it. Returns the answer, its cache
+    key and the reply's headers."""
+    settings, platform = ctx.settings, ctx.platform
+    if settings.log_prompts:
+        ctx.log["prompt"] = request.messages[-1].content
+    refresh = "no-cache" in ctx.request.headers.get("cache-control", "").lower()
+    options = _ai_options(ctx, refresh=refresh)
+    key = (
+        cache.cache_key(request, settings)
+        if platform.kv is not None and cache.wants_cache(request, settings)
+        else None
+    )
+    answered = _answer(ctx, request, framing, options, record=key is not None)
+    guard = _input_check(ctx, request, options)
+    headers = {**headers, "X-Request-Id": ctx.request_id}
+    try:
+        hit = None
+        if key is not None and platform.kv is not None:
+            if not refresh:
+                hit = await cache.lookup(platform.kv, key, settings.models, ctx.log)
+            ctx.log["cache"] = headers["X-Edgechat-Cache"] = (
+                "hit" if hit else "refresh" if refresh else "miss"
+            )
+        if hit is not None:
+            answered.replay(hit.model, cache.CachedUpstream(hit.body))
+        await _open_checked(ctx, answered, guard, opened=hit is not None)
+    finally:
+        if guard is not None and not guard.done():
+            guard.cancel()
+    return answered, key, headers
+
+
+def _answer(
+    ctx: Context,
+    request: ChatRequest,
+    framing: Framing,
+    options: dict[str, object],
+    *,
+    record: bool,
+) -> Answer:
+    settings, platform = ctx.settings, ctx.platform
+    providers = ProviderAi(platform.fetch, settings.providers) if settings.providers else None
+    check_answer: CheckAnswer | None = None
+    if settings.moderate_output and framing.moderates_output:
+
+        async def check_answer(recorded: bytes | None) -> moderation.Verdict:
+            if recorded is None:
+                raise ValueError(f"the answer is longer than {recording.MAX_RECORDED_BYTES} bytes")
+            turns = moderation.conversation(request, moderation.answer_text(recorded))
+            return await moderation.check(platform.ai, turns, options)
+
+    answered = Answer(
+        request,
+        framing,
+        Sources(platform.ai, options, providers),
+        Candidates(request, settings, ctx.cooling, providers=providers is not None),
+        Deadlines(settings, time.monotonic),
+        sleep=platform.sleep,
+        record=record,
+        check_answer=check_answer,
+    )
+    ctx.outcome = answered.outcome
+    return answered
+
+
+def _input_check(
+    ctx: Context, request: ChatRequest, options: dict[str, object]
+) -> asyncio.Future[moderation.Verdict] | None:
+    """The input check, started; None when there is none to make."""
+    if not ctx.settings.moderate_input:
+        return None
+    turns = moderation.conversation(request)
+    if not turns:
+        # Llama Guard reads text; a conversation of images alone has none.
+        ctx.log["moderation"] = "skipped: no text"
+        return None
+    return asyncio.ensure_future(moderation.check(ctx.platform.ai, turns, options))
+
+
+async def _open_checked(
+    ctx: Context,
+    answered: Answer,
+    guard: asyncio.Future[moderation.Verdict] | None,
+    *,
+    opened: bool,
+) -> None:
+    """Opens the answer (unless the cache did) while the input check runs,
+    then keeps the verdict: unsafe refuses the request and aborts the call."""
+    if guard is None:
+        # Nothing to wait for, so no task (each costs Pyodide's event loop a
+        # few turns on the way to the first byte).
+        if not opened:
+            await answered.open()
+        return
+    opening = None if opened else asyncio.ensure_future(answered.open())
+    try:
+        await _input_verdict(ctx, guard)
+        if opening is not None:
+            await opening
+    except BaseException:
+        if opening is not None:
+            opening.cancel()
+            # Awaited even when done: a failed call's exception is retrieved.
+            with contextlib.suppress(BaseException):
+                await opening
+        await answered.abandon()
+        raise
+
+
+async def _input_verdict(ctx: Context, guard: asyncio.Future[moderation.Verdict]) -> None:
+    try:
+        verdict = await guard
+    except moderation.CHECK_FAILURES as exc:
+        ctx.log["moderation_error"] = f"{type(exc).__name__}: {exc}"
+        if ctx.settings.moderation_fail_closed:
+            raise ModerationUnavailable(detail="the input check failed") from exc
+        return  # MODERATION_FAIL=open: logged, and let through
+    ctx.log["moderation"] = "safe" if verdict.safe else "unsafe:" + ",".join(verdict.categories)
+    if not verdict.safe:
+        raise ContentRefused(categories=verdict.categories)
+
+
+def _ai_options(ctx: Context, *, refresh: bool) -> dict[str, object]:
+    settings = ctx.settings
+    if settings.ai_gateway_id is None:
+        return {}
+    return {
+        "gateway": {
+            "id": settings.ai_gateway_id,
+            "skipCache": refresh,
+            "cacheTtl": settings.cache_ttl_s,
+        }
+    }
+
+
+def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
+    """After a complete answer: store it in the cache and count it for
+    ``/api/usage``, both in the background."""
+    kv, outcome = ctx.platform.kv, answered.outcome
+    if kv is None or outcome.model is None or outcome.error is not None or outcome.client_gone:
+        return
+    if key is not None and outcome.model.provider is None:
+        body = cache.keepable(answered.recording.body(), outcome)
+        if body is not None:
+            ctx.platform.wait_until(
+                cache.store(kv, key, body, outcome.model, ctx.settings.cache_ttl_s, ctx.request_id)
+            )
+    if not ctx.settings.count_usage:
+        return
+    counts = outcome.usage
+    ctx.platform.wait_until(
+        usage.count(
+            kv,
+            model=outcome.model,
+            prompt_tokens=counts["prompt_tokens"] if counts else 0,
+            completion_tokens=counts["completion_tokens"] if counts else 0,
+            cost_usd=outcome.cost_usd() or 0.0,
+            cached=outcome.cached,
+            request_id=ctx.request_id,
+        )
+    )
