@@ -6,10 +6,10 @@ English and Chinese, OpenAI chunk objects with id/model/created fields, usage
 on the last chunks and a closing [DONE] - and prints microseconds per chunk.
 The same bytes cut into 100-byte chunks show the cost of events that straddle
 chunks (counted per event).
-Also times the SSE writer's ``token()`` on the same texts, the other per-token
-cost of /chat.
+With ``--against CHECKOUT`` the same runs are made with another revision's
+reader in a second process, alternating, and the ratios printed.
 
-    .venv/bin/python bench/reader_bench.py [--rounds N]
+    .venv/bin/python bench/reader_bench.py [--rounds N] [--against CHECKOUT]
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -63,57 +64,66 @@ def glm_stream() -> list[bytes]:
     return chunks
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=30)
-    rounds = parser.parse_args().rounds
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
-    from edgechat import sse
+def measure(src: Path, rounds: int) -> dict[str, float]:
+    """Median microseconds per unit of each run, with the reader under ``src``."""
+    sys.path.insert(0, str(src))
     from edgechat.upstream import UpstreamReader
 
     chunks = glm_stream()
-    texts: list[str] = []
-
-    # The same bytes cut every 100 bytes, so events straddle chunks (slow path).
+    # The same bytes cut every 100 bytes, so events straddle chunks.
     joined = b"".join(chunks)
     ragged = [joined[i : i + 100] for i in range(0, len(joined), 100)]
 
     def read(stream: list[bytes]) -> None:
         reader = UpstreamReader()
         feed = reader.feed
+        texts = 0
         for chunk in stream:
-            feed(chunk)
-        reader.finish()
+            texts += len(feed(chunk))
+        texts += len(reader.finish())
         assert reader.saw_done
         assert reader.usage is not None
+        assert texts >= TOKENS, texts
 
-    reader = UpstreamReader()
-    for chunk in chunks:
-        texts.extend(delta.text for delta in reader.feed(chunk))
-    assert len(texts) == TOKENS, len(texts)
-
-    def write_stream() -> None:
-        token = sse.token
-        for text in texts:
-            token(text)
-
-    runs: list[tuple[str, Callable[[], None], int, str]] = [
-        ("UpstreamReader.feed", lambda: read(chunks), len(chunks), "chunk"),
-        ("  … cut every 100 B", lambda: read(ragged), len(chunks), "event"),
-        ("sse.token", write_stream, len(texts), "token"),
+    runs: list[tuple[str, Callable[[], None]]] = [
+        ("UpstreamReader.feed, µs/chunk", lambda: read(chunks)),
+        ("  … cut every 100 B, µs/event", lambda: read(ragged)),
     ]
-    for name, run, count, unit in runs:
+    medians = {}
+    for name, run in runs:
         samples = []
         for _ in range(rounds):
             start = time.perf_counter_ns()
             run()
-            samples.append((time.perf_counter_ns() - start) / count / 1000)
-        print(
-            f"{name:20} {count} {unit}s: {min(samples):.2f} µs/{unit} best, "
-            f"{statistics.median(samples):.2f} µs/{unit} median "
-            f"(Python {sys.version.split()[0]})"
-        )
+            samples.append((time.perf_counter_ns() - start) / len(chunks) / 1000)
+        medians[name] = statistics.median(samples)
+    return medians
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--against", type=Path, help="another checkout to compare with")
+    parser.add_argument("--src", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.src is not None:  # a child run: print the medians as JSON
+        print(json.dumps(measure(args.src, args.rounds)))
+        return
+    here = Path(__file__).resolve().parent.parent / "src"
+    sides = {"this": here} | ({"against": args.against / "src"} if args.against else {})
+    results: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    for _ in range(5):  # alternating, so both see the same machine
+        for side, src in sides.items():
+            cmd = [sys.executable, __file__, "--src", str(src), "--rounds", str(args.rounds)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            results[side].append(json.loads(out))
+    for name in results["this"][0]:
+        this = statistics.median(r[name] for r in results["this"])
+        line = f"{name:32} this {this:.2f}"
+        if "against" in results:
+            other = statistics.median(r[name] for r in results["against"])
+            line += f"   against {other:.2f}   ratio {this / other:.2f}x"
+        print(line + f"   (Python {sys.version.split()[0]})")
 
 
 if __name__ == "__main__":

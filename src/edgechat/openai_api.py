@@ -115,9 +115,6 @@ class _Completion:
 # a string, so none of these can be part of a model's text.
 _UNUSUAL = (b'"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
 
-# An upstream event left unfinished longer than this is not a stream we can use.
-MAX_PENDING_BYTES = 1 << 20
-
 
 class ChunkFraming:
     """``/v1/chat/completions`` with ``stream: true``: ``chat.completion.chunk``
@@ -127,17 +124,15 @@ class ChunkFraming:
     ping = sse.PING
     moderates_output = False
 
-    __slots__ = ("_completion", "_discarding", "_include_usage", "_pending", "_role_sent")
+    __slots__ = ("_completion", "_events", "_include_usage", "_role_sent")
 
     def __init__(
         self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
     ) -> None:
         self._completion = _Completion(request_id, max_tokens, created, model)
         self._include_usage = include_usage
-        self._pending = b""
+        self._events = sse.EventSplitter()
         self._role_sent = False
-        # Dropping an oversized event up to its end.
-        self._discarding = False
 
     def opening(self, model: Model) -> bytes:
         return b""
@@ -149,26 +144,9 @@ class ChunkFraming:
     def feed(self, data: bytes) -> bytes:
         """The complete events in ``data`` (and what was left of the last
         call), as the client gets them; an unfinished event waits."""
-        if self._pending:
-            data = self._pending + data
-        if b"\r" in data:
-            # A CR at the very end may be the first half of a CRLF: wait for more.
-            held = b"\r" if data.endswith(b"\r") else b""
-            data = data[: len(data) - len(held)].replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-            data += held
-        cut = data.rfind(b"\n\n")
-        if cut < 0:
-            self._pending = data
-            if len(data) > MAX_PENDING_BYTES:
-                # Dropped, like any oversized line, up to the event's end.
-                self._pending, self._discarding = b"", True
+        whole = self._events.feed(data)
+        if not whole:
             return b""
-        whole, self._pending = data[: cut + 2], data[cut + 2 :]
-        if self._discarding:
-            end = whole.find(b"\n\n")
-            whole, self._discarding = whole[end + 2 :], False
-            if not whole:
-                return b""
         if not any(mark in whole for mark in _UNUSUAL):
             self._role_sent = True
             return whole
@@ -195,9 +173,8 @@ class ChunkFraming:
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
         _refuse_truncated(outcome)
-        rest = self._pending.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
-        out = self._translate(rest + b"\n\n") if rest.strip() and not self._discarding else b""
-        self._pending = b""
+        rest = self._events.finish()
+        out = self._translate(rest + b"\n\n") if rest.strip() else b""
         if outcome.finish_reason is None:
             # Native streams say nothing of why they ended: ours says it.
             reason = finish_reason(outcome, self._completion.max_tokens)
@@ -221,8 +198,8 @@ class ChunkFraming:
     def _translate(self, whole: bytes) -> bytes:
         out: list[bytes] = []
         texts: list[str] = []
-        for event in whole.split(b"\n\n"):
-            payload = _event_data(event)
+        for event in sse.events(whole):
+            payload = sse.Fields(event).data
             if payload is None or payload == b"[DONE]":
                 continue
             try:
@@ -274,15 +251,6 @@ def _refuse_truncated(outcome: Outcome) -> None:
     says it with ``finish_reason: null``)."""
     if outcome.truncated:
         raise UpstreamMalformed(detail="the model's stream ended without its end")
-
-
-def _event_data(event: bytes) -> bytes | None:
-    """The data of one SSE event (its ``data:`` lines joined), or None."""
-    lines = [line for line in event.split(b"\n") if line.startswith(b"data:")]
-    if not lines:
-        return None
-    values = [line[6:] if line.startswith(b"data: ") else line[5:] for line in lines]
-    return b"\n".join(values)
 
 
 def _first_message(body: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The one writer of our outgoing Server-Sent Events.
+"""The one writer of our outgoing Server-Sent Events, and the one place that
+splits an upstream's (``EventSplitter``, ``events``, ``Fields``).
 
 Every event is exactly ``event: <name>\\ndata: <one-line JSON>\\n\\n``. Model
 text only ever travels JSON-encoded inside ``data:``; JSON escapes CR and LF,
@@ -26,7 +27,17 @@ from collections.abc import Mapping
 
 from edgechat.errors import EdgechatError
 
-__all__ = ["CLOSE_EVENT", "PING", "data", "error", "event"]
+__all__ = [
+    "CLOSE_EVENT",
+    "PING",
+    "EventSplitter",
+    "Fields",
+    "data",
+    "error",
+    "event",
+    "events",
+    "line_ends_to_lf",
+]
 
 PING = b": ping\n\n"
 # Before our closing event when the relayed bytes may have stopped mid-line:
@@ -87,3 +98,95 @@ def error(exc: EdgechatError) -> bytes:
     """The final ``error`` event: the error's public code and message, and
     whether the same request may succeed later."""
     return event("error", {**exc.to_json()["error"], "retryable": exc.retryable})
+
+
+# --- reading: the one place that splits an upstream's SSE -------------------
+
+# An event longer than this, unfinished, is no token stream we can use:
+# dropped up to its end, so memory per request stays flat whatever comes.
+MAX_EVENT_BYTES = 1 << 20
+
+
+def line_ends_to_lf(data: bytes) -> tuple[bytes, bytes]:
+    """``data`` with CRLF and CR line ends made LF, and a CR at the very end
+    held back (it may be the first half of a CRLF): ``(normalised, held)``."""
+    if b"\r" not in data:
+        return data, b""
+    held = b"\r" if data.endswith(b"\r") else b""
+    if held:
+        data = data[:-1]
+    return data.replace(b"\r\n", b"\n").replace(b"\r", b"\n"), held
+
+
+class EventSplitter:
+    """Complete SSE events out of bytes cut anywhere (in an event, a line, a
+    character): ``feed`` returns the events completed so far, LF-ended, each
+    with its blank line; an unfinished event waits for the next bytes."""
+
+    __slots__ = ("_discarding", "_pending", "dropped")
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self._discarding = False
+        # Events dropped for their size.
+        self.dropped = 0
+
+    def feed(self, data: bytes) -> bytes:
+        if self._pending:
+            data = self._pending + data
+        data, held = line_ends_to_lf(data)
+        if self._discarding:
+            end = data.find(b"\n\n")
+            if end < 0:
+                # A last LF may be the first half of the blank line.
+                self._pending = (b"\n" if data.endswith(b"\n") else b"") + held
+                return b""
+            data, self._discarding = data[end + 2 :], False
+        cut = data.rfind(b"\n\n")
+        whole, rest = (b"", data) if cut < 0 else (data[: cut + 2], data[cut + 2 :])
+        if len(rest) > MAX_EVENT_BYTES:
+            self.dropped += 1
+            rest, held, self._discarding = b"", b"", True
+        self._pending = rest + held
+        return whole
+
+    def finish(self) -> bytes:
+        """What the stream left unfinished (an event without its blank
+        line), LF-ended; the splitter is empty afterwards."""
+        rest = b"" if self._discarding else self._pending.replace(b"\r", b"\n")
+        self._pending, self._discarding = b"", False
+        return rest
+
+
+def events(whole: bytes) -> list[bytes]:
+    """The events of ``EventSplitter.feed``'s bytes, without their blank
+    lines (blank lines between events make no event)."""
+    return [event.lstrip(b"\n") for event in whole.split(b"\n\n") if event.strip(b"\n")]
+
+
+class Fields:
+    """One event's fields: its data (``data:`` lines joined by LF, or None
+    without one), its name, and how many lines were not SSE at all."""
+
+    __slots__ = ("data", "name", "stray_lines")
+
+    def __init__(self, event: bytes) -> None:
+        self.data: bytes | None = None
+        self.name: bytes | None = None
+        self.stray_lines = 0
+        if event.startswith(b"data: ") and b"\n" not in event:
+            self.data = event[6:]  # the usual event: one data line
+            return
+        values: list[bytes] = []
+        for line in event.split(b"\n"):
+            field, _, value = line.partition(b":")
+            if value.startswith(b" "):
+                value = value[1:]
+            if field == b"data":
+                values.append(value)
+            elif field == b"event":
+                self.name = value
+            elif field not in (b"", b"id", b"retry"):
+                self.stray_lines += 1  # comments (":…") and the other fields are fine
+        if values:
+            self.data = b"\n".join(values)

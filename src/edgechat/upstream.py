@@ -19,12 +19,12 @@ oversized line) takes the slow path.
 
 from __future__ import annotations
 
-import codecs
 import enum
 import json
 import math
 from typing import Any, NamedTuple
 
+from edgechat import sse
 from edgechat.models import Usage
 
 __all__ = [
@@ -54,17 +54,17 @@ _REASONING = DeltaKind.REASONING
 _CONTENT = DeltaKind.CONTENT
 _TOOL_CALL = DeltaKind.TOOL_CALL
 
-# A line (or a whole-JSON body) longer than this is not a token stream we can
-# use; dropping it keeps memory per request flat whatever the upstream sends.
-MAX_LINE_CHARS = 1 << 20
-MAX_BODY_CHARS = 4 << 20
+# A whole-JSON body longer than this is no answer we can use (events have
+# their own bound, ``sse.MAX_EVENT_BYTES``): memory per request stays flat.
+MAX_BODY_BYTES = 4 << 20
 
 # Reader modes: where the next chunk goes.
 _UNDECIDED = 0  # only whitespace so far
-_SSE = 1  # the fast path
+_SSE = 1
 _JSON = 2  # a whole non-stream JSON body, buffered until finish()
-_DISCARD = 3  # dropping the rest of an oversized SSE line
-_FINISHED = 4
+_FINISHED = 3
+
+_BOM = b"\xef\xbb\xbf"
 
 # raw_decode is json.loads without its per-call wrapper (type checks, BOM
 # check, whitespace regex): 40% less CPU per event. Anything it rejects gets
@@ -124,14 +124,13 @@ class UpstreamReader:
 
     __slots__ = (
         "_body",
-        "_body_chars",
-        "_data",
-        "_decode",
+        "_body_bytes",
+        "_events",
         "_mode",
         "_raw_usage",
-        "_tail",
         "finish_reason",
         "malformed_lines",
+        "named_events",
         "produced",
         "saw_done",
         "tool_calls",
@@ -139,18 +138,18 @@ class UpstreamReader:
     )
 
     def __init__(self) -> None:
-        # One incremental decoder per stream: a multi-byte character split
-        # across chunks is completed by the next chunk, never replaced.
-        self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
         self._mode = _UNDECIDED
-        self._tail = ""  # the unfinished last line
-        self._data: str | None = None  # data of the event being assembled
-        self._body: list[str] = []
-        self._body_chars = 0
+        # Events are split on bytes and decoded whole: a multi-byte character
+        # cut across chunks is never replaced, since no event ends inside one.
+        self._events = sse.EventSplitter()
+        self._body: list[bytes] = []
+        self._body_bytes = 0
         self._raw_usage: dict[str, Any] | None = None
         self.finish_reason: str | None = None
         self.saw_done = False
         self.malformed_lines = 0
+        # Events with an ``event:`` name: no model sends one.
+        self.named_events = 0
         self.produced = False
         self.whole_body: dict[str, Any] | None = None
         self.tool_calls: list[dict[str, Any]] | None = None
@@ -162,147 +161,85 @@ class UpstreamReader:
         return None if raw is None else _normalise_usage(raw)
 
     def feed(self, chunk: bytes) -> list[Delta]:
-        text = self._decode(chunk)
-        if self._mode != _SSE or self._tail or "\r" in text:
-            return self._feed_slow(text)
-        # Fast path: LF line endings, nothing carried over from the last chunk.
+        mode = self._mode
+        if mode != _SSE:
+            if mode == _FINISHED:
+                raise RuntimeError("UpstreamReader.feed() after finish()")
+            if mode == _UNDECIDED:
+                chunk = self._start(chunk)
+            if self._mode == _JSON:
+                self._take_body(chunk)
+                return []
+            if not chunk:
+                return []
+        whole = self._events.feed(chunk)
+        if not whole:
+            return []
         out: list[Delta] = []
-        lines = text.split("\n")
-        if lines[-1]:
-            self._keep_tail(lines[-1])
-        del lines[-1]
-        for line in lines:
-            if not line:
-                if self._data is not None:
-                    data = self._data
-                    self._data = None
-                    self._event(data, out)
-            elif line.startswith("data: ") and self._data is None:
-                self._data = line[6:]
-            else:
-                self._line(line, out)
+        if whole.startswith(b"data: ") and whole.find(b"\n") == len(whole) - 2:
+            self._data(whole[6:-2], out)  # the usual chunk: one event of one line
+        else:
+            for event in sse.events(whole):
+                self._event(event, out)
         if out:
             self.produced = True
         return out
 
     def finish(self) -> list[Delta]:
-        """Flush what the closed stream left: a partial line, an unterminated event, a body."""
+        """Flush what the closed stream left: an unterminated event, a body."""
         if self._mode == _FINISHED:
             return []
         out: list[Delta] = []
-        text = self._decode(b"", True)
         if self._mode == _JSON:
-            self._take_body(text)
             self._whole_body(out)
-        elif self._mode != _UNDECIDED or text.strip():
-            out = self._feed_slow(text)
-            if self._mode == _JSON:  # the stream's first bytes arrived just now
-                self._whole_body(out)
-            elif self._mode in (_SSE, _DISCARD):
-                if self._tail:
-                    self._line(self._tail.rstrip("\r"), out)
-                if self._data is not None:  # closed without the blank line
-                    self._event(self._data, out)
+        elif self._mode == _UNDECIDED and self._body:
+            self.malformed_lines += 1  # a stray part of a byte order mark
+        elif self._mode == _SSE:
+            rest = self._events.finish()
+            if rest.strip():
+                for event in sse.events(rest):
+                    self._event(event, out)
+            self.malformed_lines += self._events.dropped
         self._mode = _FINISHED
-        self._tail = ""
-        self._data = None
         self._body = []
         if out:
             self.produced = True
         return out
 
-    # --- slow path --------------------------------------------------------
+    def _start(self, chunk: bytes) -> bytes:
+        """Decides the format from the first bytes that are not whitespace
+        (nor a byte order mark); until then they are kept in ``_body``."""
+        start = (b"".join(self._body) + chunk).lstrip()
+        self._body = []
+        if start.startswith(_BOM):
+            start = start[len(_BOM) :].lstrip()
+        elif start and _BOM.startswith(start):
+            self._body = [start]  # perhaps the first bytes of a BOM
+            return b""
+        if start:
+            self._mode = _JSON if start[:1] in b"{[" else _SSE
+        return start
 
-    def _feed_slow(self, text: str) -> list[Delta]:
-        mode = self._mode
-        if mode == _FINISHED:
-            raise RuntimeError("UpstreamReader.feed() after finish()")
-        if mode == _UNDECIDED:
-            start = text.lstrip().lstrip("\ufeff").lstrip()
-            if not start:
-                return []  # leading whitespace means nothing in either format
-            if start[0] in "{[":
-                self._mode = _JSON
-                self._take_body(start)
-                return []
-            self._mode = _SSE
-            text = start
-        elif mode == _JSON:
-            self._take_body(text)
-            return []
-        elif mode == _DISCARD:
-            ends = [i for i in (text.find("\n"), text.find("\r")) if i >= 0]
-            if not ends:
-                return []
-            end = min(ends)
-            text = text[end + (2 if text.startswith("\r\n", end) else 1) :]
-            self._mode = _SSE
+    def _event(self, event: bytes, out: list[Delta]) -> None:
+        fields = sse.Fields(event)
+        self.malformed_lines += fields.stray_lines
+        if fields.name is not None:
+            self.named_events += 1
+        if fields.data is not None:
+            self._data(fields.data, out)
 
-        text = self._tail + text if self._tail else text
-        if "\r" in text:
-            # A CR at the very end may be the first half of a CRLF: wait for more.
-            held = "\r" if text.endswith("\r") else ""
-            if held:
-                text = text[:-1]
-            text = text.replace("\r\n", "\n").replace("\r", "\n")
-        else:
-            held = ""
-        out: list[Delta] = []
-        lines = text.split("\n")
-        tail = lines.pop()
-        for line in lines:
-            self._line(line, out)
-        self._tail = ""
-        if tail or held:
-            self._keep_tail(tail + held)
-        if out:
-            self.produced = True
-        return out
-
-    def _keep_tail(self, tail: str) -> None:
-        if len(tail) <= MAX_LINE_CHARS:
-            self._tail = tail
-        else:
-            self.malformed_lines += 1
-            self._tail = ""
-            self._mode = _DISCARD
-
-    def _line(self, line: str, out: list[Delta]) -> None:
-        if not line:
-            if self._data is not None:
-                data = self._data
-                self._data = None
-                self._event(data, out)
-        elif line.startswith("data:"):
-            value = line[6:] if line.startswith("data: ") else line[5:]
-            self._data = value if self._data is None else self._data + "\n" + value
-        else:
-            self._field(line)
-
-    def _field(self, line: str) -> None:
-        # Comments and the fields we have no use for; anything else is not SSE.
-        if line.startswith(":"):
-            return
-        name = line.partition(":")[0]
-        if name in ("event", "id", "retry"):
-            return
-        if name == "data":  # "data:" without a space after the colon
-            value = line[5:]
-            self._data = value if self._data is None else self._data + "\n" + value
-            return
-        self.malformed_lines += 1
-
-    def _event(self, data: str, out: list[Delta]) -> None:
-        if data == "[DONE]":
+    def _data(self, data: bytes, out: list[Delta]) -> None:
+        if data == b"[DONE]":
             self.saw_done = True
             return
+        text = data.decode("utf-8", "replace")
         try:
-            obj, end = _raw_decode(data)
-            if end != len(data):
+            obj, end = _raw_decode(text)
+            if end != len(text):
                 raise ValueError("trailing text")
         except (ValueError, RecursionError):
             try:
-                obj = _loads(data)
+                obj = _loads(text)
             except (ValueError, RecursionError):
                 self.malformed_lines += 1
                 return
@@ -375,21 +312,21 @@ class UpstreamReader:
 
     # --- a whole JSON body ------------------------------------------------
 
-    def _take_body(self, text: str) -> None:
-        if not text or self._body_chars > MAX_BODY_CHARS:
+    def _take_body(self, data: bytes) -> None:
+        if not data or self._body_bytes > MAX_BODY_BYTES:
             return
-        self._body_chars += len(text)
-        if self._body_chars > MAX_BODY_CHARS:
+        self._body_bytes += len(data)
+        if self._body_bytes > MAX_BODY_BYTES:
             self._body = []
             self.malformed_lines += 1
         else:
-            self._body.append(text)
+            self._body.append(data)
 
     def _whole_body(self, out: list[Delta]) -> None:
-        if self._body_chars > MAX_BODY_CHARS:
+        if self._body_bytes > MAX_BODY_BYTES:
             return  # already counted
         try:
-            obj = _loads("".join(self._body))
+            obj = _loads(b"".join(self._body).decode("utf-8", "replace"))
         except (ValueError, RecursionError):
             self.malformed_lines += 1
             return
@@ -447,9 +384,7 @@ class Tail:
         ``finish_reason`` and ``saw_done`` are the stream's. Only the last few
         are read because parsing costs (about 25 µs an event in Pyodide) and
         the stream's ending is all they are read for."""
-        data = self._bytes
-        if b"\r" in data:
-            data = data.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+        data = self._bytes.replace(b"\r\n", b"\n").replace(b"\r", b"\n")
         events = data.rsplit(b"\n\n", TAIL_EVENTS + 1)
         if self._cut or len(events) > TAIL_EVENTS + 1:
             del events[0]  # cut off at the front, or older than the last few

@@ -105,17 +105,17 @@ def events(sink: FakeSink) -> Parsed:
 # --- routing ----------------------------------------------------------------------
 
 
-def test_routes_table() -> None:
-    assert {path: set(methods) for path, methods in app.ROUTES.items()} == {
-        "/": {"GET"},
-        "/chat": {"POST", "OPTIONS"},
-        "/api/models": {"GET"},
-        "/api/limits": {"GET"},
-        "/api/usage": {"GET"},
-        "/v1/chat/completions": {"POST", "OPTIONS"},
-        "/v1/models": {"GET"},
-        "/healthz": {"GET"},
-    }
+@pytest.mark.parametrize("path", sorted(app.ROUTES))
+def test_every_route_refuses_another_method_naming_its_own(path: str) -> None:
+    reply = serve(incoming("DELETE", path), platform())
+    assert reply.status == 405
+    allowed = reply.headers["Allow"].split(", ")
+    assert "DELETE" not in allowed
+    # HEAD goes wherever GET does; each method named is answered, not refused.
+    assert ("HEAD" in allowed) == ("GET" in allowed)
+    for method in allowed:
+        if method not in ("POST", "OPTIONS"):  # these need a body or an Origin
+            assert serve(incoming(method, path), platform()).status != 405, (path, method)
 
 
 @pytest.mark.parametrize("method", ["GET", "HEAD"])

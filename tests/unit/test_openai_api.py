@@ -54,7 +54,6 @@ from edgechat.http import Incoming, Reply
 from edgechat.models import CATALOG, Model, Usage
 from edgechat.openai_api import (
     CATALOG_CREATED,
-    MAX_PENDING_BYTES,
     ChunkFraming,
     CompletionFraming,
     error_body,
@@ -363,7 +362,7 @@ def test_nothing_of_an_oversized_event_reaches_the_client() -> None:
     session = session_for()
     framing = chunks_of(session)
     start = b'data: {"choices":[{"index":0,"delta":{"content":"'
-    assert framing.feed(start + b"x" * MAX_PENDING_BYTES) == b""
+    assert framing.feed(start + b"x" * sse.MAX_EVENT_BYTES) == b""
     # The rest of the oversized event, then a good one. The rest's first
     # bytes are the model's text, which may read like a field ("data: …").
     rest = b'data: boom"}}]}\n\n'

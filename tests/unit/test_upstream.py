@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgechat import upstream
+from edgechat import sse, upstream
 from edgechat.config import Settings
 from edgechat.moderation import answer_text
 from edgechat.upstream import Delta, DeltaKind, UpstreamReader
@@ -331,7 +331,7 @@ def test_broken_whole_json_body_is_malformed() -> None:
 
 
 def test_oversized_json_body_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(upstream, "MAX_BODY_CHARS", 64)
+    monkeypatch.setattr(upstream, "MAX_BODY_BYTES", 64)
     body = json.dumps({"response": "x" * 100}).encode()
     deltas, reader = read(cut(body, [10, 50, 80]))
     assert deltas == []
@@ -341,8 +341,10 @@ def test_oversized_json_body_is_dropped(monkeypatch: pytest.MonkeyPatch) -> None
 # --- hostile or broken streams -------------------------------------------------
 
 
-def test_oversized_line_is_dropped_and_the_stream_goes_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(upstream, "MAX_LINE_CHARS", 100)
+def test_an_oversized_event_is_dropped_and_the_stream_goes_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(sse, "MAX_EVENT_BYTES", 100)
     huge = b'data: {"response":"' + b"x" * 500 + b'"}\n\n'
     for newline in (b"\n", b"\r\n", b"\r"):
         stream = (b'data: {"response":"a"}\n\n' + huge + b'data: {"response":"b"}\n\n').replace(
@@ -351,12 +353,12 @@ def test_oversized_line_is_dropped_and_the_stream_goes_on(monkeypatch: pytest.Mo
         deltas, reader = read(cut(stream, range(0, len(stream), 37)))
         assert deltas == [Delta(C, "a"), Delta(C, "b")], newline
         assert reader.malformed_lines == 1
-        # Dropping a line inside an event keeps the rest of that event together.
+        # An oversized line drops its whole event, and nothing of it is read.
         stream = (b'data: {"response":\n: ' + b"x" * 500 + b'\ndata: "c"}\n\n').replace(
             b"\n", newline
-        )
+        ) + b'data: {"response":"d"}\n\n'
         deltas, reader = read(cut(stream, [3, 30, 200, len(stream) - 9]))
-        assert deltas == [Delta(C, "c")], newline
+        assert deltas == [Delta(C, "d")], newline
         assert reader.malformed_lines == 1
 
 

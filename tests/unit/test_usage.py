@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from edgechat import app, usage
+from edgechat import app
 from edgechat.errors import StoreUnavailable, UpstreamError
 from edgechat.http import Incoming, Reply
 from edgechat.models import Model, cost_usd
@@ -488,10 +488,6 @@ def test_the_v1_api_is_counted_too() -> None:
     asyncio.run(run())
     (meta,) = usage_keys(kv).values()
     assert (meta["model"], meta["prompt"], meta["completion"]) == (GLM.id, 20, 4)
-
-
-def test_the_module_says_what_it_exports() -> None:
-    assert set(usage.__all__) == {"NEURONS_PER_USD", "count", "day_of", "read_day"}
 
 
 def test_a_providers_answers_count_no_neurons() -> None:
