@@ -22,8 +22,14 @@ const SCRIPT = {
   rules: [
     { match: { model: GLM, contains: "busy" }, error: "3040: Capacity temporarily exceeded" },
     { match: { contains: "split" }, reply: { content: "你好，世界 🙂", reasoning: "hmm, 想想", split_bytes: 5 } },
-    { match: { contains: "weather" }, reply: { tool_calls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }] } },
-    { match: { contains: "whole" }, json: { response: "One document.", usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } } },
+    {
+      match: { contains: "weather" },
+      reply: { tool_calls: [{ id: "call_1", name: "get_weather", arguments: { city: "Paris" } }] },
+    },
+    {
+      match: { contains: "whole" },
+      json: { response: "One document.", usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } },
+    },
     { match: { contains: "cut" }, reply: { content: "Half an answer", done: false, finish_reason: null } },
   ],
 };
@@ -72,7 +78,11 @@ function requests() {
         ["stream+usage", { stream: true, stream_options: { include_usage: true } }],
         ["whole", {}],
       ]) {
-        out.push([`/v1 ${name} ${model} "${question}"`, "/v1/chat/completions", { model, messages, max_tokens: 64, ...withTools, ...extra }]);
+        out.push([
+          `/v1 ${name} ${model} "${question}"`,
+          "/v1/chat/completions",
+          { model, messages, max_tokens: 64, ...withTools, ...extra },
+        ]);
       }
     }
   }
