@@ -36,6 +36,7 @@ from edgechat.errors import (
     DeadlineExceeded,
     EdgechatError,
     ModerationUnavailable,
+    NoFirstToken,
     UpstreamError,
 )
 from edgechat.framing import Framing, Outcome
@@ -122,13 +123,16 @@ class Answer:
             inputs = self._request.inputs(model, self._settings.system_prompt)
             # The binding answers with a stream long before the first token;
             # should it not answer at all, the first-token deadline still holds.
+            self._deadlines.asking()
             left = self._deadlines.first_token_left()
             try:
                 self._upstream = await asyncio.wait_for(
                     self._sources.open(model, inputs), timeout=max(left, 0.0)
                 )
             except TimeoutError:
-                exc = DeadlineExceeded(detail=f"the binding did not answer within {left:.1f} s")
+                exc = self._silent(model, left)
+                if exc.fallback_worthy and self._candidates:
+                    continue
                 self.outcome.model, self.outcome.error = model, exc
                 raise exc from None
             except UpstreamError as exc:
@@ -139,6 +143,12 @@ class Answer:
                 raise
             self._answering(model)
             return
+
+    def _silent(self, model: Model, waited: float) -> DeadlineExceeded:
+        detail = f"{model.id} did not answer within {waited:.1f} s"
+        if self._deadlines.first_token_left() <= 0 < self._deadlines.total_left():
+            return NoFirstToken(detail=detail)
+        return DeadlineExceeded(detail=detail)
 
     def replay(self, model: Model, upstream: UpstreamStream) -> None:
         """Answers from the response cache: ``upstream`` holds the stream
@@ -221,7 +231,6 @@ class Answer:
                 if not self._candidates:
                     raise
                 await self._release()
-                self._deadlines.last_chunk = None  # the next model's silence is its own
                 await self.open()
 
     async def _answer(self, writer: Writer) -> None:

@@ -1,5 +1,9 @@
 """The clock of one answer: its first-token, idle and total deadlines, and
-when the client last heard from us (for the heartbeat)."""
+when the client last heard from us (for the heartbeat).
+
+The first-token deadline is each model's own: a model that said nothing in
+``FIRST_TOKEN_TIMEOUT_S`` gives way to the next (``NoFirstToken``), all of
+them within ``TOTAL_TIMEOUT_S`` of the request."""
 
 from __future__ import annotations
 
@@ -7,19 +11,29 @@ import math
 from collections.abc import Callable
 
 from edgechat.config import Settings
-from edgechat.errors import DeadlineExceeded
+from edgechat.errors import DeadlineExceeded, NoFirstToken
 from edgechat.ports import UpstreamStream
 
 __all__ = ["Deadlines"]
 
 
 class Deadlines:
-    __slots__ = ("first_words_at", "last_chunk", "last_write", "now", "settings", "started")
+    __slots__ = (
+        "asked_at",
+        "first_words_at",
+        "last_chunk",
+        "last_write",
+        "now",
+        "settings",
+        "started",
+    )
 
     def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
         self.settings = settings
         self.now = clock
         self.started = clock()
+        # When the model now asked was asked.
+        self.asked_at = self.started
         # When the model's first text came (None: not yet).
         self.first_words_at: float | None = None
         # When bytes last came from the model (None: none yet, or a model
@@ -39,15 +53,30 @@ class Deadlines:
     def wrote(self) -> None:
         self.last_write = self.now()
 
+    def asking(self) -> None:
+        """A model is being asked: its first-token deadline starts now."""
+        self.asked_at = self.now()
+        self.last_chunk = None  # the model's silence is its own
+
     def first_token_left(self) -> float:
-        return self.settings.first_token_timeout_s - (self.now() - self.started)
+        """How long the model now asked may take to answer at all."""
+        return min(self._first_token_deadline(), self._total_deadline()) - self.now()
+
+    def total_left(self) -> float:
+        return self._total_deadline() - self.now()
+
+    def _first_token_deadline(self) -> float:
+        return self.asked_at + self.settings.first_token_timeout_s
+
+    def _total_deadline(self) -> float:
+        return self.started + self.settings.total_timeout_s
 
     def next(self) -> float:
         """When the next deadline passes."""
         s = self.settings
         deadline = self.started + s.total_timeout_s
         if self.first_words_at is None:
-            deadline = min(deadline, self.started + s.first_token_timeout_s)
+            deadline = min(deadline, self._first_token_deadline())
         if self.last_chunk is not None:
             deadline = min(deadline, self.last_chunk + s.idle_timeout_s)
         return deadline
@@ -64,7 +93,7 @@ class Deadlines:
         s = self.settings
         if now - self.started >= s.total_timeout_s:
             return f"total deadline of {s.total_timeout_s} s"
-        if self.first_words_at is None and now - self.started >= s.first_token_timeout_s:
+        if self.first_words_at is None and now >= self._first_token_deadline():
             return f"no first token within {s.first_token_timeout_s} s"
         if self.last_chunk is not None and now - self.last_chunk >= s.idle_timeout_s:
             return f"upstream silent for {s.idle_timeout_s} s"
@@ -72,7 +101,11 @@ class Deadlines:
 
     async def keep(self, upstream: UpstreamStream) -> None:
         """Aborts ``upstream`` and raises ``DeadlineExceeded`` if a deadline passed."""
-        reason = self.passed(self.now())
-        if reason is not None:
-            await upstream.cancel()
-            raise DeadlineExceeded(detail=reason)
+        now = self.now()
+        reason = self.passed(now)
+        if reason is None:
+            return
+        await upstream.cancel()
+        if self.first_words_at is None and now - self.started < self.settings.total_timeout_s:
+            raise NoFirstToken(detail=reason)
+        raise DeadlineExceeded(detail=reason)

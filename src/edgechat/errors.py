@@ -31,6 +31,7 @@ into a plain ``EdgechatError`` (500). The tree::
         ├── UpstreamMalformed          502 upstream_malformed     unreadable model stream
         ├── ProviderError              502 provider_error         a provider's API failed, fallback
         └── DeadlineExceeded           504 deadline_exceeded      our own deadlines, retryable
+            └── NoFirstToken           504 deadline_exceeded      a model was silent, fallback
 
 Generic outward, detailed inward: ``to_json()`` and ``headers()`` use only the
 class's public fields, while ``str(exc)`` carries the internal detail for logs.
@@ -69,6 +70,7 @@ __all__ = [
     "Misconfigured",
     "ModelNotFound",
     "ModerationUnavailable",
+    "NoFirstToken",
     "NotFound",
     "PayloadTooLarge",
     "ProviderError",
@@ -387,6 +389,13 @@ class DeadlineExceeded(UpstreamError):
     code = "deadline_exceeded"
     public_message = "The model took too long to answer. Please try again."
     retryable = True
+
+
+class NoFirstToken(DeadlineExceeded):
+    """A model said nothing within ``FIRST_TOKEN_TIMEOUT_S``: the client has
+    seen none of it, so the next model may answer instead."""
+
+    fallback_worthy = True
 
 
 # Workers AI binding error codes, as documented in

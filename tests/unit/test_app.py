@@ -25,6 +25,7 @@ from .fakes import (
     native_stream,
     usage,
 )
+from .fakes import native_stream as native
 from .fakes import openai_stream as openai
 
 SELF = "https://chat.example.com"
@@ -525,8 +526,11 @@ def test_chat_when_every_model_refuses(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_chat_binding_that_never_answers_is_a_timeout(capsys: pytest.CaptureFixture[str]) -> None:
-    ai = FakeAi({GLM_ID: openai(("content", "late"))}, open_delay={GLM_ID: STALL})
-    where = platform(ai=ai, FIRST_TOKEN_TIMEOUT_S="0.2", IDLE_TIMEOUT_S="0.2", TOTAL_TIMEOUT_S="1")
+    # Every model of the chain is asked in turn, each for its own first-token
+    # deadline; when none answered, the client gets one 504.
+    late = openai(("content", "late"))
+    ai = FakeAi({GLM_ID: late, LLAMA_ID: late}, open_delay={GLM_ID: STALL, LLAMA_ID: STALL})
+    where = platform(ai=ai, FIRST_TOKEN_TIMEOUT_S="0.2", IDLE_TIMEOUT_S="0.2", TOTAL_TIMEOUT_S="5")
     reply = serve(chat_request(), where)
     assert reply.stream is None
     assert reply.status == 504
@@ -534,10 +538,27 @@ def test_chat_binding_that_never_answers_is_a_timeout(capsys: pytest.CaptureFixt
         "code": "deadline_exceeded",
         "message": "The model took too long to answer. Please try again.",
     }
-    assert ai.calls[0].abandoned
+    assert ai.models_called == [GLM_ID, LLAMA_ID]
+    assert all(call.abandoned for call in ai.calls)
     record = log_record(capsys)
     assert record["status"] == 504
     assert record["error_code"] == "deadline_exceeded"
+
+
+def test_a_binding_that_never_answers_gives_way_to_the_next_model() -> None:
+    ai = FakeAi(
+        {GLM_ID: openai(("content", "late")), LLAMA_ID: native("Hi")},
+        open_delay={GLM_ID: STALL},
+    )
+    where = platform(ai=ai, FIRST_TOKEN_TIMEOUT_S="0.2", IDLE_TIMEOUT_S="0.2", TOTAL_TIMEOUT_S="5")
+    sink = FakeSink()
+    reply = serve(chat_request(), where, sink)
+    assert reply.status == 200
+    parsed = events(sink)
+    assert parsed.text() == "Hi"
+    assert parsed.final.data["model"] == LLAMA_ID
+    assert parsed.final.data["fallback_from"] == GLM_ID
+    assert ai.calls[0].abandoned
 
 
 # --- settings: read once per isolate -------------------------------------------------

@@ -8,6 +8,7 @@ tests assert what happened and in which order, never how fast.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import json
 import time
@@ -146,9 +147,11 @@ class WatchingSink(FakeSink):
 
 
 def deadline_run(steps: list[Step], settings: Settings = FAST) -> tuple[Answered, WatchingSink]:
+    """GLM alone (no fallback chain after it) answers with ``steps``."""
     ai = FakeAi({GLM.id: steps, LLAMA.id: NATIVE_HELLO})
     sink = WatchingSink(ai)
-    got = answer(ai, settings=settings, sink=sink)
+    alone = dataclasses.replace(settings, fallback_chain=("glm",))
+    got = answer(ai, settings=alone, sink=sink)
     assert got.final == Event("error", DEADLINE)
     assert isinstance(got.session.outcome.error, DeadlineExceeded)
     assert sink.aborted_at_final == [True]
@@ -281,18 +284,30 @@ def test_open_follows_the_configured_chain() -> None:
     assert ai.models_called == [GLM.id]
 
 
-def test_open_gives_up_on_a_binding_that_does_not_answer() -> None:
+def test_open_gives_way_to_the_next_model_when_a_binding_does_not_answer() -> None:
     ai = FakeAi({GLM.id: HELLO, LLAMA.id: NATIVE_HELLO}, open_delay={GLM.id: STALL})
     started = time.monotonic()
     session = session_for(ai)
+    asyncio.run(asyncio.wait_for(session.open(), HANG_S))
+    # It waited for GLM's first-token deadline (0.2 s), not less.
+    assert time.monotonic() - started >= 0.19
+    assert ai.models_called == [GLM.id, LLAMA.id]
+    assert ai.calls[0].abandoned
+    assert session.outcome.model is LLAMA
+    assert session.outcome.fallback_from is GLM
+
+
+def test_open_gives_up_when_no_model_answers() -> None:
+    ai = FakeAi(
+        {GLM.id: HELLO, LLAMA.id: NATIVE_HELLO}, open_delay={GLM.id: STALL, LLAMA.id: STALL}
+    )
+    session = session_for(ai)
     with pytest.raises(DeadlineExceeded):
         asyncio.run(asyncio.wait_for(session.open(), HANG_S))
-    # It waited for the first-token deadline (0.2 s), not less.
-    assert time.monotonic() - started >= 0.19
-    assert ai.models_called == [GLM.id]  # a deadline is no reason to try another model
-    assert ai.calls[0].abandoned
+    assert ai.models_called == [GLM.id, LLAMA.id]
+    assert all(call.abandoned for call in ai.calls)
     assert isinstance(session.outcome.error, DeadlineExceeded)
-    assert session.outcome.model is GLM
+    assert session.outcome.model is LLAMA
 
 
 def test_open_waits_for_a_slow_binding_within_the_deadline() -> None:
@@ -774,8 +789,20 @@ def test_the_first_token_deadline_aborts_a_silent_model() -> None:
     got, _ = deadline_run([STALL])
     assert got.parsed.names == ["meta", "error"]
     assert got.between == b""
-    assert got.ai.models_called == [GLM.id]  # a deadline is no reason to try another model
     assert "no first token" in str(got.session.outcome.error)
+
+
+def test_a_model_silent_past_its_first_token_deadline_gives_way_to_the_next() -> None:
+    ai = FakeAi({GLM.id: [ROLE, STALL], LLAMA.id: NATIVE_HELLO})
+    got = answer(ai)
+    assert ai.models_called == [GLM.id, LLAMA.id]
+    assert ai.calls[0].cancelled
+    # Nothing of GLM reached the client: meta names it, then Llama's answer.
+    assert got.parsed.names[0] == "meta"
+    assert got.between == b"".join(NATIVE_HELLO)
+    assert got.final.name == "done"
+    assert got.final.data["model"] == LLAMA.id
+    assert got.final.data["fallback_from"] == GLM.id
 
 
 def test_the_first_token_deadline_counts_text_not_chunks() -> None:

@@ -836,11 +836,12 @@ def test_an_unexpected_failure_mid_answer_is_an_edgechat_error() -> None:
 
 def test_a_model_that_never_speaks_fails_the_completion_with_the_deadline() -> None:
     fast = Settings(first_token_timeout_s=0.05, idle_timeout_s=0.05, total_timeout_s=1)
-    ai = FakeAi({GLM.id: [STALL]})
+    ai = FakeAi({GLM.id: [STALL], LLAMA.id: [STALL]})
     session = session_for(GLM, ai=ai, stream=False, settings=fast)
     with pytest.raises(DeadlineExceeded):
         completed(session)
-    assert ai.calls[0].cancelled
+    assert ai.models_called == [GLM.id, LLAMA.id]  # each had its first-token deadline
+    assert all(call.cancelled for call in ai.calls)
 
 
 class ReadCounter:

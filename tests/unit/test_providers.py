@@ -652,12 +652,22 @@ def test_a_stalling_provider_is_aborted_by_the_first_token_deadline(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     ai = FakeAi({GLM.id: BUSY, LLAMA.id: BUSY})
-    fetch = FakeFetch([STALL])
+    fetch = FakeFetch([STALL, STALL])
     reply, _ = serve(platform_of(ai, fetch, FIRST_TOKEN_TIMEOUT_S="0.05"))
     assert reply.status == 504
     assert json.loads(reply.body)["error"]["code"] == "deadline_exceeded"
+    # Each provider had its own first-token deadline, and was abandoned after it.
+    assert [post.abandoned for post in fetch.posts] == [True, True]
+    assert json.loads(capsys.readouterr().out)["model"] == "moonshot/kimi-k2.6"
+
+
+def test_a_stalling_provider_gives_way_to_the_next() -> None:
+    ai = FakeAi({GLM.id: BUSY, LLAMA.id: BUSY})
+    fetch = FakeFetch([STALL, FetchReply(200, HELLO)])
+    reply, sink = serve(platform_of(ai, fetch, FIRST_TOKEN_TIMEOUT_S="0.05"))
+    assert reply.status == 200
+    assert parse(sink.body).final.data["model"] == "moonshot/kimi-k2.6"
     assert fetch.posts[0].abandoned
-    assert json.loads(capsys.readouterr().out)["model"] == "zhipu/glm-4.7-flash"
 
 
 def test_the_isolates_cooling_is_shared_between_requests() -> None:
