@@ -48,7 +48,7 @@ export async function importFile() {
   if (!file) return;
   try {
     if (file.size > MAX_IMPORT_BYTES) throw new ImportError("size");
-    const list = parseImport(await file.text());
+    const list = parseImport(await file.text(), MAX_IMPORT_BYTES, state.limits?.max_json_depth);
     if (!store.addAll(list)) throw new ImportError("storage");
     store.select(store.sorted()[0].id);
     renderSidebar();
@@ -57,6 +57,6 @@ export async function importFile() {
   } catch (error) {
     const { t } = state;
     const why = t.importRefused[error instanceof ImportError ? error.code : "json"] || t.importRefused.json;
-    notify(typeof why === "function" ? why(error.path) : why, true);
+    notify(typeof why === "function" ? why(error.path, error.limit) : why, true);
   }
 }
