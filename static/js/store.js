@@ -154,7 +154,7 @@ const LIMIT_FIELDS = ["max_body_bytes", "max_messages", "max_message_chars", "ma
 export function parseLimits(data) {
   if (!data || typeof data !== "object") return null;
   for (const name of LIMIT_FIELDS) if (!Number.isInteger(data[name]) || data[name] <= 0) return null;
-  const names = [...LIMIT_FIELDS, "max_images", "max_image_bytes"];
+  const names = [...LIMIT_FIELDS, "max_images", "max_image_bytes", "max_json_depth"];
   return Object.fromEntries(names.filter((n) => data[n] > 0).map((name) => [name, data[name]]));
 }
 

@@ -1,7 +1,7 @@
 // Export and import: {"format": "edgechat", "version": 1, "exported", "conversations"}
 // holding the page's trees. An import is checked whole before anything is
-// applied: any unknown key, wrong type, role out of turn or too deep a tree
-// refuses the file with the path of the first problem.
+// applied: any unknown key, wrong type, role out of turn, too deep a tree or
+// nesting refuses the file with the path of the first problem.
 
 import { thread } from "./tree.js";
 
@@ -10,6 +10,7 @@ export const VERSION = 1;
 export const MAX_IMPORT_BYTES = 5 * 1024 * 1024;
 const MAX_NODES = 20000;
 const MAX_DEPTH = 2000;
+export const MAX_JSON_DEPTH = 32; // unless GET /api/limits says max_json_depth
 
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
 
@@ -72,12 +73,13 @@ export function fileName(title, ext, now = new Date()) {
 }
 
 export class ImportError extends Error {
-  constructor(code, path = "") {
+  constructor(code, path = "", limit = undefined) {
     // The path holds the file's keys: kept short.
     const where = path.length > 120 ? `${path.slice(0, 119)}…` : path;
     super(where ? `${code} at ${where}` : code);
-    this.code = code; // "size" | "json" | "format" | "field" | "storage"
+    this.code = code; // "size" | "json" | "format" | "depth" | "field" | "storage"
     this.path = where;
+    this.limit = limit;
   }
 }
 
@@ -169,8 +171,34 @@ function checkCategories(value, path) {
   return value.map((code, k) => string(code, `${path}[${k}]`, 10));
 }
 
+/**
+ * Where `data` first nests deeper than `max`, or "". Versions (a node's `next`)
+ * are no level: a tree has MAX_DEPTH and is walked without recursion; this
+ * bounds what any recursive walk may meet, so it must come before one.
+ */
+function tooDeep(data, max) {
+  const nested = (v) => v !== null && typeof v === "object";
+  // [value, depth, path, "node" (a conversation or message) | "list" ($.conversations) | ""]
+  const stack = nested(data) ? [[data, 1, "$", ""]] : [];
+  while (stack.length) {
+    const [value, depth, path, kind] = stack.pop();
+    if (depth > max) return path;
+    for (const [key, child] of Object.entries(value)) {
+      if (!nested(child)) continue;
+      const at = Array.isArray(value) ? `${path}[${key}]` : `${path}.${key}`;
+      if (kind === "node" && key === "next" && Array.isArray(child)) {
+        for (const [j, node] of child.entries()) if (nested(node)) stack.push([node, depth, `${at}[${j}]`, "node"]);
+      } else {
+        const next = kind === "list" ? "node" : path === "$" && key === "conversations" ? "list" : "";
+        stack.push([child, depth + 1, at, next]);
+      }
+    }
+  }
+  return "";
+}
+
 /** An export's conversations as fresh copies of the known fields, or throws an ImportError. */
-export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
+export function parseImport(text, maxBytes = MAX_IMPORT_BYTES, maxDepth = MAX_JSON_DEPTH) {
   if (typeof text !== "string" || new TextEncoder().encode(text).length > maxBytes) throw new ImportError("size");
   let data;
   try {
@@ -178,6 +206,8 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES) {
   } catch {
     throw new ImportError("json");
   }
+  const deep = tooDeep(data, maxDepth);
+  if (deep) throw new ImportError("depth", deep, maxDepth);
   if (!isObject(data) || data.format !== FORMAT || data.version !== VERSION) throw new ImportError("format");
   fields(data, "$", ["format", "version", "conversations"], ["exported"]);
   if (data.exported !== undefined) string(data.exported, "$.exported", 100);

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -110,6 +111,13 @@ def _with(change: Any) -> Any:
     return make
 
 
+def _nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
 HOSTILE = [
     pytest.param(
         lambda data: b"{not json", "Not imported: the file is not valid JSON.", id="not-json"
@@ -139,6 +147,13 @@ HOSTILE = [
         id="unknown-key-in-a-later-conversation",
     ),
     pytest.param(
+        # A message is at level 3 (versions are no level), its "x" at 4: level 33 is 29 [0]s down.
+        _with(lambda d: d["conversations"][0]["next"][0].update(x=_nested(40))),
+        "Not imported: the data nests more than 32 levels deep at "
+        f"$.conversations[0].next[0].x{'[0]' * 29}.",
+        id="nested-too-deep",
+    ),
+    pytest.param(
         lambda data: b" " * (5 * 1024 * 1024 + 1),
         "Not imported: the file is larger than 5 MB.",
         id="too-large",
@@ -160,3 +175,28 @@ def test_a_broken_or_hostile_file_is_refused_and_changes_nothing(
     chat.page.reload()
     expect(sidebar(chat).get_by_role("listitem")).to_have_count(1)
     assert chat.log.page_errors == []
+
+
+def test_an_import_nests_no_deeper_than_the_servers_limits_say(
+    new_chat: Any, ai: EmulatorControl
+) -> None:
+    chat: Chat = new_chat()
+    real = httpx.get(chat.url + "/api/limits").json()
+    # A deployment that says 4: an export's stats.usage is at level 5.
+    limits = {**real, "max_json_depth": 4}
+    chat.page.route(
+        "**/api/limits",
+        lambda route: route.fulfill(
+            status=200, content_type="application/json", body=json.dumps(limits)
+        ),
+    )
+    chat.open()
+    data = _export(chat, ai)
+    before = chat.page.evaluate(f"localStorage.getItem({STORE!r})")
+    choose_file(chat, "export.json", json.dumps(data).encode())
+    expect(sidebar(chat).get_by_role("status")).to_have_text(
+        "Not imported: the data nests more than 4 levels deep at "
+        "$.conversations[0].next[0].next[0].stats.usage."
+    )
+    assert chat.page.evaluate(f"localStorage.getItem({STORE!r})") == before
+    expect(sidebar(chat).get_by_role("listitem")).to_have_count(1)

@@ -122,6 +122,15 @@ describe("requestMessages", () => {
       assert.equal(parseLimits(bad), null, JSON.stringify(bad));
     }
   });
+
+  test("parseLimits keeps max_json_depth, and takes fields it does not know as no reason to refuse", () => {
+    const four = parseLimits(LIMITS);
+    assert.deepEqual(parseLimits({ ...LIMITS, max_json_depth: 32, max_future_thing: 7, note: "x" }), {
+      ...four,
+      max_json_depth: 32,
+    });
+    assert.equal("max_json_depth" in four, false); // the page's own 32 then (transfer.js)
+  });
 });
 
 /** A Storage backed by a Map; `failWrites` makes setItem throw like a full quota. */

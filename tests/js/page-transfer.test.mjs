@@ -2,7 +2,15 @@
 // conversations; a broken or hostile file is refused whole, naming where.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
-import { fileName, ImportError, parseImport, toJson, toMarkdown } from "../../static/js/transfer.js";
+import {
+  fileName,
+  ImportError,
+  MAX_IMPORT_BYTES,
+  MAX_JSON_DEPTH,
+  parseImport,
+  toJson,
+  toMarkdown,
+} from "../../static/js/transfer.js";
 import { addVersion, thread } from "../../static/js/tree.js";
 
 function conversation() {
@@ -193,6 +201,55 @@ describe("import refuses, whole", () => {
       conversations: [{ id: "d", title: "", updated: 0, next: [top] }],
     });
     assert.throws(() => parseImport(text), ImportError);
+  });
+
+  test("nesting deeper than 32 levels, before anything walks it, whatever the field", () => {
+    /** An export whose first answer's stats.model is `levels` arrays deep (stats.model is at level 5). */
+    const nestedModel = (levels) =>
+      changed((d) => {
+        let value = "x";
+        for (let k = 0; k < levels; k++) value = [value];
+        d.conversations[0].next[0].next[1].stats.model = value;
+      });
+    // 28 arrays end at level 32: too deep is not the complaint, a model that is no string is.
+    refused(nestedModel(28), "field", "$.conversations[0].next[0].next[1].stats.model");
+    assert.throws(
+      () => parseImport(nestedModel(29)),
+      (error) =>
+        error instanceof ImportError &&
+        error.code === "depth" &&
+        error.limit === MAX_JSON_DEPTH &&
+        error.path.startsWith("$.conversations[0].next[0].next[1].stats.model[0][0]"),
+    );
+    assert.equal(MAX_JSON_DEPTH, 32);
+    // Far deeper than any stack: refused as quickly, and no RangeError.
+    refused(nestedModel(200_000), "depth");
+    refused(
+      `{"format": "edgechat", "version": 1, "x": ${"[".repeat(100)}${"]".repeat(100)}}`,
+      "depth",
+      `$.x${"[0]".repeat(31)}`, // the root is level 1, $.x level 2
+    );
+  });
+
+  test("the depth from the server's limits, when it names one", () => {
+    const text = toJson([conversation()]); // its deepest: a message's stats.usage, level 5
+    assert.equal(parseImport(text, MAX_IMPORT_BYTES, 5).length, 1);
+    assert.throws(
+      () => parseImport(text, MAX_IMPORT_BYTES, 4),
+      (error) => error.code === "depth" && error.limit === 4 && error.path.endsWith(".stats.usage"),
+    );
+  });
+
+  test("a long conversation is no deeper for it: versions are not levels of nesting", () => {
+    const c = { id: "long", title: "", updated: 1, next: [], pick: 0 };
+    let node = c;
+    for (let k = 0; k < 500; k++) {
+      const role = k % 2 ? "assistant" : "user";
+      node = addVersion(node, { role, content: `turn ${k}`, ...(k % 2 && { status: "done", stats: { usage: {} } }) });
+    }
+    const [back] = parseImport(toJson([c]));
+    assert.equal(thread(back).length, 500);
+    assert.equal(thread(back)[499].content, "turn 499");
   });
 
   test("what is accepted is copied: no shared objects with the parsed file", () => {

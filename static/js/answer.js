@@ -1,0 +1,159 @@
+// The run of one answer, however it was asked for (send, edit, retry, regenerate).
+
+import { chosenModel, setBusy } from "./composer.js";
+import { renderConversation, retry, showEnded, showStreaming } from "./conversation.js";
+import { ui } from "./dom.js";
+import { renderSidebar } from "./sidebar.js";
+import { modelDelta, readEvents } from "./sse.js";
+import { state, store, TOKEN_KEY } from "./state.js";
+import { getImage, requestMessages } from "./store.js";
+import { addVersion, parentOf, thread, tip } from "./tree.js";
+
+export async function answer(conversation, { fresh = false } = {}) {
+  const alias = ui.model.disabled ? undefined : ui.model.value;
+  const sees = chosenModel()?.vision !== false;
+  const message = { role: "assistant", content: "", reasoning: "", status: "streaming" };
+  const history = place(conversation, message);
+  const controller = new AbortController();
+  state.active = { controller, conversation, message };
+  store.touch(conversation);
+  setBusy(true);
+  renderSidebar();
+  renderConversation();
+  const { body, headers } = await request(history, alias, sees, fresh);
+  let frame = 0;
+  const onText = () => {
+    frame ||= requestAnimationFrame(() => {
+      frame = 0;
+      if (state.active) showStreaming(state.active.message);
+    });
+  };
+  await streamAnswer(message, { body, headers, signal: controller.signal }, onText);
+  if (message.error?.status === 401) askToken(Boolean(headers.Authorization));
+  if (frame) cancelAnimationFrame(frame);
+  state.active = null;
+  setBusy(false);
+  store.touch(conversation);
+  showEnded(message);
+  if (state.pendingRetry) {
+    const next = state.pendingRetry;
+    state.pendingRetry = null;
+    next();
+  }
+}
+
+export function stopActive() {
+  if (state.active) state.active.controller.abort();
+}
+
+function place(conversation, message) {
+  let parent = tip(conversation);
+  if (parent.role === "assistant") parent = parentOf(conversation, parent); // regenerate: a sibling
+  const path = thread(conversation);
+  const history = path.slice(0, path.indexOf(parent) + 1);
+  addVersion(parent, message);
+  return history;
+}
+
+async function request(history, alias, sees, fresh) {
+  await state.limitsReady;
+  const urls = new Map();
+  if (sees)
+    for (const m of history)
+      for (const { id } of (m.role === "user" && m.images) || []) urls.set(id, await getImage(id));
+  const body = { messages: requestMessages(history, state.limits, urls) };
+  if (alias) body.model = alias;
+  if (!ui.reasoning.checked) body.reasoning = false;
+  const headers = { "Content-Type": "application/json", Accept: "text/event-stream" };
+  // Regenerate bypasses the server's answer cache.
+  if (fresh) headers["Cache-Control"] = "no-cache";
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  return { body, headers };
+}
+
+// Never rejects: the status says how it ended, and what came before an error stands.
+export async function streamAnswer(message, { body, headers, signal }, onText = () => {}) {
+  const started = performance.now();
+  let firstAt = 0;
+  let final = null;
+  try {
+    const res = await fetch("/chat", { method: "POST", headers, body: JSON.stringify(body), signal });
+    if (!res.ok) return await refused(message, res);
+    await readEvents(res.body, (name, data) => {
+      if (final) return;
+      if (name === "message") {
+        const { reasoning, content } = modelDelta(data);
+        if (!reasoning && !content) return;
+        firstAt ||= performance.now();
+        message.reasoning += reasoning;
+        message.content += content;
+        onText();
+      } else if (name === "done") {
+        final = name;
+        finish(message, data, (performance.now() - (firstAt || started)) / 1000);
+      } else if (name === "error") {
+        final = name;
+        message.status = "error";
+        message.error = { code: data.code, message: data.message, retryable: data.retryable };
+      }
+    });
+    if (!final) message.status = "interrupted";
+  } catch {
+    if (signal.aborted) message.status = "stopped";
+    else if (firstAt || message.content) message.status = "interrupted";
+    else {
+      message.status = "error";
+      message.error = { offline: true };
+    }
+  }
+}
+
+async function refused(message, res) {
+  let error = {};
+  try {
+    error = (await res.json()).error || {};
+  } catch {
+    // not JSON
+  }
+  message.status = "error";
+  message.error = {
+    code: error.code,
+    status: res.status,
+    message: typeof error.message === "string" ? error.message : "",
+    retryAfter: Number.parseInt(res.headers.get("Retry-After") || "", 10) || undefined,
+    categories: error.categories,
+  };
+}
+
+function finish(message, data, seconds) {
+  message.status = "done";
+  const completion = data.usage ? data.usage.completion_tokens : 0;
+  message.stats = {
+    model: data.model,
+    ttft_ms: data.ttft_ms,
+    usage: data.usage,
+    cost_usd: data.cost_usd,
+    fallback_from: data.fallback_from,
+    tps: completion && seconds > 0.05 ? completion / seconds : undefined,
+  };
+  if (data.moderation) message.moderation = data.moderation;
+}
+
+function askToken(rejected) {
+  if (rejected) localStorage.removeItem(TOKEN_KEY);
+  ui.tokenHint.textContent = rejected ? state.t.tokenRejected : state.t.tokenHint;
+  ui.tokenInput.value = "";
+  if (!ui.tokenDialog.open) ui.tokenDialog.showModal();
+  ui.tokenInput.focus();
+}
+
+export function saveToken(e) {
+  e.preventDefault();
+  const value = ui.tokenInput.value.trim();
+  if (!value) return;
+  localStorage.setItem(TOKEN_KEY, value);
+  ui.tokenDialog.close();
+  if (state.active) state.pendingRetry = retry;
+  else retry();
+}
