@@ -45,6 +45,7 @@ from edgechat.moderation import CHECK_FAILURES, Verdict
 from edgechat.ports import ClientGone, Sink, Streams, UpstreamStream
 from edgechat.recording import Recording
 from edgechat.requests import ChatRequest
+from edgechat.upstream import Redaction
 
 __all__ = ["Answer", "CheckAnswer", "Sources"]
 
@@ -62,6 +63,8 @@ class Sources:
     ai: Streams
     ai_options: Mapping[str, Any] = field(default_factory=dict)
     providers: Streams | None = None
+    # The secrets nothing relayed may hold.
+    redaction: Redaction = field(default_factory=lambda: Redaction(()))
 
     def open(self, model: Model, inputs: dict[str, Any]) -> Awaitable[UpstreamStream]:
         if model.provider is not None and self.providers is not None:
@@ -237,7 +240,15 @@ class Answer:
         upstream = self._upstream
         assert upstream is not None
         framing, deadlines = self._framing, self._deadlines
-        delivery = Delivery(upstream, writer, framing, deadlines, self.recording, self._sleep)
+        delivery = Delivery(
+            upstream,
+            writer,
+            framing,
+            deadlines,
+            self.recording,
+            sleep=self._sleep,
+            redact=self._sources.redaction,
+        )
         try:
             reader = await delivery.run()
         except UpstreamError:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable
 
+from edgechat import sse
 from edgechat.config import Settings
 from edgechat.deadlines import Deadlines
 from edgechat.errors import UpstreamMalformed
@@ -17,7 +18,14 @@ from edgechat.framing import Framing, Outcome, Whole
 from edgechat.models import Model
 from edgechat.ports import TIMED_OUT, ClientGone, Sink, UpstreamStream
 from edgechat.recording import Recording
-from edgechat.upstream import BLANK_LINES, DeltaKind, Tail, UpstreamReader
+from edgechat.upstream import (
+    BLANK_LINES,
+    DeltaKind,
+    Redaction,
+    Tail,
+    UpstreamReader,
+    model_events,
+)
 
 __all__ = ["MAX_HELD_BYTES", "Delivery", "Writer", "forward_batch", "watch_interval"]
 
@@ -80,9 +88,12 @@ class Delivery:
 
     __slots__ = (
         "_deadlines",
+        "_events",
         "_framing",
+        "_native",
         "_outcome",
         "_recording",
+        "_redact",
         "_sleep",
         "_upstream",
         "_writer",
@@ -96,7 +107,9 @@ class Delivery:
         framing: Framing,
         deadlines: Deadlines,
         recording: Recording,
+        *,
         sleep: Sleep,
+        redact: Redaction,
     ) -> None:
         self._upstream = upstream
         self._writer = writer
@@ -104,16 +117,35 @@ class Delivery:
         self._deadlines = deadlines
         self._recording = recording
         self._sleep = sleep
-        self._outcome = writer.outcome
+        self._redact = redact
+        self._outcome = outcome = writer.outcome
+        # A provider's stream is never relayed natively: Python sees every
+        # event of it first (``redact``), since a provider is not the model's
+        # own wire format behind a binding.
+        assert outcome.model is not None
+        self._native = framing.relays_natively and outcome.model.provider is None
+        # The model's events, as Python checks them (``upstream.model_events``).
+        self._events = sse.EventSplitter()
         self.between_events = True
 
     async def run(self) -> UpstreamReader:
         first = await self._first_words()
         if isinstance(first, UpstreamReader):
             return first
-        if self._framing.relays_natively:
+        if self._native:
             return await self._relay_rest(first)
         return await self._forward_rest(first)
+
+    def _checked(self, data: bytes, *, end: bool = False) -> bytes:
+        """The complete events in ``data`` (with what came before it), only
+        the model's, without a configured secret; with ``end``, also an event
+        the stream left without its blank line."""
+        whole = self._events.feed(data)
+        if end:
+            rest = self._events.finish()
+            if rest.strip():
+                whole += rest + b"\n\n"
+        return self._redact(model_events(whole)) if whole else b""
 
     # --- phase 1: Python reads until the model says something ----------------
 
@@ -140,7 +172,7 @@ class Delivery:
             held_size += len(data)
             if reader.feed(data):
                 head = b"".join(held)
-                await self._writer.write(self._framing.first_words(self._first(head), head))
+                await self._write_first(head, end=False)
                 return head
             if held_size > MAX_HELD_BYTES:
                 raise UpstreamMalformed(detail=f"no text in the first {held_size} bytes")
@@ -151,9 +183,11 @@ class Delivery:
             )
         head = b"".join(held)
         if reader.whole_body is None:
-            await self._writer.write(self._framing.first_words(self._first(head), head))
-            self.between_events = head.endswith(BLANK_LINES)
+            await self._write_first(head, end=True)
+            self.between_events = not self._native or head.endswith(BLANK_LINES)
             return reader
+        if self._redact.holds_one(head):
+            raise UpstreamMalformed(detail="an answer holding a configured secret")
         # One JSON document although a stream was asked for.
         whole = Whole(
             body=reader.whole_body,
@@ -164,6 +198,16 @@ class Delivery:
         )
         await self._writer.write(self._framing.whole(self._first(head), whole))
         return reader
+
+    async def _write_first(self, head: bytes, *, end: bool) -> None:
+        """The first words: natively relayed bytes go as they came (their
+        complete events checked), forwarded ones as ``_checked`` leaves them."""
+        if self._native:
+            self._checked(head, end=end)  # raises on what is not the model's
+            out = head
+        else:
+            out = self._checked(head, end=end)
+        await self._writer.write(self._framing.first_words(self._first(head), out))
 
     def _first(self, head: bytes) -> Model:
         """Notes the first words (``head``, all the model sent until them);
@@ -202,19 +246,32 @@ class Delivery:
                 tail.add(seen)
                 recording.add(seen)
                 deadlines.heard()
+                await self._look(seen)
             await deadlines.keep(upstream)
         await relay.finished()
         while (seen := await relay.observe(math.inf)) is not None and seen is not TIMED_OUT:
             tail.add(seen)
             recording.add(seen)
+            await self._look(seen)
+        await self._look(b"", end=True)
         self.between_events = tail.between_events
         return tail.read()
+
+    async def _look(self, seen: bytes, *, end: bool = False) -> None:
+        """Checks what went by natively: anything but the model's events
+        ends the answer here (it reached the client already, up to one look
+        ago; the closing that follows says the answer failed)."""
+        try:
+            self._checked(seen, end=end)
+        except UpstreamMalformed:
+            await self._upstream.cancel()
+            raise
 
     # --- phase 2, when the framing rewrites events: Python forwards ----------
 
     async def _forward_rest(self, head: bytes) -> UpstreamReader:
-        """Takes what arrived, writes what the framing makes of it, then lets
-        the next batch gather (``forward_batch``)."""
+        """Takes what arrived, writes what the framing makes of its checked
+        events, then lets the next batch gather (``forward_batch``)."""
         upstream, deadlines = self._upstream, self._deadlines
         tail = Tail()
         tail.add(head)
@@ -230,9 +287,10 @@ class Delivery:
             now = deadlines.heard()
             tail.add(data)
             self._recording.add(data)
-            await self._writer.write(self._framing.feed(data))
+            await self._writer.write(self._framing.feed(self._checked(data)))
             await deadlines.keep(upstream)
             pause = min(now + forward_batch(now - began), deadlines.next()) - deadlines.now()
             if pause > 0:
                 await self._sleep(pause)
+        await self._writer.write(self._framing.feed(self._checked(b"", end=True)))
         return tail.read()

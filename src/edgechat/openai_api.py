@@ -124,14 +124,13 @@ class ChunkFraming:
     ping = sse.PING
     moderates_output = False
 
-    __slots__ = ("_completion", "_events", "_include_usage", "_role_sent")
+    __slots__ = ("_completion", "_include_usage", "_role_sent")
 
     def __init__(
         self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
     ) -> None:
         self._completion = _Completion(request_id, max_tokens, created, model)
         self._include_usage = include_usage
-        self._events = sse.EventSplitter()
         self._role_sent = False
 
     def opening(self, model: Model) -> bytes:
@@ -141,10 +140,9 @@ class ChunkFraming:
         self._completion.model = model
         return self.feed(data)
 
-    def feed(self, data: bytes) -> bytes:
-        """The complete events in ``data`` (and what was left of the last
-        call), as the client gets them; an unfinished event waits."""
-        whole = self._events.feed(data)
+    def feed(self, whole: bytes) -> bytes:
+        """Complete events of the model (``delivery`` splits and checks
+        them), as the client gets them."""
         if not whole:
             return b""
         if not any(mark in whole for mark in _UNUSUAL):
@@ -173,8 +171,7 @@ class ChunkFraming:
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
         _refuse_truncated(outcome)
-        rest = self._events.finish()
-        out = self._translate(rest + b"\n\n") if rest.strip() else b""
+        out = b""
         if outcome.finish_reason is None:
             # Native streams say nothing of why they ended: ours says it.
             reason = finish_reason(outcome, self._completion.max_tokens)

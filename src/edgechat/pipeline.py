@@ -17,6 +17,7 @@ import time
 from edgechat import cache, moderation, recording, usage
 from edgechat.answer import Answer, CheckAnswer, Sources
 from edgechat.candidates import Candidates
+from edgechat.config import Settings
 from edgechat.context import Context
 from edgechat.deadlines import Deadlines
 from edgechat.errors import ContentRefused, ModerationUnavailable
@@ -25,6 +26,7 @@ from edgechat.http import Reply, json_reply, stream_reply
 from edgechat.ports import Sink
 from edgechat.providers import ProviderAi
 from edgechat.requests import ChatRequest
+from edgechat.upstream import Redaction
 
 __all__ = ["answer", "document"]
 
@@ -111,7 +113,7 @@ def _answer(
     answered = Answer(
         request,
         framing,
-        Sources(platform.ai, options, providers),
+        Sources(platform.ai, options, providers, _redaction(settings)),
         Candidates(request, settings, ctx.cooling, providers=providers is not None),
         Deadlines(settings, time.monotonic),
         sleep=platform.sleep,
@@ -120,6 +122,10 @@ def _answer(
     )
     ctx.outcome = answered.outcome
     return answered
+
+
+def _redaction(settings: Settings) -> Redaction:
+    return Redaction([settings.api_token, *(p.api_key for p in settings.providers)])
 
 
 def _input_check(

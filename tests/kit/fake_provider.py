@@ -80,7 +80,8 @@ class Reply:
     headers) and holds the connection; on a non-stream request it sends the
     status line and headers, then holds. ``drop_after=N`` closes the
     connection after N events of a stream without ending its chunked body
-    (the provider died mid-answer)."""
+    (the provider died mid-answer). ``inject`` is written as it is before
+    event ``inject_at`` (a provider sending what is no model's event)."""
 
     text: str = "Hello from the fake provider."
     chunks: tuple[str, ...] | None = None
@@ -89,6 +90,8 @@ class Reply:
     stall_after: int | None = None
     drop_after: int | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
+    inject: bytes = b""
+    inject_at: int = 2
 
     def pieces(self) -> list[str]:
         if self.chunks is not None:
@@ -358,6 +361,8 @@ class _Handler(BaseHTTPRequestHandler):
             if reply.drop_after is not None and sent >= reply.drop_after:
                 self.close_connection = True  # closed with the body unfinished
                 return "dropped"
+            if reply.inject and sent == reply.inject_at:
+                self._write_chunk(reply.inject)
             data = event if isinstance(event, str) else json.dumps(event, ensure_ascii=False)
             self._write_chunk(f"data: {data}\n\n".encode())
         self._write_chunk(b"")  # the last chunk of the chunked body

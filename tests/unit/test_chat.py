@@ -508,14 +508,24 @@ def test_a_crlf_stream_that_ends_between_events_gets_no_extra_blank_line() -> No
     assert got.parsed.text() == "Hello"
 
 
-def test_malformed_lines_between_good_ones_are_relayed_and_harmless() -> None:
+def test_an_event_that_is_not_the_models_ends_the_answer_with_one_error() -> None:
     good = openai_stream(("content", "A"), ("content", "B"), usage=USAGE)
-    stream = [good[0], b"data: {oops\n\n", good[1], *good[2:]]
+    for bad in (b"data: {oops\n\n", b"garbage\n\n", b"event: done\ndata: {}\n\n"):
+        stream = [good[0], Delay(0.05), bad, good[1], *good[2:]]
+        got = answer(FakeAi({GLM.id: stream}), settings=CALM)
+        # Relayed natively, the bad event went by before Python looked; the
+        # answer ends at that look, with our one error last.
+        assert got.parsed.events[-1] == Event("error", MALFORMED), bad
+        assert got.session.outcome.error is not None
+        assert got.parsed.text().startswith("A")
+
+
+def test_comments_between_the_models_events_are_harmless() -> None:
+    good = openai_stream(("content", "A"), ("content", "B"), usage=USAGE)
+    stream = [good[0], b": keep-alive\n\n", *good[1:]]
     got = answer(FakeAi({GLM.id: stream}))
-    assert got.between == b"".join(stream)
-    assert got.parsed.text() == "AB"
     assert got.final.name == "done"
-    assert got.final.data["usage"] == USAGE
+    assert got.parsed.text() == "AB"
 
 
 def test_an_answer_without_usage_reports_no_cost() -> None:

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgechat import app, guards, sse
+from edgechat import app, guards, sse, upstream
 from edgechat.config import Settings
 from edgechat.delivery import FORWARD_BATCH_MAX_S, FORWARD_BATCH_S, forward_batch
 from edgechat.errors import (
@@ -187,9 +187,13 @@ def frame(
     session = session_for(chosen, include_usage=include_usage, **kw)
     framing = chunks_of(session)
     assert framing.opening(chosen) == b""
-    fed = [framing.feed(piece) for piece in pieces]
+    # Split and checked as the delivery does before the framing sees them.
+    events = sse.EventSplitter()
+    fed = [framing.feed(upstream.model_events(events.feed(piece))) for piece in pieces]
+    rest = events.finish()
+    left = framing.feed(upstream.model_events(rest + b"\n\n")) if rest.strip() else b""
     end_as_the_session_does(session, b"".join(pieces))
-    return fed, framing.closing(session.outcome, True)
+    return fed, left + framing.closing(session.outcome, True)
 
 
 def assert_chunk(data: Any, model_id: str) -> dict[str, Any]:
@@ -267,16 +271,6 @@ def test_the_binding_extras_are_dropped_however_the_stream_is_cut(points: list[i
     assert closing == DONE
 
 
-def test_an_unfinished_event_waits_for_its_end() -> None:
-    session = session_for()
-    framing = chunks_of(session)
-    event = GLM_OWN[1]
-    assert framing.feed(event[:10]) == b""
-    assert framing.feed(event[10:-1]) == b""
-    assert framing.feed(event[-1:] + GLM_OWN[2][:5]) == event
-    assert framing.feed(GLM_OWN[2][5:]) == GLM_OWN[2]
-
-
 def test_the_binding_usage_chunk_and_done_never_pass() -> None:
     fed, closing = frame(GLM_CHUNKS)
     assert fed == [*GLM_OWN, b"", b""]
@@ -330,14 +324,11 @@ def test_a_batch_of_native_text_and_openai_chunks_keeps_its_order() -> None:
     assert b"".join(fed).count(chunk({"content": "three"})) == 1
 
 
-def test_unreadable_events_in_a_translated_batch_are_dropped() -> None:
-    batch = [
-        b"data: {oops\n\n",
-        b"data: [1, 2]\n\n",
-        b": a comment\n\n",
-        wire.native_chunk("Hi").encode(),
-    ]
-    fed, _ = frame([b"".join(batch)], LLAMA)
+def test_unreadable_events_end_the_answer_and_comments_are_dropped() -> None:
+    for bad in (b"data: {oops\n\n", b"data: [1, 2]\n\n", b"event: error\ndata: {}\n\n"):
+        with pytest.raises(UpstreamMalformed):
+            frame([bad + wire.native_chunk("Hi").encode()], LLAMA)
+    fed, _ = frame([b": a comment\n\n" + wire.native_chunk("Hi").encode()], LLAMA)
     events = model_events(b"".join(fed))
     assert len(events) == 1
     assert assert_chunk(events[0].data, LLAMA.id)["delta"] == {"role": "assistant", "content": "Hi"}
@@ -356,18 +347,6 @@ def test_a_native_event_left_open_at_the_end_is_translated() -> None:
     objects = assert_openai_stream(closing)
     assert content_of(objects) == "Hi"
     assert [o["choices"][0]["finish_reason"] for o in objects] == [None, "stop"]
-
-
-def test_nothing_of_an_oversized_event_reaches_the_client() -> None:
-    session = session_for()
-    framing = chunks_of(session)
-    start = b'data: {"choices":[{"index":0,"delta":{"content":"'
-    assert framing.feed(start + b"x" * sse.MAX_EVENT_BYTES) == b""
-    # The rest of the oversized event, then a good one. The rest's first
-    # bytes are the model's text, which may read like a field ("data: …").
-    rest = b'data: boom"}}]}\n\n'
-    out = framing.feed(rest + GLM_OWN[2])
-    assert out == GLM_OWN[2]
 
 
 # --- ChunkFraming: Llama's native stream becomes chunks ----------------------------------

@@ -199,3 +199,54 @@ def test_close_event_then_ours_is_our_event_whatever_came_before(
 ) -> None:
     parsed = parse(left_open.encode() + sse.CLOSE_EVENT + sse.event("done", done))
     assert parsed.final == Event("done", done)
+
+
+# --- reading: EventSplitter, events, Fields -------------------------------------------
+
+EVENT = b'data: {"response":"Hel"}\n\n'
+
+
+def test_an_unfinished_event_waits_for_its_end() -> None:
+    split = sse.EventSplitter()
+    assert split.feed(EVENT[:10]) == b""
+    assert split.feed(EVENT[10:-1]) == b""
+    assert split.feed(EVENT[-1:] + EVENT[:5]) == EVENT
+    assert split.feed(EVENT[5:]) == EVENT
+    assert split.finish() == b""
+
+
+@pytest.mark.parametrize("newline", [b"\r\n", b"\r"])
+def test_every_line_end_comes_out_as_lf(newline: bytes) -> None:
+    stream = (EVENT + EVENT).replace(b"\n", newline)
+    for cut in range(1, len(stream)):
+        split = sse.EventSplitter()
+        assert split.feed(stream[:cut]) + split.feed(stream[cut:]) + split.finish() == EVENT * 2
+
+
+def test_an_oversized_event_is_dropped_to_its_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sse, "MAX_EVENT_BYTES", 50)
+    split = sse.EventSplitter()
+    assert split.feed(b'data: {"response":"' + b"x" * 60) == b""
+    # The rest of it may read like a field; nothing of it comes out.
+    assert split.feed(b'data: boom"}\n') == b""
+    assert split.feed(b"\n" + EVENT) == EVENT
+    assert split.dropped == 1
+
+
+def test_an_event_left_open_is_what_finish_gives() -> None:
+    split = sse.EventSplitter()
+    assert split.feed(EVENT + b"data: [DONE]") == EVENT
+    assert split.finish() == b"data: [DONE]"
+
+
+def test_events_and_their_fields() -> None:
+    whole = b"\n\n" + EVENT + b": ping\n\nevent: done\nid: 3\ndata: {}\n\ndata: a\ndata: b\nxyz\n\n"
+    events = sse.events(whole)
+    assert events[0] == EVENT[:-2]
+    fields = [sse.Fields(event) for event in events]
+    assert [(f.name, f.data, f.stray_lines) for f in fields] == [
+        (None, b'{"response":"Hel"}', 0),
+        (None, None, 0),
+        (b"done", b"{}", 0),
+        (None, b"a\nb", 1),
+    ]

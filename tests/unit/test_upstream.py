@@ -11,11 +11,12 @@ from hypothesis import strategies as st
 
 from edgechat import sse, upstream
 from edgechat.config import Settings
+from edgechat.errors import UpstreamMalformed
 from edgechat.moderation import answer_text
 from edgechat.upstream import Delta, DeltaKind, UpstreamReader
 from tests.kit import upstream as wire
 
-from .fakes import chat_request, model
+from .fakes import chat_request, model, openai_stream, usage
 
 R, C = DeltaKind.REASONING, DeltaKind.CONTENT
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
@@ -795,3 +796,49 @@ def test_answer_text_is_what_the_reader_reads(texts: list[str], native: bool) ->
 def test_answer_text_of_no_answer_is_empty() -> None:
     assert answer_text(b"") == ""
     assert answer_text(wire.openai_chunk(reasoning="only thinking").encode()) == ""
+
+
+# --- model_events: only the model's events are relayed ------------------------------
+
+
+def test_the_models_events_pass_as_they_are() -> None:
+    whole = b"".join(openai_stream(("reasoning", "hm"), ("content", "Hi"), usage=usage(3, 2)))
+    assert upstream.model_events(whole) == whole
+    native = NATIVE_EXAMPLE
+    assert upstream.model_events(native) == native
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        b"event: done\ndata: {}\n\n",
+        b'event: error\ndata: {"error": 1}\n\n',
+        b"data: {not json\n\n",
+        b"data: [1, 2]\n\n",
+        b'data: "text"\n\n',
+        b"garbage\n\n",
+    ],
+)
+def test_anything_else_ends_the_answer(bad: bytes) -> None:
+    with pytest.raises(UpstreamMalformed):
+        upstream.model_events(NATIVE_EXAMPLE + bad)
+
+
+def test_comments_are_dropped_and_the_rest_kept() -> None:
+    event = b'data: {"response":"a"}\n\n'
+    assert upstream.model_events(b": keep-alive\n\n" + event + b":\n\n") == event
+
+
+# --- Redaction: a configured secret never leaves ----------------------------------------
+
+
+def test_every_configured_secret_is_redacted_in_its_raw_and_json_forms() -> None:
+    redact = upstream.Redaction(["sk-live-123456", None, "", 'we"ird\\key'])
+    text = b'data: {"content":"key sk-live-123456 and we\\"ird\\\\key"}\n\n'
+    out = redact(text)
+    assert b"sk-live" not in out
+    assert b"ird" not in out
+    assert out.count(upstream.Redaction.MARK) == 2
+    assert redact.holds_one(text)
+    assert not redact.holds_one(out)
+    assert upstream.Redaction([])(text) == text
