@@ -6,8 +6,11 @@
 // and at 20 ms per token. Every Worker runs in a runner of its own, so each
 // one's CPU is its own process's.
 //
-//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N]
-import { mkdtempSync, writeFileSync } from "node:fs";
+//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --against CHECKOUT]
+//
+// With --against, each edgechat case is run a second time on another
+// checkout (say, the commit before a change) in the same run.
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -20,6 +23,7 @@ const { values } = parseArgs({
     tokens: { type: "string", default: "2000" },
     paced: { type: "string", default: "5" },
     "delay-ms": { type: "string", default: "20" },
+    against: { type: "string" },
   },
 });
 const ANSWERS = Number(values.answers);
@@ -38,6 +42,28 @@ const CASES = {
   "/v1 whole (GLM, non-stream)": { path: "/v1/chat/completions", model: GLM, stream: false },
   "JS pass-through (GLM)": { path: "/chat", model: GLM, stream: true, js: true },
 };
+
+if (values.against) {
+  for (const [name, which] of Object.entries(CASES)) {
+    if (!which.js)
+      CASES[`${name.split(" (")[0]} ${name.includes("Llama") ? "Llama" : "GLM"}, before`] = {
+        ...which,
+        root: values.against,
+      };
+  }
+}
+
+// The other checkout's Worker, with the bindings the runner proxies left out.
+function configOf(root) {
+  const text = readFileSync(join(root, "wrangler.toml"), "utf8")
+    .replace(/\[\[ratelimits\]\][^[]*/, "")
+    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
+    .replace('main = "src/entry.py"', `main = "${join(root, "src/entry.py")}"`)
+    .replace('directory = "./static"', `directory = "${join(root, "static")}"`);
+  const path = join(ROOT, ".cache", `bench-v1-${root.replaceAll("/", "_")}.toml`);
+  writeFileSync(path, text);
+  return path;
+}
 
 function ask(url, { path, model, stream }) {
   const body = JSON.stringify({
@@ -90,8 +116,9 @@ async function main() {
   writeFileSync(vars, `API_TOKEN=${TOKEN}\nCACHE_MODE=off\nMAX_OUTPUT_TOKENS=4096\n`);
   const jsConfig = join(ROOT, "bench/passthrough-js/wrangler.toml");
   const config = configWithoutRateLimiter();
+  const other = values.against ? configOf(values.against) : null;
   const start = (which, delay) =>
-    startRunner(which.js ? jsConfig : config, {
+    startRunner(which.js ? jsConfig : which.root ? other : config, {
       args: which.js ? [] : ["--vars", vars],
       env: { EDGECHAT_AI_SCRIPT: script, EDGECHAT_AI_DELAY_MS: String(delay) },
     });
@@ -109,8 +136,9 @@ async function main() {
     }
     // At a model's pace: every case at once, PACED answers each in parallel.
     const pacedCpu = await Promise.all(names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED)));
-    const jsZero = median(zero[names.at(-1)]);
-    const jsPaced = pacedCpu.at(-1);
+    const js = names.findIndex((name) => CASES[name].js);
+    const jsZero = median(zero[names[js]]);
+    const jsPaced = pacedCpu[js];
     console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
     console.log(`CPU per ${TOKENS}-token answer (whole runner process), ratio to the JS pass-through:`);
     console.log(

@@ -7,6 +7,7 @@ keep the deadlines; the delivery ends with a reader of how the stream ended.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Awaitable, Callable
 
@@ -140,12 +141,16 @@ class Delivery:
         """The complete events in ``data`` (with what came before it), only
         the model's, without a configured secret; with ``end``, also an event
         the stream left without its blank line."""
-        whole = self._events.feed(data)
+        whole = model_events(self._events.feed(data))
         if end:
             rest = self._events.finish()
             if rest.strip():
-                whole += rest + b"\n\n"
-        return self._redact(model_events(whole)) if whole else b""
+                # The stream stopped before this event's blank line: whole, it
+                # still goes out; cut off inside, it is a truncation (the
+                # tail says so), not something foreign.
+                with contextlib.suppress(UpstreamMalformed):
+                    whole += model_events(rest + b"\n\n")
+        return self._redact(whole) if whole else b""
 
     # --- phase 1: Python reads until the model says something ----------------
 

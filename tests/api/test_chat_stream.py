@@ -237,7 +237,6 @@ _NO_MARKER = [
 _WITH_JUNK = [
     ": a comment the model sent\n\n",
     openai_chunk(content="Junk"),
-    "data: {not json at all\n\n",
     "id: 7\ndata: " + json.dumps({"choices": [{"index": 0, "delta": {"content": " in"}}]}) + "\n\n",
     "data:" + json.dumps({"choices": [{"index": 0, "delta": {"content": " between"}}]}) + "\n\n",
     native_chunk("", usage=USAGE),
@@ -495,7 +494,7 @@ def test_whole_json_object_instead_of_stream_native(
     assert assert_done(parsed, LLAMA)["usage"] == USAGE
 
 
-def test_malformed_line_is_relayed_and_the_answer_still_ends_with_done(
+def test_a_malformed_line_ends_the_answer_with_one_error(
     client: httpx.Client, ai: EmulatorControl
 ) -> None:
     chunks = [
@@ -509,13 +508,9 @@ def test_malformed_line_is_relayed_and_the_answer_still_ends_with_done(
     ai.script({"chunks": chunks})
     chat = post_chat(client, user("hi"))
     parsed = chat.events
-    assert_shape(parsed)
-    assert chat.relayed == script_bytes(chunks)
-    assert "{not json at all" in [event.data for event in parsed.model_events]
-    assert parsed.text() == "Hello"
-    done = assert_done(parsed, GLM)
-    assert done["usage"] == USAGE
-    assert done["finish_reason"] == "stop"
+    assert parsed.names[0] == "meta"
+    assert parsed.text().startswith("Hel")
+    assert_error_event(parsed, "upstream_malformed")
 
 
 def test_reader_variants_in_one_stream(client: httpx.Client, ai: EmulatorControl) -> None:
