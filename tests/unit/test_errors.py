@@ -29,6 +29,7 @@ from edgechat.errors import (
     UpstreamBadRequest,
     UpstreamBusy,
     UpstreamError,
+    UpstreamInvalidInput,
     UpstreamMalformed,
     UpstreamMisconfigured,
     UpstreamPlanRequired,
@@ -74,6 +75,7 @@ EXPECTED: dict[type[EdgechatError], tuple[int, bool, bool, bool]] = {
     UpstreamMisconfigured: (502, False, False, False),
     UpstreamPlanRequired: (502, False, True, False),
     UpstreamBadRequest: (502, False, False, False),
+    UpstreamInvalidInput: (400, False, False, False),
     UpstreamMalformed: (502, False, False, False),
     DeadlineExceeded: (504, True, False, False),
 }
