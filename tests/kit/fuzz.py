@@ -24,10 +24,12 @@ Some bodies carry a word the emulator is scripted on (``SCRIPT``): Workers
 AI busy for every model (the fallback providers answer), a 5006 refusal,
 an emoji split across two chunks.
 
-``judge`` is the oracle: no 5xx, no response that repeats the case's
-marker (planted in the body) in edgechat's own words, errors in their
-documented shape, and every stream closed by exactly one ``done`` or
-``error`` (``/chat``) or by ``data: [DONE]`` or one error event (``/v1``).
+``judge`` is the oracle: no 5xx (but the ``model_busy`` that a scripted
+busy Workers AI gives a request with images, which the provider cannot
+see), no response that repeats the case's marker (planted in the body) in
+edgechat's own words, errors in their documented shape, and every stream
+closed by exactly one ``done`` or ``error`` (``/chat``) or by ``data:
+[DONE]`` or one error event (``/v1``).
 """
 
 from __future__ import annotations
@@ -656,7 +658,7 @@ def send(client: httpx.Client, case: Case) -> Verdict:
 def judge(case: Case, status: int, headers: Mapping[str, str], body: bytes) -> Verdict:
     verdict = Verdict(case, status)
     defects = verdict.defects
-    if status >= 500:
+    if status >= 500 and not _busy_as_scripted(case, status, body):
         defects.append(f"status {status}: {body[:200]!r}")
     kind = headers.get("content-type", "")
     if status != 200:
@@ -673,6 +675,18 @@ def judge(case: Case, status: int, headers: Mapping[str, str], body: bytes) -> V
     else:
         defects.append(f"200 from /chat that is not a stream: {kind}")
     return verdict
+
+
+def _busy_as_scripted(case: Case, status: int, body: bytes) -> bool:
+    """The script made every Workers AI model busy, and the fallback provider
+    cannot see: a request with images then has no model left, and its 503 is
+    the documented answer (README, fallback), not a defect."""
+    if status != 503 or BUSY.encode() not in case.body:
+        return False
+    try:
+        return bool(json.loads(body)["error"]["code"] == "model_busy")
+    except (ValueError, KeyError, TypeError):
+        return False
 
 
 def _our_words(text: str, case: Case, where: str, defects: list[str]) -> None:
