@@ -130,6 +130,23 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
     process.wait(timeout=10)
 
 
+def config_without_rate_limiter() -> Path:
+    """wrangler.toml without the rate limiter, for runners whose requests all
+    share one key (one bearer token): the fuzz, the black-box suites with a token."""
+    text = (ROOT / "wrangler.toml").read_text()
+    start = text.index("[[ratelimits]]")
+    end = text.index("\n[", start + 1)
+    text = (text[:start] + text[end + 1 :]).replace(
+        'main = "src/entry.py"', 'main = "../src/entry.py"'
+    )
+    text = text.replace('directory = "./static"', 'directory = "../static"')
+    assert "RATE_LIMITER" not in text
+    path = ROOT / ".cache" / "test-no-rate-limiter.toml"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(text)
+    return path
+
+
 class EmulatorControl:
     """Scripts the Workers AI emulator and reads its call log.
 

@@ -28,6 +28,7 @@ into a plain ``EdgechatError`` (500). The tree::
         ├── UpstreamMisconfigured      502 model_unavailable      5007/3042
         ├── UpstreamPlanRequired       502 model_unavailable      5035, fallback
         ├── UpstreamBadRequest         502 upstream_error         3003
+        ├── UpstreamInvalidInput       400 invalid_request        5006: the model refused the input
         ├── UpstreamMalformed          502 upstream_malformed     unreadable model stream
         ├── ProviderError              502 provider_error         a provider's API failed, fallback
         └── DeadlineExceeded           504 deadline_exceeded      our own deadlines, retryable
@@ -81,6 +82,7 @@ __all__ = [
     "UpstreamBadRequest",
     "UpstreamBusy",
     "UpstreamError",
+    "UpstreamInvalidInput",
     "UpstreamMalformed",
     "UpstreamMisconfigured",
     "UpstreamPlanRequired",
@@ -365,6 +367,17 @@ class UpstreamBadRequest(UpstreamError):
     public_message = "The model could not process this request."
 
 
+class UpstreamInvalidInput(UpstreamError):
+    """The model refused what it was sent as invalid input (5006, "Bad
+    input"): an image it cannot read, a value its schema does not take.
+    The request is at fault, not the model, so the client gets a 400;
+    another model would be sent the same input, so no fallback."""
+
+    status = 400
+    code = "invalid_request"
+    public_message = "The model could not read this request's input."
+
+
 class UpstreamMalformed(UpstreamError):
     status = 502
     code = "upstream_malformed"
@@ -400,7 +413,10 @@ class NoFirstToken(DeadlineExceeded):
 
 # Workers AI binding error codes, as documented in
 # https://developers.cloudflare.com/workers-ai/platform/errors/
-# (a test asserts every documented code is mapped).
+# (a test asserts every documented code is mapped). 5006 is not in that
+# table; the API answers it for input its schema refuses ("AiError: Bad
+# input: …", seen in anomalyco/opencode#30381) and for images a model cannot
+# read (tools/emulator plays it so).
 BINDING_CODES: Mapping[int, type[UpstreamError]] = MappingProxyType(
     {
         3040: UpstreamBusy,
@@ -413,6 +429,7 @@ BINDING_CODES: Mapping[int, type[UpstreamError]] = MappingProxyType(
         3042: UpstreamMisconfigured,
         5035: UpstreamPlanRequired,
         3003: UpstreamBadRequest,
+        5006: UpstreamInvalidInput,
     }
 )
 

@@ -42,8 +42,20 @@ class Reply:
     stream: Callable[[Sink], Awaitable[None]] | None = None
 
 
+def _utf8(text: str) -> bytes:
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        # Surrogates no request can hold (validation refuses them) but a
+        # model's text can: each chunk's JSON is decoded alone, so an emoji
+        # split across two chunks arrives as two halves. Halves side by side
+        # become their character again, any other half U+FFFD; never a 500.
+        repaired = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        return repaired.encode()
+
+
 def json_reply(status: int, payload: object, headers: Mapping[str, str] | None = None) -> Reply:
-    body = json.dumps(payload, ensure_ascii=False, separators=(",", ":")).encode()
+    body = _utf8(json.dumps(payload, ensure_ascii=False, separators=(",", ":")))
     return Reply(
         status,
         {

@@ -21,7 +21,7 @@ from edgechat import sse
 from edgechat.errors import EdgechatError, ModelNotFound, UpstreamMalformed
 from edgechat.framing import Outcome, Whole
 from edgechat.models import Model, Usage, allowed_models
-from edgechat.upstream import Delta, DeltaKind, UpstreamReader
+from edgechat.upstream import Delta, DeltaKind, UpstreamReader, too_deep
 
 __all__ = [
     "ChunkFraming",
@@ -197,7 +197,7 @@ class ChunkFraming:
         texts: list[str] = []
         for event in sse.events(whole):
             payload = sse.Fields(event).data
-            if payload is None or payload == b"[DONE]":
+            if payload is None or payload == b"[DONE]" or too_deep(payload):
                 continue
             try:
                 obj = json.loads(payload)

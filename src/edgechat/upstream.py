@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from edgechat import sse
 from edgechat.errors import UpstreamMalformed
+from edgechat.json_body import nested_deeper_than
 from edgechat.models import Usage
 
 __all__ = [
@@ -39,6 +40,7 @@ __all__ = [
     "Tail",
     "UpstreamReader",
     "model_events",
+    "too_deep",
 ]
 
 
@@ -80,6 +82,19 @@ _BOM = b"\xef\xbb\xbf"
 
 def _not_json(constant: str) -> None:
     raise ValueError(f"{constant} is not JSON")
+
+
+# Deeper JSON than this from upstream is no model's answer; unparsed, it
+# cannot exhaust the interpreter's stack (in Pyodide that ends the isolate,
+# and no RecursionError is raised to catch).
+MAX_UPSTREAM_DEPTH = 64
+
+
+def too_deep(data: bytes) -> bool:
+    """Whether upstream JSON ``data`` nests deeper than ``MAX_UPSTREAM_DEPTH``."""
+    return data.count(b"[") + data.count(b"{") > MAX_UPSTREAM_DEPTH and nested_deeper_than(
+        data, MAX_UPSTREAM_DEPTH
+    )
 
 
 _decoder = json.JSONDecoder(parse_constant=_not_json)
@@ -237,6 +252,9 @@ class UpstreamReader:
         if data == b"[DONE]":
             self.saw_done = True
             return
+        if too_deep(data):
+            self.malformed_lines += 1
+            return
         text = data.decode("utf-8", "replace")
         try:
             obj, end = _raw_decode(text)
@@ -330,8 +348,12 @@ class UpstreamReader:
     def _whole_body(self, out: list[Delta]) -> None:
         if self._body_bytes > MAX_BODY_BYTES:
             return  # already counted
+        body = b"".join(self._body)
+        if too_deep(body):
+            self.malformed_lines += 1
+            return
         try:
-            obj = _loads(b"".join(self._body).decode("utf-8", "replace"))
+            obj = _loads(body.decode("utf-8", "replace"))
         except (ValueError, RecursionError):
             self.malformed_lines += 1
             return

@@ -5,7 +5,9 @@ A body becomes a ``ChatRequest`` (or an ``OpenAIRequest`` around one) or raises
 ``PayloadTooLarge`` / ``BadRequest`` with a specific message built only from
 field names, positions and limits - never from what the client sent, so
 nothing a client submits is reflected back (or into logs through the error
-text). Both bodies share the size caps, the JSON rules and the model lookup.
+text). Both bodies share the size caps, the JSON rules (``json_body``:
+nesting depth, numbers JavaScript can hold, no lone surrogate anywhere) and
+the model lookup.
 
 Accepted ``/chat`` body::
 
@@ -23,11 +25,11 @@ no server system prompt is added.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
+from edgechat import json_body
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
 from edgechat.models import Model, allowed_models, lookup
@@ -38,11 +40,6 @@ __all__ = ["body_cap", "parse_chat_request", "parse_openai_request"]
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
 _FIELD_SET = frozenset(_FIELDS)
 _MESSAGE_FIELD_SET = frozenset(("role", "content"))
-
-
-def _reject_constant(_name: str) -> None:
-    # NaN and Infinity are not JSON; Python's parser accepts them by default.
-    raise ValueError("not JSON")
 
 
 def parse_chat_request(
@@ -146,15 +143,12 @@ def _json_object(body: bytes, limits: Limits, cap: int) -> dict[str, Any]:
     if len(body) > cap or (len(body) > limits.max_body_bytes and b"data:image/" not in body):
         limit = cap if len(body) > cap else limits.max_body_bytes
         raise body_too_large(limit, detail=f"body of {len(body)} bytes")
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadRequest(public="The request body is not valid UTF-8.") from None
-    try:
-        data: Any = json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        # ValueError covers JSONDecodeError and integers too long to convert.
-        raise BadRequest(public="The request body is not valid JSON.") from None
+    data = json_body.loads(
+        body,
+        max_depth=limits.max_json_depth,
+        max_text_bytes=limits.max_body_bytes,
+        names=_FIELD_NAMES,
+    )
     if type(data) is not dict:
         raise BadRequest(public="The request body must be a JSON object.")
     return data
@@ -227,10 +221,6 @@ def _count_text(
         raise BadRequest(public=f"{where} is longer than {limits.max_message_chars} characters.")
     if not may_be_empty and not text.strip():
         raise BadRequest(public=f"{where} must not be empty.")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # a lone surrogate such as "\ud800"
-        raise BadRequest(public=f"{where} is not valid Unicode text.") from None
     total += len(text)
     if total > limits.max_total_chars:
         raise BadRequest(
@@ -512,3 +502,27 @@ def _check_tools(tools: Any) -> None:
                 public=f'tools[{index}] must be {{"type": "function", "function": {{"name", '
                 '"description"?, "parameters"?}}.'
             )
+
+
+# Every field name the validators above know, in any position: a refusal
+# for a lone surrogate names its path through these and stops at any other
+# key (a JSON schema's own properties), so it never repeats client text.
+_FIELD_NAMES = frozenset(
+    (
+        *_FIELDS,
+        *_OPENAI_FIELDS,
+        *_OPENAI_MESSAGE_FIELDS,
+        "type",
+        "text",
+        "image_url",
+        "url",
+        "detail",
+        "id",
+        "function",
+        "arguments",
+        "description",
+        "parameters",
+        "include_usage",
+        "json_schema",
+    )
+)

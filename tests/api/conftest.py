@@ -24,7 +24,13 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tests.harness import ROOT, EmulatorControl, Runner, start_runner
+from tests.harness import (
+    ROOT,
+    EmulatorControl,
+    Runner,
+    config_without_rate_limiter,
+    start_runner,
+)
 
 # Read timeout between two chunks of a response; streams send a ping at least
 # every HEARTBEAT_S (15 s by default), so 30 s means "the server is stuck".
@@ -134,27 +140,12 @@ class ServerPool:
             "EDGECHAT_AI_LOG": str(ai.log_path),
             "EDGECHAT_AI_DELAY_MS": "0",
         }
-        config = ROOT / "wrangler.toml" if rate_limited else _config_without_rate_limiter()
+        config = ROOT / "wrangler.toml" if rate_limited else config_without_rate_limiter()
         runner = self._stack.enter_context(start_runner(config, vars_file=vars_file, env=env))
         return Server(runner.base_url, ai, runner)
 
     def close(self) -> None:
         self._stack.close()
-
-
-def _config_without_rate_limiter() -> Path:
-    text = (ROOT / "wrangler.toml").read_text()
-    start = text.index("[[ratelimits]]")
-    end = text.index("\n[", start + 1)
-    text = (text[:start] + text[end + 1 :]).replace(
-        'main = "src/entry.py"', 'main = "../src/entry.py"'
-    )
-    text = text.replace('directory = "./static"', 'directory = "../static"')
-    assert "RATE_LIMITER" not in text
-    path = ROOT / ".cache" / "test-no-rate-limiter.toml"
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(text)
-    return path
 
 
 @pytest.fixture(scope="module")

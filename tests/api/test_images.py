@@ -12,7 +12,7 @@ import pytest
 
 from tests.api.checks import GLM, assert_done, assert_error, post_chat
 from tests.api.conftest import ClientFactory, Server, ServerPool
-from tests.kit.images import data_url, gif, jpeg, png, webp
+from tests.kit.images import BROKEN, data_url, gif, jpeg, png, webp
 
 KIMI = "@cf/moonshotai/kimi-k2.6"
 TOKEN = "test-token-images"
@@ -156,6 +156,43 @@ def test_each_rule_is_named_and_nothing_is_echoed(
     chat = post_chat(http, ask(*parts), headers=AUTH)
     assert_error(chat.response, 400, "invalid_request", "example.com", "PHN2Zz4")
     assert chat.response.json()["error"]["message"] == message
+    assert server.ai.calls() == []
+
+
+def test_the_issues_png_without_ihdr_is_a_400_and_the_model_is_never_called(
+    server: Server, http: httpx.Client
+) -> None:
+    # The right signature, no header: Kimi refused it (5006) and the client
+    # got a 502. Now edgechat refuses it itself.
+    url = "data:image/png;base64,iVBORw0KGgoLoP4="
+    for route in ("/chat", "/v1/chat/completions"):
+        response = http.post(route, json=ask(text("x"), image(url)), headers=AUTH)
+        assert response.status_code == 400, response.text
+        assert response.json()["error"]["message"] == (
+            "messages[0].content[1] is not a whole image/png image: its header is broken or "
+            "cut short."
+        )
+    assert server.ai.calls() == []
+
+
+@pytest.mark.parametrize("name", sorted(BROKEN))
+def test_a_broken_header_never_reaches_the_model(
+    server: Server, http: httpx.Client, name: str
+) -> None:
+    data, kind = BROKEN[name]
+    chat = post_chat(http, ask(text("x"), image(data_url(data, kind))), headers=AUTH)
+    assert_error(chat.response, 400, "invalid_request")
+    assert "header is broken" in chat.response.json()["error"]["message"]
+    assert server.ai.calls() == []
+
+
+def test_an_image_of_absurd_size_is_refused(server: Server, http: httpx.Client) -> None:
+    chat = post_chat(http, ask(text("x"), image(data_url(jpeg(20_000, 10), "image/jpeg"))),
+                     headers=AUTH)  # fmt: skip
+    assert_error(chat.response, 400, "invalid_request")
+    assert chat.response.json()["error"]["message"] == (
+        "messages[0].content[1] must be an image of 1 to 16384 pixels on each side."
+    )
     assert server.ai.calls() == []
 
 

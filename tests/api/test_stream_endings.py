@@ -144,3 +144,18 @@ def test_a_model_silent_past_its_first_token_deadline_gives_way_to_the_next(
     glm, llama = server.ai.wait_for_calls(2)
     assert (glm["model"], glm["aborted"]) == (GLM, True)
     assert llama["model"] == LLAMA
+
+
+@pytest.mark.parametrize("whole", [False, True], ids=["event", "whole-body"])
+def test_deeply_nested_upstream_json_is_no_answer_and_the_isolate_lives(
+    server: Server, new_client: ClientFactory, whole: bool
+) -> None:
+    bomb = "[" * 8000 + "]" * 8000
+    chunks = [bomb] if whole else [f"data: {bomb}\n\n", "data: [DONE]\n\n"]
+    server.ai.script({"match": {"contains": "deep"}, "chunks": chunks})
+    http = new_client(server.url)
+    chat = post_chat(http, user("a deep one"), headers=AUTH)
+    assert_error_event(chat.events, "upstream_malformed")
+    completion = v1(server, messages=[{"role": "user", "content": "deep again"}])
+    assert completion.status_code == 502
+    assert http.get("/healthz").json() == {"status": "ok"}

@@ -110,6 +110,12 @@ test("an image that is not one (or not a base64 data URL) is a 5006 naming which
   await assert.rejects(ai.run(KIMI, withImages("x", notBase64)), /image 1 is not base64 data/);
 });
 
+test("a PNG signature without its IHDR (the hardening issue's image) is a 5006: the refusal edgechat answers for", async () => {
+  const ai = new Ai(memoryIo());
+  const headless = { type: "image_url", image_url: { url: "data:image/png;base64,iVBORw0KGgoLoP4=" } };
+  await assert.rejects(ai.run(KIMI, withImages("x", headless)), /^Error: 5006: .*image 1 is not a PNG, JPEG, WebP or GIF image$/);
+});
+
 test("Llama 3.2 Vision: a top-level image as byte values, as bytes or as base64, with string content", async () => {
   const ai = new Ai(memoryIo());
   const messages = [{ role: "user", content: "describe" }];

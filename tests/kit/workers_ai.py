@@ -32,6 +32,9 @@ BINDING_ERRORS: dict[int, Promised] = {
     3042: Promised(502, "model_unavailable", False, False),  # invalid model id
     5035: Promised(502, "model_unavailable", False, True),  # needs the Workers Paid plan
     3003: Promised(502, "upstream_error", False, False),  # incomplete request
+    # Not in Cloudflare's table: "Bad input", the input's schema refused (an
+    # image a model cannot read). The request's fault, so a 400.
+    5006: Promised(400, "invalid_request", False, False),
 }
 
 FALLBACK_CODES = [code for code, promised in BINDING_ERRORS.items() if promised.fallback]

@@ -156,3 +156,18 @@ def test_reply_defaults_to_an_empty_body() -> None:
 )
 def test_normalize_origin(text: str, origin: str | None) -> None:
     assert normalize_origin(text) == origin
+
+
+@pytest.mark.parametrize(
+    ("text", "sent"),
+    [
+        # An emoji's two halves, each decoded from its own chunk: one character again.
+        ("\ud83d" + "\ude00", "\U0001f600"),
+        ("cut \ud83d", "cut \ufffd"),
+        ("\ude00\ud83d", "\ufffd\ufffd"),  # the wrong order is no pair
+        ("plain 你好", "plain 你好"),
+    ],
+)
+def test_a_json_reply_with_surrogates_is_repaired_not_a_failure(text: str, sent: str) -> None:
+    reply = json_reply(200, {"content": text, text: 1})
+    assert json.loads(reply.body.decode("utf-8")) == {"content": sent, sent: 1}

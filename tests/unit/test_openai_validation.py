@@ -625,7 +625,7 @@ def test_the_output_cap_follows_the_limits() -> None:
             [-2.1, 2.1, "0", True],
             "presence_penalty must be a number from -2 to 2.",
         ),
-        ("seed", [-1, 2**63, 1.0, "7", True], "seed must be a non-negative integer."),
+        ("seed", [-1, 1.0, "7", True], "seed must be a non-negative integer."),
         (
             "reasoning_effort",
             ["max", "LOW", 1, ""],
@@ -647,7 +647,8 @@ def test_numbers_and_words_out_of_range_are_refused(
         ("top_p", [1, 0.01]),
         ("frequency_penalty", [-2, 2, 0]),
         ("presence_penalty", [-2, 2, 0.5]),
-        ("seed", [0, 2**63 - 1]),
+        # 2^53 - 1: the largest integer JavaScript holds (json_body.MAX_SAFE_INTEGER).
+        ("seed", [0, 2**53 - 1]),
         ("reasoning_effort", ["low", "medium", "high"]),
     ],
 )
@@ -799,3 +800,80 @@ def test_no_refusal_repeats_what_the_client_sent(text: str, place: int) -> None:
     assert sent not in caught.value.public_message
     assert sent not in str(caught.value)
     assert json.dumps(sent)[1:-1] not in caught.value.public_message
+
+
+# --- what any body may not hold (json_body), as both endpoints see it -------------------
+
+
+def nested_schema(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+def test_a_schema_nested_past_the_depth_limit_is_refused_before_anything_walks_it() -> None:
+    # The body: it passed validation and overflowed the stack in the
+    # cache key's json.dumps (a seed makes the answer cacheable). Written by
+    # hand: json.dumps itself would recurse 1,500 times.
+    schema = '{"type": "object", "properties": {"x": ' * 1500 + "{}" + "}}" * 1500
+    text = json.dumps(asks(seed=1))[:-1]
+    text += ', "response_format": {"type": "json_schema", "json_schema": {"schema": '
+    text += schema + "}}}"
+    assert text.count("{") == text.count("}")
+    assert refused(text.encode()) == (
+        "The request body nests arrays and objects deeper than 32 levels."
+    )
+    # Within the limit the same shape is taken, and the limit is the operator's.
+    assert parse(asks(response_format={"type": "json_schema", "json_schema": nested_schema(14)}))
+    assert refused(asks(seed=[[[[1]]]]), Limits(max_json_depth=4)) == (
+        "The request body nests arrays and objects deeper than 4 levels."
+    )
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        (
+            asks(tools=[{**TOOL, "function": {**TOOL["function"], "description": "a\ud800"}}]),
+            "tools[0].function.description is not valid Unicode text.",
+        ),
+        (asks({**user(), "name": "ada\udc00"}), "messages[0].name is not valid Unicode text."),
+        (asks(stop=["ok", "\ud800"]), "stop[1] is not valid Unicode text."),
+        (asks(stop="\udbff"), "stop is not valid Unicode text."),
+        (
+            asks(user([{"type": "text", "text": "\ud800"}])),
+            "messages[0].content[0].text is not valid Unicode text.",
+        ),
+        (
+            asks(tools=[{**TOOL, "function": {"name": "f", "parameters": {MARKER: "\ud800"}}}]),
+            "tools[0].function.parameters holds text that is not valid Unicode.",
+        ),
+        (
+            asks(metadata={MARKER + "\ud800": "x"}),
+            "metadata has a field name that is not valid Unicode.",
+        ),
+        (asks(user="\ud800"), "user is not valid Unicode text."),
+        # Before the unknown-field rule: the same answer wherever the surrogate is.
+        (
+            {**asks(), MARKER + "\ud800": 1},
+            "The request body has a field name that is not valid Unicode.",
+        ),
+    ],
+)
+def test_a_lone_surrogate_anywhere_is_a_400_naming_where(body: object, message: str) -> None:
+    assert refused(body) == message
+
+
+def test_a_chat_body_follows_the_same_unicode_rule() -> None:
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": "\udfff"}]}]}
+    with pytest.raises(BadRequest) as caught:
+        parse_chat_request(json.dumps(body).encode(), LIMITS, ALLOWED, "glm")
+    assert caught.value.public_message == "messages[0].content[0].text is not valid Unicode text."
+
+
+def test_a_seed_javascript_cannot_hold_is_refused() -> None:
+    assert refused(asks(seed=2**53)) == (
+        "The request body has a number out of range: integers must be within 2^53 - 1 of zero, "
+        "and decimals finite."
+    )
