@@ -3,26 +3,38 @@
 // straight through (bench/passthrough-js), both on the runner with the Workers
 // AI emulator, at zero delay and at 20 ms per token.
 //
-//   npm run bench:chat [-- --answers N --tokens N --paced N --concurrent N]
+//   npm run bench:chat [-- --answers N --tokens N --paced N --concurrent N
+//                          --burst N --settle S]
 //
 // Prints: time to the first byte and to the first token over the pass-through's
 // first byte (the upstream's first chunk), with and without the rate
 // limiter's local proxy; CPU per long answer for each Worker and their ratio,
 // at zero delay and at 20 ms per token; the longest answer whose added CPU
 // stays under the Free plan's 10 ms; 100 concurrent streams (all complete?
-// live memory after each wave); and the Worker's import time in Pyodide.
+// live memory before, right after and once settled, after each wave); a
+// burst of 500 streams with faults and vanishing clients, and the memory it
+// leaves (bench/burst.mjs); and the Worker's import time in Pyodide.
+//
+// Memory comes from the runner's dev-only hook (`--memory-hook`): the JS heap
+// in use, what Python's allocator has handed out, RSS, and the timers still
+// pending. "Settled" is after `--settle` seconds and a forced collection
+// (Python's, then V8's): what is still held, not garbage waiting for a
+// collection an idle process may not run.
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
+import { FAULT_RULES, faultBurst } from "./burst.mjs";
 import {
   configWithoutRateLimiter,
   cpuSeconds,
+  liveMemory,
   median,
   percentile,
   ROOT,
   rssMiB,
+  sleep,
   startRunner,
   stopRunner,
 } from "./lib.mjs";
@@ -37,6 +49,8 @@ const { values } = parseArgs({
     paced: { type: "string", default: "10" },
     "paced-tokens": { type: "string", default: "2000" },
     "delay-ms": { type: "string", default: "20" },
+    burst: { type: "string", default: "500" },
+    settle: { type: "string", default: "5" },
   },
 });
 const ANSWERS = Number(values.answers);
@@ -47,6 +61,12 @@ const WAVES = Number(values.waves);
 const PACED = Number(values.paced);
 const PACED_TOKENS = Number(values["paced-tokens"]);
 const DELAY_MS = Number(values["delay-ms"]);
+const BURST = Number(values.burst);
+const SETTLE_MS = Number(values.settle) * 1000;
+// The fault burst's runner keeps the Worker's default deadlines; the longest,
+// the first-token one, bounds how long anything of an answer may wait.
+const BURST_TOKEN = "bench-burst-token";
+const BURST_DEADLINE_MS = 60_000; // FIRST_TOKEN_TIMEOUT_S
 const FREE_PLAN_CPU_MS = 10;
 const MODEL = "@cf/zai-org/glm-4.7-flash";
 
@@ -135,9 +155,24 @@ async function main() {
     }),
   );
   const env = { EDGECHAT_AI_SCRIPT: script, EDGECHAT_AI_DELAY_MS: "0" };
+  const burstScript = join(folder, "burst.json");
+  writeFileSync(burstScript, JSON.stringify({ rules: FAULT_RULES }));
+  const burstVars = join(folder, "burst.vars");
+  const burstLines = { API_TOKEN: BURST_TOKEN, COOLDOWN_MAX_S: 0 };
+  writeFileSync(
+    burstVars,
+    Object.entries(burstLines)
+      .map(([k, v]) => `${k}=${v}\n`)
+      .join(""),
+  );
   const pacedEnv = { ...env, EDGECHAT_AI_DELAY_MS: String(DELAY_MS) };
   const jsConfig = join(ROOT, "bench/passthrough-js/wrangler.toml");
-  const python = await startRunner(join(ROOT, "wrangler.toml"), { env, args: ["--memory-every", "0.5"] });
+  const python = await startRunner(join(ROOT, "wrangler.toml"), { env, args: ["--memory-hook"] });
+  // Without the rate limiter: /v1 needs the token, and the limiter keys on it.
+  const faulty = await startRunner(configWithoutRateLimiter(), {
+    env: { EDGECHAT_AI_SCRIPT: burstScript, EDGECHAT_AI_DELAY_MS: "5" },
+    args: ["--memory-hook", "--vars", burstVars],
+  });
   const unlimited = await startRunner(configWithoutRateLimiter(), { env });
   const js = await startRunner(jsConfig, { env });
   const pythonPaced = await startRunner(configWithoutRateLimiter(), { env: pacedEnv });
@@ -187,8 +222,8 @@ async function main() {
     // Concurrency and memory: waves of simultaneous streams on the Python Worker.
     const waves = [];
     for (let wave = 0; wave < WAVES; wave += 1) {
-      const rssBefore = rssMiB(python.child.pid);
-      let peak = rssBefore;
+      const before = await liveMemory(python.url, { gc: true });
+      let peak = before.rss;
       const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(python.child.pid))), 20);
       const t0 = performance.now();
       const results = await Promise.all(
@@ -196,19 +231,28 @@ async function main() {
           chat(python.url, "/chat", "bench-long concurrent", { maxTokens: 4096 }),
         ),
       );
+      const seconds = (performance.now() - t0) / 1000;
       clearInterval(sampler);
       const complete = results.filter((r) => r.status === 200 && /event: done\n/.test(r.text)).length;
-      await new Promise((r) => setTimeout(r, 600)); // one more memory line after the wave
-      const reports = python.stderr().match(/memory: .*/g) ?? [];
-      waves.push({
-        complete,
-        seconds: (performance.now() - t0) / 1000,
-        rssBefore,
-        peak,
-        rssAfter: rssMiB(python.child.pid),
-        live: reports.at(-1) ?? "memory: not reported",
-      });
+      const after = await liveMemory(python.url);
+      await sleep(SETTLE_MS);
+      const settled = await liveMemory(python.url, { gc: true });
+      waves.push({ complete, seconds, before, peak: Math.max(peak, after.rss), after, settled });
     }
+
+    // The fault burst: memory before it, right after it, after the settle
+    // time (with and without a collection), and once every deadline of the
+    // burst's answers has passed.
+    for (let i = 0; i < 10; i += 1) await faultBurst(faulty.url, { count: 3, token: BURST_TOKEN, seed: 100 + i });
+    const burstRows = [["baseline, collected", await liveMemory(faulty.url, { gc: true })]];
+    const burst = await faultBurst(faulty.url, { count: BURST, token: BURST_TOKEN });
+    burstRows.push(["right after", await liveMemory(faulty.url)]);
+    await sleep(SETTLE_MS);
+    burstRows.push([`after ${SETTLE_MS / 1000} s`, await liveMemory(faulty.url)]);
+    burstRows.push([`after ${SETTLE_MS / 1000} s, collected`, await liveMemory(faulty.url, { gc: true })]);
+    await sleep(Math.max(0, BURST_DEADLINE_MS + 5000 - SETTLE_MS));
+    const late = Math.max(SETTLE_MS, BURST_DEADLINE_MS + 5000) / 1000;
+    burstRows.push([`after ${late} s, collected`, await liveMemory(faulty.url, { gc: true })]);
 
     const pct = (xs, p) => percentile(xs, p).toFixed(2);
     const added = (xs, p) => (percentile(xs, p) - percentile(base, p)).toFixed(2);
@@ -272,12 +316,36 @@ async function main() {
       );
     }
     console.log(`${CONCURRENT} concurrent ${TOKENS}-token streams on the Python Worker:`);
+    const mib = (x) => (x === null ? "n/a" : x.toFixed(1));
+    const timers = (m) => m.resources.Timeout ?? 0;
+    console.log(`  memory (MiB): before the wave, collected → right after → after ${SETTLE_MS / 1000} s, collected`);
     for (const [i, w] of waves.entries()) {
       console.log(
         `  wave ${i + 1}: ${w.complete}/${CONCURRENT} complete with done in ${w.seconds.toFixed(1)} s;` +
-          ` RSS ${w.rssBefore.toFixed(0)} → peak ${w.peak.toFixed(0)} → ${w.rssAfter.toFixed(0)} MiB`,
+          ` RSS ${w.before.rss.toFixed(0)} → peak ${w.peak.toFixed(0)} → ${w.after.rss.toFixed(0)} → ${w.settled.rss.toFixed(0)}`,
       );
-      console.log(`          after it, ${w.live.replace("memory: ", "")}`);
+      console.log(
+        `          JS heap ${mib(w.before.heapUsed)} → ${mib(w.after.heapUsed)} → ${mib(w.settled.heapUsed)};` +
+          ` Python in use ${mib(w.before.pythonInUse)} → ${mib(w.after.pythonInUse)} → ${mib(w.settled.pythonInUse)}` +
+          ` (its heap ${mib(w.settled.pythonHeap)}); timers pending ${timers(w.before)} → ${timers(w.after)} → ${timers(w.settled)}`,
+      );
+    }
+    const endings = Object.entries(burst.counts)
+      .sort()
+      .map(([ending, n]) => `${n} × ${ending}`)
+      .join(", ");
+    console.log(
+      `fault burst: ${BURST} streams at once through /chat and /v1 (faults: 3040 before the first byte,` +
+        ` an error or a stall mid-stream, slow starts, pauses; a fifth of the clients vanish), in ${burst.seconds.toFixed(1)} s:`,
+    );
+    console.log(`  endings: ${endings}`);
+    console.log("  default deadlines (60 s to the first token, 30 s idle); memory in MiB:");
+    console.log("                                JS heap  Python in use  Python objects   RSS  timers pending");
+    for (const [label, m] of burstRows) {
+      console.log(
+        `  ${label.padEnd(28)}${mib(m.heapUsed).padStart(9)}${mib(m.pythonInUse).padStart(15)}` +
+          `${String(m.pythonObjects ?? "n/a").padStart(16)}${m.rss.toFixed(0).padStart(6)}${String(timers(m)).padStart(16)}`,
+      );
     }
     console.log(`Worker import in Pyodide (runner log): ${importLine ? `${importLine[1]} ms` : "not reported"}`);
   } finally {
@@ -286,6 +354,7 @@ async function main() {
     await stopRunner(js.child);
     await stopRunner(pythonPaced.child);
     await stopRunner(jsPaced.child);
+    await stopRunner(faulty.child);
   }
 }
 

@@ -75,3 +75,14 @@ export function configWithoutRateLimiter() {
   writeFileSync(path, text);
   return path;
 }
+
+// The runner's live memory from its dev-only hook (a runner started with
+// `--memory-hook`, tools/runner/README.md), in MiB; `gc: true` collects
+// first (Python's cycles, then V8's whole heap).
+export async function liveMemory(url, { gc = false } = {}) {
+  const response = await fetch(`${url}/__runner/memory${gc ? "?gc=1" : ""}`);
+  if (!response.ok) throw new Error(`memory hook answered ${response.status}`);
+  return response.json();
+}
+
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -37,12 +37,14 @@ class Runner:
         return b"".join(self.output).decode(errors="replace")
 
 
-def runner_command(config: Path, vars_file: Path | None = None) -> list[str]:
+def runner_command(
+    config: Path, vars_file: Path | None = None, args: tuple[str, ...] = ()
+) -> list[str]:
     cmd = [str(NODE), str(RUNNER)]
     cmd += ["--port", "0", "--config", str(config)]
     if vars_file is not None:
         cmd += ["--vars", str(vars_file)]
-    return cmd
+    return cmd + list(args)
 
 
 @contextmanager
@@ -52,8 +54,10 @@ def start_runner(
     vars_file: Path | None = None,
     env: Mapping[str, str] | None = None,
     timeout: float = 90.0,
+    args: tuple[str, ...] = (),
 ) -> Iterator[Runner]:
     """Runs the runner on a free port until the block ends, then ends its group.
+    ``args`` are more command-line options (``--memory-hook``).
 
     Its models do not cool down (``COOLDOWN_MAX_S=0``) unless the vars file
     says otherwise: the isolate lives for the whole suite, and a model a test
@@ -64,7 +68,7 @@ def start_runner(
             text += "\nCOOLDOWN_MAX_S=0\n"
         merged = Path(folder) / "test.vars"
         merged.write_text(text)
-        with _started(config, vars_file=merged, env=env, timeout=timeout) as runner:
+        with _started(config, vars_file=merged, env=env, timeout=timeout, args=args) as runner:
             yield runner
 
 
@@ -75,6 +79,7 @@ def _started(
     vars_file: Path,
     env: Mapping[str, str] | None,
     timeout: float,
+    args: tuple[str, ...] = (),
 ) -> Iterator[Runner]:
     proc_env = {k: v for k, v in os.environ.items() if not k.startswith("EDGECHAT_")}
     # Tests never talk to the real Workers AI.
@@ -82,7 +87,7 @@ def _started(
     proc_env.pop("CLOUDFLARE_ACCOUNT_ID", None)
     proc_env.update(env or {})
     process = subprocess.Popen(
-        runner_command(config, vars_file),
+        runner_command(config, vars_file, args),
         cwd=ROOT,
         env=proc_env,
         stdout=subprocess.PIPE,

@@ -350,7 +350,13 @@ class BindingAi:
 
 
 class BindingFetch:
-    """``ports.Fetch`` over the runtime's ``fetch``; aborts with the client."""
+    """``ports.Fetch`` over the runtime's ``fetch``; aborts with the client.
+
+    Redirects are not followed (``redirect: "manual"``; workerd's fetch takes
+    ``"follow"`` or ``"manual"``, ``Request::tryParseRedirect`` in
+    ``src/workerd/api/http.c++``): the provider's key goes in
+    ``Authorization`` to the configured origin only, and a 3xx comes back as
+    the answer, which is that provider failing (``ProviderAi``)."""
 
     def __init__(self, client_signal: Any) -> None:
         self._client_signal = client_signal
@@ -359,7 +365,9 @@ class BindingFetch:
         self, url: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], BindingUpstream]:
         controller, signal = _abort_signal(self._client_signal)
-        init = _js_object({"method": "POST", "headers": headers, "signal": signal})
+        init = _js_object(
+            {"method": "POST", "headers": headers, "signal": signal, "redirect": "manual"}
+        )
         init.body = to_js(body)
         try:
             response = await js_fetch(url, init)

@@ -99,8 +99,9 @@ class Fetch(Protocol):
         self, url: str, headers: dict[str, str], body: bytes
     ) -> tuple[int, dict[str, str], UpstreamStream]:
         """POSTs ``body``; returns the status, the headers (lower-case names)
-        and the body as a stream. Raises ``UpstreamError`` when no answer
-        came (the network failed). Aborted with the client, like ``Ai``."""
+        and the body as a stream. A redirect is not followed: its 3xx is the
+        status returned. Raises ``UpstreamError`` when no answer came (the
+        network failed). Aborted with the client, like ``Ai``."""
         ...
 
 

@@ -23,7 +23,7 @@ from tests.api.checks import (
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
 from tests.harness import EmulatorControl
-from tests.kit.fake_provider import Fail, FakeProvider, Reply, Stall
+from tests.kit.fake_provider import Fail, FakeProvider, Redirect, Reply, Stall
 
 GUARD = "@cf/meta/llama-guard-3-8b"
 KEY = "sk-fake-provider-key-5f2c9e"
@@ -219,6 +219,41 @@ def test_a_failing_provider_passes_to_the_next_then_one_error(
     assert_error(failed.response, 502, "provider_error")
     assert KEY not in failed.body.decode()
     assert KEY not in server.log_text()
+
+
+def test_a_provider_redirect_is_not_followed_and_the_key_stays_home(
+    servers: ServerPool, new_client: ClientFactory, provider: FakeProvider, second: FakeProvider
+) -> None:
+    # A server of our own that would answer anything it is sent, and records
+    # every request and its headers: following a redirect shows up here.
+    with FakeProvider() as elsewhere:
+        server = with_providers(servers, provider, second, keys=(KEY, "sk-second-0c3a"))
+        server.ai.script(
+            {"match": {"contains": "moved"}, "error": "3040: Capacity temporarily exceeded"}
+        )
+        http = new_client(server.url)
+        # The first provider moved to another origin (POST kept: 307): not
+        # followed, so that provider failed and the next one answers.
+        provider.answer(Redirect(f"{elsewhere.url}/chat/completions", status=307))
+        second.answer(Reply(text="The second one."))
+        chat = post_chat(http, user("moved, next"))
+        assert_done(chat.events, "backup/backup-chat-1", fallback_from=GLM)
+        assert chat.events.text() == "The second one."
+        # Then both redirect, the second within its own origin (a follower
+        # would send it the key again): every provider failed, one error.
+        provider.answer(Redirect(f"{elsewhere.url}/chat/completions", status=308))
+        second.answer(Redirect("/v1/moved/chat/completions", status=302))
+        failed = post_chat(http, user("moved, all of them"))
+        assert_error(failed.response, 502, "provider_error")
+        assert elsewhere.requests == [], "a redirect was followed"
+        assert [sent.path for sent in provider.requests] == ["/v1/chat/completions"] * 2
+        assert [sent.path for sent in second.requests] == ["/v1/chat/completions"] * 2
+        record = log_record(server, request_id=failed.response.headers["x-request-id"])
+        assert record["error_code"] == "provider_error"
+        for body in (chat.body.decode(), failed.body.decode()):
+            assert KEY not in body
+            assert elsewhere.url not in body  # generic outward
+        assert KEY not in server.log_text()
 
 
 def test_a_provider_that_stalls_is_aborted_by_the_first_token_deadline(

@@ -812,3 +812,82 @@ test("fetch() response bodies are native byte streams, read whole across chunks 
     server.close();
   }
 });
+
+/** A loopback origin whose `/moved` answers `status` with a Location, and the server it points to. */
+async function redirectingOrigins(status) {
+  const { createServer } = await import("node:http");
+  const calls = [];
+  const listen = (server) => new Promise((resolve) => server.listen(0, "127.0.0.1", () => resolve(server)));
+  const target = await listen(
+    createServer((req, res) => {
+      calls.push({ at: "target", method: req.method, authorization: req.headers.authorization ?? null });
+      res.end("followed");
+    }),
+  );
+  const origin = await listen(
+    createServer((req, res) => {
+      calls.push({ at: "origin", method: req.method, authorization: req.headers.authorization ?? null });
+      res.writeHead(status, { location: `http://127.0.0.1:${target.address().port}/landing` });
+      res.end("moved");
+    }),
+  );
+  return {
+    url: `http://127.0.0.1:${origin.address().port}/moved`,
+    calls,
+    close: () => {
+      for (const server of [origin, target]) {
+        server.close();
+        server.closeAllConnections();
+      }
+    },
+  };
+}
+
+for (const status of [302, 307]) {
+  test(`fetch() with redirect "manual" returns the ${status} itself and never calls its Location`, async () => {
+    const origins = await redirectingOrigins(status);
+    try {
+      const init = { method: "POST", body: "{}", headers: { authorization: "Bearer k" }, redirect: "manual" };
+      const response = await fetch(origins.url, init);
+      assert.equal(response.status, status);
+      assert.match(response.headers.get("location"), /\/landing$/);
+      assert.ok(isNativeStream(response.body));
+      assert.equal(await response.text(), "moved");
+      assert.deepEqual(origins.calls, [{ at: "origin", method: "POST", authorization: "Bearer k" }]);
+    } finally {
+      origins.close();
+    }
+  });
+}
+
+test('fetch() follows a redirect by default, as workerd does ("follow")', async () => {
+  const origins = await redirectingOrigins(307);
+  try {
+    const response = await fetch(origins.url, { method: "POST", body: "{}" });
+    assert.equal(response.status, 200);
+    assert.equal(await response.text(), "followed");
+    assert.deepEqual(
+      origins.calls.map((call) => call.at),
+      ["origin", "target"],
+    );
+  } finally {
+    origins.close();
+  }
+});
+
+test('fetch() refuses redirect "error" before any request, with workerd\'s TypeError', async () => {
+  const origins = await redirectingOrigins(307);
+  try {
+    for (const call of [
+      () => fetch(origins.url, { method: "POST", body: "{}", redirect: "error" }),
+      () => fetch(new Request(origins.url, { redirect: "error" })),
+    ]) {
+      const err = await rejection(call());
+      assert.ok(err instanceof TypeError);
+      assert.match(err.message, /^Invalid redirect value, must be one of "follow" or "manual"/);
+    }
+    assert.deepEqual(origins.calls, []);
+  } finally {
+    origins.close();
+  }
+});

@@ -17,8 +17,10 @@ the way OpenAI's Chat Completions API answers
 
 Each test scripts it: answers are queued with :meth:`FakeProvider.answer`
 and taken one per request, in order; when the queue is empty the
-``default`` answer is given. An answer is a :class:`Reply`, a :class:`Fail`
-or a :class:`Stall`. With ``api_key`` set, a request without
+``default`` answer is given. An answer is a :class:`Reply`, a :class:`Fail`,
+a :class:`Stall` or a :class:`Redirect` (to another server, typically a
+second ``FakeProvider``, whose records then show whether a client followed
+it and with which headers). With ``api_key`` set, a request without
 ``Authorization: Bearer <api_key>`` gets a 401 and takes no answer.
 
 Every request is recorded (:class:`Recorded`), whatever its path or method,
@@ -59,6 +61,7 @@ __all__ = [
     "Fail",
     "FakeProvider",
     "Recorded",
+    "Redirect",
     "Reply",
     "Stall",
 ]
@@ -117,7 +120,18 @@ class Stall:
     client goes away or the provider stops."""
 
 
-Answer = Reply | Fail | Stall
+@dataclass(frozen=True)
+class Redirect:
+    """A redirect, as an API whose host moved answers: ``status`` (a 3xx)
+    with ``Location: location`` and a short text body. ``location`` is sent
+    as given (absolute, or a path on this provider)."""
+
+    location: str
+    status: int = 307
+    headers: Mapping[str, str] = field(default_factory=dict)
+
+
+Answer = Reply | Fail | Stall | Redirect
 
 # What OpenAI's API sends for each status: (message, type, code).
 _ERRORS: dict[int, tuple[str, str, str | None]] = {
@@ -251,6 +265,8 @@ class _Handler(BaseHTTPRequestHandler):
             return self._fail(answer)
         if isinstance(answer, Stall):
             return self._hold(fake, exchange)
+        if isinstance(answer, Redirect):
+            return self._redirect(answer)
         if request.body.get("stream") is True:
             return self._stream(fake, exchange, answer)
         return self._complete(fake, exchange, answer)
@@ -269,6 +285,20 @@ class _Handler(BaseHTTPRequestHandler):
                 "content-type": "application/json",
                 "content-length": str(len(payload)),
                 **fail.headers,
+            },
+        )
+        self.wfile.write(payload)
+        return "complete"
+
+    def _redirect(self, redirect: Redirect) -> End:
+        payload = f"Moved to {redirect.location}\n".encode()
+        self._send_head(
+            redirect.status,
+            {
+                "location": redirect.location,
+                "content-type": "text/plain; charset=utf-8",
+                "content-length": str(len(payload)),
+                **redirect.headers,
             },
         )
         self.wfile.write(payload)

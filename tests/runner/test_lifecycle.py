@@ -9,7 +9,9 @@ import httpx
 import pytest
 
 from tests.conftest import PROBE_CONFIG
-from tests.harness import ROOT, runner_command, start_runner
+from tests.harness import ROOT, Runner, runner_command, start_runner
+
+MEMORY_HOOK = "/__runner/memory"
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -38,3 +40,25 @@ def test_bad_arguments_fail_fast_with_a_message() -> None:
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=60, check=False)
     assert result.returncode != 0
     assert b"--port must be a port number" in result.stderr
+
+
+def test_memory_hook_reports_live_memory_after_a_forced_collection(probe: Runner) -> None:
+    # Without --memory-hook the path is the Worker's like any other.
+    assert httpx.get(probe.base_url + MEMORY_HOOK, timeout=20).status_code == 404
+    with start_runner(PROBE_CONFIG, args=("--memory-hook",)) as runner:
+        live = httpx.get(runner.base_url + MEMORY_HOOK, timeout=20)
+        assert live.status_code == 200
+        assert live.headers["content-type"] == "application/json"
+        report = live.json()
+        assert report["collected"] is False
+        collected = httpx.get(runner.base_url + MEMORY_HOOK, params={"gc": "1"}, timeout=20).json()
+        assert collected["collected"] is True
+        for field in ("rss", "heapUsed", "pythonHeap", "pythonInUse"):
+            assert collected[field] > 0, field
+        assert collected["pythonObjects"] > 0
+        assert collected["waitUntil"] == 0
+        assert isinstance(collected["resources"], dict)
+        # The forced collection is the runner's own: the Worker never sees V8's gc().
+        names = {"names": "gc,fetch"}
+        seen = httpx.get(runner.base_url + "/globals", params=names, timeout=20).json()
+        assert seen == {"gc": False, "fetch": True}

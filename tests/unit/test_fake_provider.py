@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.kit.fake_provider import HANG_GUARD_S, Fail, FakeProvider, Reply, Stall
+from tests.kit.fake_provider import HANG_GUARD_S, Fail, FakeProvider, Redirect, Reply, Stall
 
 KEY = "sk-test-123"
 
@@ -160,6 +160,28 @@ def test_answers_are_taken_in_order_then_the_default(
         None,
         None,
     ]
+
+
+def test_a_redirect_and_its_target_record(provider: FakeProvider, client: httpx.Client) -> None:
+    with FakeProvider() as target:
+        provider.answer(
+            Redirect(f"{target.url}/chat/completions", status=308),
+            Redirect(f"{target.url}/chat/completions"),
+        )
+        moved = client.post(f"{provider.url}/chat/completions", json=chat(stream=True))
+        assert moved.status_code == 308
+        assert moved.headers["location"] == f"{target.url}/chat/completions"
+        assert moved.text == f"Moved to {target.url}/chat/completions\n"
+        assert provider.wait_for_end(1) == "complete"
+        assert target.requests == []  # not followed: the target saw nothing
+        followed = client.post(
+            f"{provider.url}/chat/completions", json=chat(), follow_redirects=True
+        )
+        assert followed.status_code == 200  # the target's default answer
+        arrived = target.wait_for_request(1)
+        assert (arrived.method, arrived.path) == ("POST", "/v1/chat/completions")
+        # httpx drops Authorization on a redirect to another origin (port).
+        assert "authorization" not in arrived.headers
 
 
 def test_bearer_key_is_required(provider: FakeProvider) -> None:

@@ -310,6 +310,9 @@ def test_provider_ai_posts_the_body_with_the_key_in_authorization_only() -> None
         (401, {}, None),
         (500, {}, None),
         (404, {}, None),
+        # A redirect is not followed (the key goes to the configured origin only).
+        (307, {"location": "https://elsewhere.example/v1/chat/completions"}, None),
+        (301, {"location": "https://elsewhere.example/"}, None),
     ],
 )
 def test_a_refusal_is_a_provider_error(

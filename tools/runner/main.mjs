@@ -8,6 +8,8 @@ import { join, resolve } from "node:path";
 import { Readable } from "node:stream";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { unstable_readConfig } from "wrangler";
 import { createEnv } from "./bindings.mjs";
 import { ExecutionContext, PendingWork } from "./context.mjs";
@@ -28,6 +30,7 @@ function parseCommandLine(argv) {
       "no-snapshot": { type: "boolean", default: false },
       quiet: { type: "boolean", default: false },
       "memory-every": { type: "string" },
+      "memory-hook": { type: "boolean", default: false },
     },
     strict: true,
   });
@@ -128,6 +131,68 @@ async function loadJavaScriptWorker(mainPath, env) {
   };
 }
 
+// The dev-only memory hook (`--memory-hook`): `GET /__runner/memory` answers
+// the live memory as JSON, `?gc=1` after a forced collection. Benchmarks use
+// it; it exists only in the runner, never in the Worker or at the edge.
+const MEMORY_HOOK = "/__runner/memory";
+const MIB = 1048576;
+let forceGc = null;
+
+// V8's `gc()`, from a context of its own: `node --expose-gc` would put it on
+// globalThis, which is the Worker's `js` module too.
+function enableForcedGc() {
+  setFlagsFromString("--expose-gc");
+  forceGc = runInNewContext("gc");
+  setFlagsFromString("--no-expose-gc");
+}
+
+const nextTask = () => new Promise((resolveTask) => setTimeout(resolveTask, 0));
+
+// Live memory, in MiB: RSS (which keeps pages the allocators freed), the JS
+// heap in use, and the interpreter's memory (`python heap`, which only grows)
+// and what its allocator has handed out (`python in use`).
+function liveMemory(worker) {
+  const { rss, heapUsed, external, arrayBuffers } = process.memoryUsage();
+  const python = worker.memory?.() ?? { heap: 0, inUse: null };
+  return {
+    rss: rss / MIB,
+    heapUsed: heapUsed / MIB,
+    external: external / MIB,
+    arrayBuffers: arrayBuffers / MIB,
+    pythonHeap: python.heap / MIB,
+    pythonInUse: python.inUse === null ? null : python.inUse / MIB,
+  };
+}
+
+// Collects what can be collected: Python's cycles, then V8's whole heap.
+// Each side's finalizers release the other's proxies (a collected PyProxy
+// frees its Python object, which may drop a JsProxy), so a few rounds, with
+// a task between them for the finalization callbacks.
+async function collectGarbage(worker) {
+  for (let round = 0; round < 3; round += 1) {
+    worker.collect?.();
+    forceGc?.();
+    await nextTask();
+  }
+}
+
+async function answerMemoryHook(req, res, worker) {
+  const collect = new URL(req.url, "http://x").searchParams.get("gc") === "1";
+  if (collect) await collectGarbage(worker);
+  const body = JSON.stringify({
+    ...liveMemory(worker),
+    collected: collect && forceGc !== null,
+    pythonObjects: worker.objects?.() ?? null,
+    waitUntil: worker.pending.live.size,
+    resources: process.getActiveResourcesInfo().reduce((counts, kind) => {
+      counts[kind] = (counts[kind] ?? 0) + 1;
+      return counts;
+    }, {}),
+  });
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
 // Waits for `work`, but no longer than `ms`; a failure counts as done.
 const within = (ms, work) => Promise.race([work.catch(() => {}), new Promise((r) => setTimeout(r, ms))]);
 
@@ -160,6 +225,7 @@ async function main() {
     process.exit(2);
   }
   const workerFirst = workerFirstMatcher(config.assets?.run_worker_first);
+  if (options["memory-hook"]) enableForcedGc();
 
   const server = createServer(async (req, res) => {
     const started = performance.now();
@@ -170,6 +236,11 @@ async function main() {
     let via = "worker";
     try {
       const path = new URL(req.url, "http://x").pathname;
+      if (options["memory-hook"] && path === MEMORY_HOOK) {
+        via = "hook";
+        await answerMemoryHook(req, res, worker);
+        return;
+      }
       if (assets && (req.method === "GET" || req.method === "HEAD") && !workerFirst(path)) {
         const asset = await assets.fetch(`http://${req.headers.host ?? "127.0.0.1"}${req.url}`, {
           method: req.method,
@@ -221,10 +292,12 @@ async function main() {
     // little about leaks; the JS heap in use and the interpreter's heap do.
     const seconds = Number(options["memory-every"]);
     setInterval(() => {
-      const { rss, heapUsed } = process.memoryUsage();
-      const wasm = worker.pyodide?._module.HEAP8.length ?? 0;
-      const mib = (bytes) => (bytes / 1048576).toFixed(1);
-      log(`memory: rss ${mib(rss)} MiB, js heap used ${mib(heapUsed)} MiB, python heap ${mib(wasm)} MiB`);
+      const m = liveMemory(worker);
+      const inUse = m.pythonInUse === null ? "" : ` (${m.pythonInUse.toFixed(1)} in use)`;
+      log(
+        `memory: rss ${m.rss.toFixed(1)} MiB, js heap used ${m.heapUsed.toFixed(1)} MiB, ` +
+          `python heap ${m.pythonHeap.toFixed(1)} MiB${inUse}`,
+      );
     }, seconds * 1000).unref();
   }
   const { port } = server.address();

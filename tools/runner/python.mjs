@@ -96,6 +96,20 @@ class WorkerEntrypoint {
 class DurableObject extends WorkerEntrypoint {}
 class WorkflowEntrypoint extends WorkerEntrypoint {}
 
+// emscripten's dlmalloc `mallinfo(&info)`: `uordblks` (the 8th int) is
+// what is allocated now, `arena` what was taken from the WebAssembly memory.
+function pythonMemory(pyodide) {
+  const module = pyodide._module;
+  const heap = module.HEAP8.length;
+  if (typeof module._mallinfo !== "function") return { heap, inUse: null };
+  return module.withStackSave(() => {
+    const info = module.stackAlloc(10 * 4);
+    module._mallinfo(info);
+    const fields = new Uint32Array(module.HEAP8.buffer, info, 10);
+    return { heap, inUse: fields[7] };
+  });
+}
+
 // `env` may be a promise: the interpreter boots while the bindings start.
 export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env: envReady, cacheDir, log }) {
   const started = performance.now();
@@ -148,6 +162,16 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
   const host = pyodide.toPy({ __name__: "edgechat_runner_host" });
   pyodide.runPython(readFileSync(join(HERE, "host.py"), "utf8"), { globals: host });
   const handler = host.get("make_handler")(moduleName);
+  const gc = pyodide.pyimport("gc");
+  const gcCollect = gc.collect;
+  const gcObjectCount = () => {
+    const objects = gc.get_objects();
+    try {
+      return objects.length;
+    } finally {
+      objects.destroy();
+    }
+  };
   const settingsProblem = host.get("settings_problem");
   const loaded = performance.now();
   log(
@@ -158,6 +182,16 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
   return {
     pyodide,
     pending,
+    // The interpreter's memory: the size of its WebAssembly memory (which
+    // only grows) and what its C allocator has handed out of it now.
+    memory: () => pythonMemory(pyodide),
+    // Python's cycle collector, at once (it otherwise runs by allocation
+    // counts, so a burst's cycles, and the JS objects their proxies hold,
+    // may wait for the next requests).
+    collect: () => gcCollect(),
+    // Objects Python's collector tracks (containers: a leak of requests'
+    // sessions, frames or proxies shows here).
+    objects: () => gcObjectCount(),
     // The Worker's own settings parser on the `[vars]` it will see: its
     // message for the first bad value, or null (also for a Worker without
     // edgechat's config).

@@ -1101,13 +1101,25 @@ export function isNativeStream(stream) {
   return nativeReadables.has(stream) || identityWritables.has(stream);
 }
 
+// workerd's Request constructor (http.c++, Request::tryParseRedirect) takes
+// only these; Node's also takes "error".
+const REDIRECT_MODES = new Set(["follow", "manual"]);
+const REDIRECT_REFUSED =
+  'Invalid redirect value, must be one of "follow" or "manual" ("error" won\'t be implemented ' +
+  'since it does not make sense at the edge; use "manual" and check the response status code).';
+
 /**
  * `fetch` whose response bodies are native byte streams, as workerd's are
  * (an HTTP body is kj's): BYOB reads, tee() and pipes behave as for a
- * binding's result. Node's own bodies are JavaScript streams.
+ * binding's result. Node's own bodies are JavaScript streams. Redirects as
+ * in workerd (http.c++ handleHttpResponse): "follow" (the default) follows
+ * a 3xx with a Location, "manual" returns the 3xx itself (its status, its
+ * Location, its body), and any other mode is refused before a request is made.
  */
 function nativeFetch(nodeFetch) {
   return async function fetch(input, init) {
+    const redirect = init?.redirect ?? (input instanceof Request ? input.redirect : undefined);
+    if (redirect !== undefined && !REDIRECT_MODES.has(String(redirect))) throw new TypeError(REDIRECT_REFUSED);
     const response = await nodeFetch(input, init);
     if (response.body === null) return response;
     const { status, statusText, headers } = response;
