@@ -62,14 +62,23 @@ def _js_object(values: dict[str, Any]) -> Any:
     return to_js(values, dict_converter=Object.fromEntries)
 
 
-def _bounded(promise: Any, within: float) -> Any:
+async def _bounded(promise: Any, within: float) -> Any:
     """``promise``, raced against a timer of ``within`` seconds that resolves
     to undefined (None in Python). One await either way: no timer task on the
     Python side. ``scheduler.wait`` is workerd's awaitable timer
-    (``src/workerd/api/basics.h``, ``Scheduler::wait``)."""
+    (``src/workerd/api/basics.h``, ``Scheduler::wait``, ``WaitOptions``)."""
     if within == math.inf:
-        return promise
-    return Promise.race(to_js([promise, scheduler.wait(max(within, 0.0) * 1000)]))
+        return await promise
+    # A timer left running after the read won holds its closure (a Python
+    # future, about 2 KiB) until it fires, up to a deadline later: thousands
+    # of them after a burst of streams. It is stopped once the race is run;
+    # ``catch(Object)`` (a JS function, no Python proxy) takes its AbortError.
+    stop = AbortController.new()
+    timer = scheduler.wait(max(within, 0.0) * 1000, _js_object({"signal": stop.signal}))
+    try:
+        return await Promise.race(to_js([promise, timer.catch(Object)]))
+    finally:
+        stop.abort()
 
 
 class ByteReader:
