@@ -5,11 +5,10 @@
 //
 //   git worktree add /tmp/before <commit>   # with node_modules, .venv and
 //   node bench/first_byte_at.mjs /tmp/before   # python_modules linked in
-import { readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { median, percentile, ROOT, startRunner, stopRunner } from "./lib.mjs";
+import { configOf, median, percentile, ROOT, startRunner, stopRunner } from "./lib.mjs";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -17,17 +16,6 @@ const { values, positionals } = parseArgs({
 });
 const OTHER = positionals[0];
 if (!OTHER) throw new Error("usage: node bench/first_byte_at.mjs <other checkout>");
-
-function config(root) {
-  const text = readFileSync(join(root, "wrangler.toml"), "utf8")
-    .replace(/\[\[ratelimits\]\][^[]*/, "")
-    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
-    .replace('main = "src/entry.py"', `main = "${join(root, "src/entry.py")}"`)
-    .replace('directory = "./static"', `directory = "${join(root, "static")}"`);
-  const path = join(ROOT, ".cache", `first-byte-${root.replaceAll("/", "_")}.toml`);
-  writeFileSync(path, text);
-  return path;
-}
 
 function firstByte(url) {
   const body = JSON.stringify({ messages: [{ role: "user", content: "hello" }], max_tokens: 64 });
@@ -50,8 +38,8 @@ function firstByte(url) {
 }
 
 const env = { EDGECHAT_AI_DELAY_MS: "0" };
-const other = await startRunner(config(OTHER), { env });
-const here = await startRunner(config(ROOT), { env });
+const other = await startRunner(configOf(OTHER, "first-byte"), { env });
+const here = await startRunner(configOf(ROOT, "first-byte"), { env });
 try {
   for (let i = 0; i < 20; i += 1) {
     await firstByte(other.url);

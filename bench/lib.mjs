@@ -86,3 +86,18 @@ export async function liveMemory(url, { gc = false } = {}) {
 }
 
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The wrangler config of a checkout at `root` (this one or another, say the
+// commit before a change), without the bindings the runner proxies, with
+// absolute paths so any runner can serve it; written under .cache/.
+export function configOf(root, name) {
+  const text = readFileSync(join(root, "wrangler.toml"), "utf8")
+    .replace(/\[\[ratelimits\]\][^[]*/, "")
+    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
+    .replace('main = "src/entry.py"', `main = "${join(root, "src/entry.py")}"`)
+    .replace('directory = "./static"', `directory = "${join(root, "static")}"`);
+  mkdirSync(join(ROOT, ".cache"), { recursive: true });
+  const path = join(ROOT, ".cache", `${name}-${root.replaceAll("/", "_")}.toml`);
+  writeFileSync(path, text);
+  return path;
+}

@@ -10,9 +10,9 @@
 //   node bench/same_bytes.mjs /tmp/before 'stream glm "busy'   # and show these bodies
 //
 // Prints one line per request and exits 1 if any pair differs.
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { ROOT, startRunner, stopRunner } from "./lib.mjs";
+import { configOf, ROOT, startRunner, stopRunner } from "./lib.mjs";
 
 const [OTHER, SHOW] = process.argv.slice(2);
 if (!OTHER) throw new Error("usage: node bench/same_bytes.mjs <other checkout> [request to show]");
@@ -36,18 +36,6 @@ const SCRIPT = {
 
 const QUESTIONS = ["hello", "split it", "what is the weather", "whole please", "busy now", "cut short"];
 const MODELS = ["glm", "llama", "kimi"];
-
-function config(root) {
-  const text = readFileSync(join(root, "wrangler.toml"), "utf8")
-    .replace(/\[\[ratelimits\]\][^[]*/, "")
-    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
-    .replace('main = "src/entry.py"', `main = "${join(root, "src/entry.py")}"`)
-    .replace('directory = "./static"', `directory = "${join(root, "static")}"`);
-  mkdirSync(join(ROOT, ".cache"), { recursive: true });
-  const path = join(ROOT, ".cache", `same-bytes-${root.replaceAll("/", "_")}.toml`);
-  writeFileSync(path, text);
-  return path;
-}
 
 function mask(text) {
   return text
@@ -97,8 +85,8 @@ const varsPath = join(ROOT, ".cache", "same-bytes.vars");
 // Models stay warm after a 3040, so every request meets the same chain.
 writeFileSync(varsPath, "API_TOKEN=same-bytes-token\nCOOLDOWN_MAX_S=0\n");
 const args = ["--vars", varsPath];
-const other = await startRunner(config(OTHER), { env, args });
-const here = await startRunner(config(ROOT), { env, args });
+const other = await startRunner(configOf(OTHER, "same-bytes"), { env, args });
+const here = await startRunner(configOf(ROOT, "same-bytes"), { env, args });
 let differ = 0;
 try {
   for (const [name, path, body] of requests()) {

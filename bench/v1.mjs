@@ -10,12 +10,12 @@
 //
 // With --against, each edgechat case is run a second time on another
 // checkout (say, the commit before a change) in the same run.
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { configWithoutRateLimiter, cpuSeconds, median, ROOT, startRunner, stopRunner } from "./lib.mjs";
+import { configOf, configWithoutRateLimiter, cpuSeconds, median, ROOT, startRunner, stopRunner } from "./lib.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -51,18 +51,6 @@ if (values.against) {
         root: values.against,
       };
   }
-}
-
-// The other checkout's Worker, with the bindings the runner proxies left out.
-function configOf(root) {
-  const text = readFileSync(join(root, "wrangler.toml"), "utf8")
-    .replace(/\[\[ratelimits\]\][^[]*/, "")
-    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
-    .replace('main = "src/entry.py"', `main = "${join(root, "src/entry.py")}"`)
-    .replace('directory = "./static"', `directory = "${join(root, "static")}"`);
-  const path = join(ROOT, ".cache", `bench-v1-${root.replaceAll("/", "_")}.toml`);
-  writeFileSync(path, text);
-  return path;
 }
 
 function ask(url, { path, model, stream }) {
@@ -116,7 +104,7 @@ async function main() {
   writeFileSync(vars, `API_TOKEN=${TOKEN}\nCACHE_MODE=off\nMAX_OUTPUT_TOKENS=4096\n`);
   const jsConfig = join(ROOT, "bench/passthrough-js/wrangler.toml");
   const config = configWithoutRateLimiter();
-  const other = values.against ? configOf(values.against) : null;
+  const other = values.against ? configOf(values.against, "bench-v1") : null;
   const start = (which, delay) =>
     startRunner(which.js ? jsConfig : which.root ? other : config, {
       args: which.js ? [] : ["--vars", vars],
