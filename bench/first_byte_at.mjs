@@ -6,7 +6,6 @@
 //   git worktree add /tmp/before <commit>   # with node_modules, .venv and
 //   node bench/first_byte_at.mjs /tmp/before   # python_modules linked in
 import { request } from "node:http";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { configOf, median, percentile, ROOT, startRunner, stopRunner } from "./lib.mjs";
 
