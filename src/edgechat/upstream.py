@@ -125,6 +125,35 @@ def _normalise_usage(raw: dict[str, Any]) -> Usage | None:
     }
 
 
+def _take_tool_calls(assembled: list[dict[str, Any]], calls: list[Any], out: list[Delta]) -> None:
+    """Adds the pieces ``calls`` of one delta to the ``assembled`` calls."""
+    # Streamed, a call comes in pieces: the first carries its index, id and
+    # name, the next ones fragments of its arguments; whole, in one piece.
+    for position, piece in enumerate(calls):
+        if type(piece) is not dict:
+            continue
+        index = piece.get("index", position)
+        if type(index) is not int or not 0 <= index <= len(assembled):
+            continue
+        if index == len(assembled):
+            assembled.append(
+                {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
+            )
+        call = assembled[index]
+        if type(piece.get("id")) is str and piece["id"]:
+            call["id"] = piece["id"]
+        function = piece.get("function")
+        if type(function) is not dict:
+            continue
+        name, arguments = function.get("name"), function.get("arguments")
+        if type(name) is str and name:
+            call["function"]["name"] += name
+            out.append(Delta(_TOOL_CALL, name))
+        if type(arguments) is str and arguments:
+            call["function"]["arguments"] += arguments
+            out.append(Delta(_TOOL_CALL, arguments))
+
+
 class UpstreamReader:
     """Incremental reader of one upstream response; one instance per stream.
 
@@ -298,40 +327,12 @@ class UpstreamReader:
                 out.append(Delta(_CONTENT, text))
             calls = delta.get("tool_calls")
             if calls and type(calls) is list:
-                self._take_tool_calls(calls, out)
+                if self.tool_calls is None:
+                    self.tool_calls = []
+                _take_tool_calls(self.tool_calls, calls, out)
         reason = choice.get("finish_reason")
         if reason and type(reason) is str:
             self.finish_reason = reason
-
-    def _take_tool_calls(self, calls: list[Any], out: list[Delta]) -> None:
-        # Streamed, a call comes in pieces: the first carries its index, id and
-        # name, the next ones fragments of its arguments; whole, in one piece.
-        if self.tool_calls is None:
-            self.tool_calls = []
-        assembled = self.tool_calls
-        for position, piece in enumerate(calls):
-            if type(piece) is not dict:
-                continue
-            index = piece.get("index", position)
-            if type(index) is not int or not 0 <= index <= len(assembled):
-                continue
-            if index == len(assembled):
-                assembled.append(
-                    {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-                )
-            call = assembled[index]
-            if type(piece.get("id")) is str and piece["id"]:
-                call["id"] = piece["id"]
-            function = piece.get("function")
-            if type(function) is not dict:
-                continue
-            name, arguments = function.get("name"), function.get("arguments")
-            if type(name) is str and name:
-                call["function"]["name"] += name
-                out.append(Delta(_TOOL_CALL, name))
-            if type(arguments) is str and arguments:
-                call["function"]["arguments"] += arguments
-                out.append(Delta(_TOOL_CALL, arguments))
 
     # --- a whole JSON body ------------------------------------------------
 

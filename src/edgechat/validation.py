@@ -25,7 +25,7 @@ no server system prompt is added.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -413,75 +413,102 @@ def _tool_calls(value: Any, where: str, total: int, limits: Limits) -> int:
 
 
 def _openai_params(data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The generation parameters (``requests.PARAMS``) given, each checked."""
     params: dict[str, Any] = {}
-    top_p = data.get("top_p")
-    if top_p is not None:
-        if type(top_p) not in (int, float) or not 0 < top_p <= 1:
-            raise BadRequest(public="top_p must be a number above 0 and at most 1.")
-        params["top_p"] = float(top_p)
-    for name in ("frequency_penalty", "presence_penalty"):
-        value = data.get(name)
+    for param in PARAMS:
+        value = data.get(param.name)
         if value is not None:
-            if type(value) not in (int, float) or not -2 <= value <= 2:
-                raise BadRequest(public=f"{name} must be a number from -2 to 2.")
-            params[name] = float(value)
-    seed = data.get("seed")
-    if seed is not None:
-        if type(seed) is not int or not 0 <= seed < 2**63:
-            raise BadRequest(public="seed must be a non-negative integer.")
-        params["seed"] = seed
-    stop = data.get("stop")
-    if stop is not None:
-        stops = [stop] if type(stop) is str else stop
-        if (
-            type(stops) is not list
-            or not 0 < len(stops) <= MAX_STOP
-            or any(type(s) is not str or not 0 < len(s) <= 100 for s in stops)
-        ):
-            raise BadRequest(
-                public=f"stop must be a string or a list of 1 to {MAX_STOP} strings "
-                "of 1 to 100 characters."
-            )
-        params["stop"] = stop
-    response_format = data.get("response_format")
-    if response_format is not None:
-        kind = response_format.get("type") if type(response_format) is dict else None
-        if kind not in _RESPONSE_FORMATS:
-            raise BadRequest(
-                public=f"response_format.type must be one of {', '.join(_RESPONSE_FORMATS)}."
-            )
-        if kind == "json_schema" and type(response_format.get("json_schema")) is not dict:
-            raise BadRequest(public="response_format.json_schema must be an object.")
-        if kind != "text":  # "text" is what every model does anyway
-            params["response_format"] = response_format
-    effort = data.get("reasoning_effort")
-    if effort is not None:
-        if effort not in _REASONING_EFFORTS:
-            raise BadRequest(
-                public=f"reasoning_effort must be one of {', '.join(_REASONING_EFFORTS)}."
-            )
-        params["reasoning_effort"] = effort
-    tools = data.get("tools")
-    if tools is not None:
-        _check_tools(tools)
-        params["tools"] = tools
-    choice = data.get("tool_choice")
-    if choice is not None:
-        named = (
-            type(choice) is dict
-            and choice.get("type") == "function"
-            and type(choice.get("function")) is dict
-            and type(choice["function"].get("name")) is str
-        )
-        if choice not in _TOOL_CHOICES and not named:
-            raise BadRequest(
-                public='tool_choice must be "none", "auto", "required" or '
-                '{"type": "function", "function": {"name": ...}}.'
-            )
-        if tools is None and choice != "none":
-            raise BadRequest(public="tool_choice needs tools.")
-        params["tool_choice"] = choice
+            checked = _PARAM_CHECKS[param.name](value, data)
+            if checked is not None:
+                params[param.name] = checked
     return MappingProxyType(params)
+
+
+def _top_p(value: Any, data: Mapping[str, Any]) -> float:
+    if type(value) not in (int, float) or not 0 < value <= 1:
+        raise BadRequest(public="top_p must be a number above 0 and at most 1.")
+    return float(value)
+
+
+def _penalty(name: str) -> Callable[[Any, Mapping[str, Any]], float]:
+    def check(value: Any, data: Mapping[str, Any]) -> float:
+        if type(value) not in (int, float) or not -2 <= value <= 2:
+            raise BadRequest(public=f"{name} must be a number from -2 to 2.")
+        return float(value)
+
+    return check
+
+
+def _seed(value: Any, data: Mapping[str, Any]) -> int:
+    if type(value) is not int or not 0 <= value < 2**63:
+        raise BadRequest(public="seed must be a non-negative integer.")
+    return value
+
+
+def _stop(value: Any, data: Mapping[str, Any]) -> Any:
+    stops = [value] if type(value) is str else value
+    if (
+        type(stops) is not list
+        or not 0 < len(stops) <= MAX_STOP
+        or any(type(s) is not str or not 0 < len(s) <= 100 for s in stops)
+    ):
+        raise BadRequest(
+            public=f"stop must be a string or a list of 1 to {MAX_STOP} strings "
+            "of 1 to 100 characters."
+        )
+    return value
+
+
+def _response_format(value: Any, data: Mapping[str, Any]) -> Any:
+    kind = value.get("type") if type(value) is dict else None
+    if kind not in _RESPONSE_FORMATS:
+        raise BadRequest(
+            public=f"response_format.type must be one of {', '.join(_RESPONSE_FORMATS)}."
+        )
+    if kind == "json_schema" and type(value.get("json_schema")) is not dict:
+        raise BadRequest(public="response_format.json_schema must be an object.")
+    return None if kind == "text" else value  # "text" is what every model does anyway
+
+
+def _reasoning_effort(value: Any, data: Mapping[str, Any]) -> Any:
+    if value not in _REASONING_EFFORTS:
+        raise BadRequest(public=f"reasoning_effort must be one of {', '.join(_REASONING_EFFORTS)}.")
+    return value
+
+
+def _tools(value: Any, data: Mapping[str, Any]) -> Any:
+    _check_tools(value)
+    return value
+
+
+def _tool_choice(value: Any, data: Mapping[str, Any]) -> Any:
+    named = (
+        type(value) is dict
+        and value.get("type") == "function"
+        and type(value.get("function")) is dict
+        and type(value["function"].get("name")) is str
+    )
+    if value not in _TOOL_CHOICES and not named:
+        raise BadRequest(
+            public='tool_choice must be "none", "auto", "required" or '
+            '{"type": "function", "function": {"name": ...}}.'
+        )
+    if data.get("tools") is None and value != "none":
+        raise BadRequest(public="tool_choice needs tools.")
+    return value
+
+
+_PARAM_CHECKS: Mapping[str, Callable[[Any, Mapping[str, Any]], Any]] = {
+    "top_p": _top_p,
+    "stop": _stop,
+    "seed": _seed,
+    "response_format": _response_format,
+    "tools": _tools,
+    "tool_choice": _tool_choice,
+    "reasoning_effort": _reasoning_effort,
+    "frequency_penalty": _penalty("frequency_penalty"),
+    "presence_penalty": _penalty("presence_penalty"),
+}
 
 
 def _check_tools(tools: Any) -> None:
