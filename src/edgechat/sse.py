@@ -131,6 +131,11 @@ class EventSplitter:
         # Events dropped for their size.
         self.dropped = 0
 
+    @property
+    def idle(self) -> bool:
+        """Nothing held: the next bytes start an event."""
+        return not self._pending and not self._discarding
+
     def feed(self, data: bytes) -> bytes:
         if self._pending:
             data = self._pending + data

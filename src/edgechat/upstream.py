@@ -221,12 +221,24 @@ class UpstreamReader:
                 return []
             if not chunk:
                 return []
+        out: list[Delta] = []
+        if (
+            chunk.startswith(b"data: ")
+            and chunk.find(b"\n") == len(chunk) - 2
+            and chunk.endswith(b"\n\n")
+            and b"\r" not in chunk
+            and self._events.idle
+        ):
+            # The usual chunk: one whole event of one line, nothing held.
+            self._data(chunk[6:-2], out)
+            if out:
+                self.produced = True
+            return out
         whole = self._events.feed(chunk)
         if not whole:
             return []
-        out: list[Delta] = []
         if whole.startswith(b"data: ") and whole.find(b"\n") == len(whole) - 2:
-            self._data(whole[6:-2], out)  # the usual chunk: one event of one line
+            self._data(whole[6:-2], out)
         else:
             for event in sse.events(whole):
                 self._event(event, out)
