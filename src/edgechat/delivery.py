@@ -150,7 +150,9 @@ class Delivery:
                 # tail says so), not something foreign.
                 with contextlib.suppress(UpstreamMalformed):
                     whole += model_events(rest + b"\n\n")
-        return self._redact(whole) if whole else b""
+        # Natively relayed bytes go out as they came; only what Python
+        # forwards (a provider's, the OpenAI framings') is redacted.
+        return self._redact(whole) if whole and not self._native else whole
 
     # --- phase 1: Python reads until the model says something ----------------
 
