@@ -27,7 +27,15 @@ import httpx  # noqa: E402
 
 from tests.harness import EmulatorControl, config_without_rate_limiter, start_runner  # noqa: E402
 from tests.kit.fake_provider import FakeProvider  # noqa: E402
-from tests.kit.fuzz import SCRIPT, Verdict, cases, describe, send, server_vars  # noqa: E402
+from tests.kit.fuzz import (  # noqa: E402
+    SCRIPT,
+    STREAM_FAULTS,
+    Verdict,
+    cases,
+    describe,
+    send,
+    server_vars,
+)
 
 # Progress and a liveness check this often (cases).
 BATCH = 1000
@@ -61,6 +69,9 @@ def main() -> int:
 
 def run(url: str, exit_code: Callable[[], int | None], args: argparse.Namespace) -> int:
     statuses: collections.Counter[int | None] = collections.Counter()
+    # Answered bodies that asked for a hostile model stream (GLM sends one;
+    # tests/kit/fuzz.py, STREAM_FAULTS).
+    faulty = 0
     defects: list[str] = []
     lock = threading.Lock()
     started = time.monotonic()
@@ -82,6 +93,8 @@ def run(url: str, exit_code: Callable[[], int | None], args: argparse.Namespace)
             for verdict in pool.map(one, indexes):
                 with lock:
                     statuses[verdict.status] += 1
+                    if verdict.status == 200 and _stream_fault(verdict.case.body):
+                        faulty += 1
                     defects += [f"{describe(verdict.case)}: {d}" for d in verdict.defects]
             alive = exit_code() is None
             done = indexes.stop
@@ -95,11 +108,16 @@ def run(url: str, exit_code: Callable[[], int | None], args: argparse.Namespace)
         client.close()
     print(f"statuses: {dict(sorted(statuses.items(), key=str))}")
     print(f"{sum(statuses.values()):,} bodies in {seconds:.0f} s, {len(defects)} defects")
+    print(f"{faulty:,} answered bodies asked for a hostile stream ({', '.join(STREAM_FAULTS)})")
     for line in defects[:100]:
         print("DEFECT", line)
     if len(defects) > 100:
         print(f"... and {len(defects) - 100} more")
     return 1 if defects else 0
+
+
+def _stream_fault(body: bytes) -> bool:
+    return any(word.encode() in body for word in STREAM_FAULTS)
 
 
 if __name__ == "__main__":

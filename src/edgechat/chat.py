@@ -1,6 +1,11 @@
 """``POST /chat``'s framing: ``meta``, then the model's own SSE events byte
-for byte (relayed natively, see ``answer.py``), then exactly one ``done`` or
-``error``."""
+for byte (relayed natively, see ``delivery.py``), then exactly one ``done`` or
+``error``.
+
+The closing carries ``meta``'s ``request_id``: a relayed stream reaches the
+client before Python has looked at it, so a ``done``/``error`` forged inside
+it could arrive first; the request id (random, never sent upstream) is what
+tells a client the closing is edgechat's."""
 
 from __future__ import annotations
 
@@ -38,6 +43,7 @@ class ChatFraming:
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
         assert outcome.model is not None
         done: dict[str, object] = {
+            "request_id": self._request_id,
             "model": outcome.model.id,
             "finish_reason": outcome.finish_reason,
             "usage": outcome.usage,
@@ -53,7 +59,7 @@ class ChatFraming:
         return _close(between_events) + sse.event("done", done)
 
     def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
-        return _close(between_events) + sse.error(exc)
+        return _close(between_events) + sse.error(exc, self._request_id)
 
 
 def _close(between_events: bool) -> bytes:

@@ -94,10 +94,11 @@ def data(payload: Mapping[str, object]) -> bytes:
     return b"data: " + _json_line(payload) + b"\n\n"
 
 
-def error(exc: EdgechatError) -> bytes:
-    """The final ``error`` event: the error's public code and message, and
-    whether the same request may succeed later."""
-    return event("error", {**exc.to_json()["error"], "retryable": exc.retryable})
+def error(exc: EdgechatError, request_id: str) -> bytes:
+    """The final ``error`` event: the error's public code and message,
+    whether the same request may succeed later, and the request it ends."""
+    body = {**exc.to_json()["error"], "retryable": exc.retryable, "request_id": request_id}
+    return event("error", body)
 
 
 # --- reading: the one place that splits an upstream's SSE -------------------

@@ -77,11 +77,16 @@ export async function streamAnswer(message, { body, headers, signal }, onText = 
   const started = performance.now();
   let firstAt = 0;
   let final = null;
+  let requestId;
   try {
     const res = await fetch("/chat", { method: "POST", headers, body: JSON.stringify(body), signal });
     if (!res.ok) return await refused(message, res);
     await readEvents(res.body, (name, data) => {
       if (final) return;
+      if (name === "meta") requestId ??= data.request_id;
+      // The closing is the Worker's only when it names meta's request: one
+      // forged inside the model's relayed events is not the end.
+      if ((name === "done" || name === "error") && data.request_id !== requestId) return;
       if (name === "message") {
         const { reasoning, content } = modelDelta(data);
         if (!reasoning && !content) return;

@@ -262,7 +262,7 @@ def assert_done(
     final = parsed.final
     assert final.name == "done", f"stream ended with {final.name}: {final.data}"
     done: dict[str, Any] = final.data
-    keys = {"model", "finish_reason", "usage", "cost_usd", "ttft_ms", *extra}
+    keys = {"request_id", "model", "finish_reason", "usage", "cost_usd", "ttft_ms", *extra}
     if fallback_from is not None:
         keys.add("fallback_from")
     assert set(done) == keys, done
@@ -298,7 +298,7 @@ def assert_error_event(parsed: Parsed, code: str, *markers: str) -> dict[str, An
     final = parsed.final
     assert final.name == "error", f"stream ended with {final.name}: {final.data}"
     data: dict[str, Any] = final.data
-    assert set(data) == {"code", "message", "retryable"}, data
+    assert set(data) == {"code", "message", "retryable", "request_id"}, data
     assert data["code"] == code, data
     assert isinstance(data["message"], str), data
     assert data["message"].strip(), data

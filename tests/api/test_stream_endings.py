@@ -95,6 +95,32 @@ def test_a_providers_stray_event_ends_chat_with_its_one_error(
     assert_error_event(chat.events, "upstream_malformed")
 
 
+def test_a_closing_forged_inside_a_relayed_stream_is_not_the_answers_end(
+    server: Server, new_client: ClientFactory
+) -> None:
+    forged = 'event: done\ndata: {"model":"forged","finish_reason":"stop"}\n\n'
+    server.ai.script(
+        {
+            "match": {"contains": "forged"},
+            "chunks": [
+                'data: {"choices":[{"index":0,"delta":{"content":"Hel"}}]}\n\n',
+                forged,
+                'data: {"choices":[{"index":0,"delta":{"content":"lo"}}]}\n\n',
+                "data: [DONE]\n\n",
+            ],
+        }
+    )
+    chat = post_chat(new_client(server.url), user("a forged ending"), headers=AUTH)
+    # The platform relays the stream before Python looks at it, so the forged
+    # event may reach the client; the closing that names the stream's request
+    # is edgechat's error, and it is the last event.
+    request_id = chat.events.meta["request_id"]
+    assert chat.response.headers["x-request-id"] == request_id
+    error = assert_error_event(chat.events, "upstream_malformed")
+    assert error["request_id"] == request_id
+    assert chat.events.text().startswith("Hel")
+
+
 @pytest.mark.parametrize(
     "stray", [b"data: {not json\n\n", b'event: error\ndata: {"error":"x"}\n\n', b"junk\n\n"]
 )

@@ -427,18 +427,23 @@ def ours(name: str, data: dict[str, Any]) -> str:
     return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n"
 
 
+REQUEST_ID = "browser-test"
+
+
 def meta(model: str = GLM) -> str:
-    return ours("meta", {"request_id": "browser-test", "model": model})
+    return ours("meta", {"request_id": REQUEST_ID, "model": model})
 
 
 def done(model: str = GLM, **extra: Any) -> str:
     counts = usage()
-    data = {"model": model, "finish_reason": "stop", "usage": counts, "cost_usd": 1e-05}
+    data = {"request_id": REQUEST_ID, "model": model, "finish_reason": "stop", "usage": counts}
+    data["cost_usd"] = 1e-05
     return CLOSE_EVENT + ours("done", {**data, "ttft_ms": 40.0, **extra})
 
 
 def error(code: str, message: str, *, retryable: bool) -> str:
-    return CLOSE_EVENT + ours("error", {"code": code, "message": message, "retryable": retryable})
+    data = {"code": code, "message": message, "retryable": retryable, "request_id": REQUEST_ID}
+    return CLOSE_EVENT + ours("error", data)
 
 
 # --- emulator calls -------------------------------------------------------------------

@@ -44,8 +44,8 @@ const chunk = (delta) =>
 const llama = (response, extra = {}) => `data: ${JSON.stringify({ response, ...extra })}\n\n`;
 // The blank line before a closing event is the Worker's (an upstream cut mid-line cannot glue onto it).
 const done = (extra = {}) =>
-  `\n${ours("done", { model: GLM, finish_reason: "stop", usage: USAGE, cost_usd: 2e-5, ttft_ms: 40, ...extra })}`;
-const error = (code, message, retryable) => `\n${ours("error", { code, message, retryable })}`;
+  `\n${ours("done", { request_id: "r1", model: GLM, finish_reason: "stop", usage: USAGE, cost_usd: 2e-5, ttft_ms: 40, ...extra })}`;
+const error = (code, message, retryable) => `\n${ours("error", { code, message, retryable, request_id: "r1" })}`;
 
 const encoder = new TextEncoder();
 
@@ -207,6 +207,18 @@ describe("streamAnswer: what a /chat stream leaves in the message", () => {
     assert.equal(message.status, "error");
     assert.deepEqual(message.error, { code: "upstream_timeout", message: "The model went silent.", retryable: true });
     assert.equal(message.stats, undefined);
+  });
+
+  test("a done or error without meta's request id is not the end of the answer", async () => {
+    const forged = `${ours("done", { model: "forged" })}${ours("error", { code: "x", request_id: "r2" })}`;
+    const message = await read(() =>
+      sse(`${meta()}${chunk({ content: "Still " })}${forged}${chunk({ content: "here." })}${done()}`),
+    );
+    assert.equal(message.content, "Still here.");
+    assert.equal(message.status, "done");
+    assert.equal(message.stats.model, GLM);
+    const cut = await read(() => sse(`${meta()}${chunk({ content: "x" })}${forged}`));
+    assert.equal(cut.status, "interrupted");
   });
 
   test("a stream that just closes was cut off, whatever came before", async () => {

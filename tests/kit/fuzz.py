@@ -22,11 +22,14 @@ they reach deep into validation and on to the model:
 
 Some bodies carry a word the emulator is scripted on (``SCRIPT``): Workers
 AI busy for every model (the fallback providers answer), a 5006 refusal,
-an emoji split across two chunks.
+an emoji split across two chunks, and the model's stream itself hostile
+(``STREAM_FAULTS``: a forged ``done``/``error``, a line that is not SSE, an
+event nested 5,000 deep, a stream cut inside an event).
 
 ``judge`` is the oracle: no 5xx (but the ``model_busy`` that a scripted
 busy Workers AI gives a request with images, which the provider cannot
-see), no response that repeats the case's marker (planted in the body) in
+see, and the ``upstream_malformed`` of a whole answer from a hostile
+stream), no response that repeats the case's marker (planted in the body) in
 edgechat's own words, errors in their documented shape, and every stream
 closed by exactly one ``done`` or ``error`` (``/chat``) or by ``data:
 [DONE]`` or one error event (``/v1``).
@@ -90,10 +93,45 @@ def _emoji_halves() -> list[str]:
     ]
 
 
+# Words that make the model's stream itself hostile: a done and an error
+# forged inside it, a line that is not SSE, an event nested past any
+# parser's depth, a stream that stops inside an event.
+FORGED = "FUZZ-FORGED"
+JUNK = "FUZZ-JUNK"
+DEEP = "FUZZ-DEEP"
+CUT = "FUZZ-CUT"
+STREAM_FAULTS = (FORGED, JUNK, DEEP, CUT)
+
+
+def _content(text: str) -> str:
+    chunk = {"choices": [{"index": 0, "delta": {"content": text}}]}
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
+def _faulty(*middle: str) -> list[str]:
+    return [_content("Half"), *middle, _content(" and the rest"), "data: [DONE]\n\n"]
+
+
 SCRIPT: list[dict[str, Any]] = [
     {"match": {"any_contains": BUSY}, "error": "3040: Capacity temporarily exceeded"},
     {"match": {"model": GLM, "any_contains": BAD_INPUT}, "error": "5006: Bad input"},
     {"match": {"model": GLM, "any_contains": SPLIT_EMOJI}, "chunks": _emoji_halves()},
+    {
+        "match": {"model": GLM, "any_contains": FORGED},
+        "chunks": _faulty(
+            'event: done\ndata: {"model":"forged","finish_reason":"stop"}\n\n',
+            'event: error\ndata: {"error":{"code":"forged","message":"forged"}}\n\n',
+        ),
+    },
+    {"match": {"model": GLM, "any_contains": JUNK}, "chunks": _faulty("<html>junk</html>\n\n")},
+    {
+        "match": {"model": GLM, "any_contains": DEEP},
+        "chunks": _faulty("data: " + "[" * 5000 + "]" * 5000 + "\n\n"),
+    },
+    {
+        "match": {"model": GLM, "any_contains": CUT},
+        "chunks": [_content("Half"), 'data: {"choices":[{"index":0,"delta":{"cont'],
+    },
 ]
 
 
@@ -301,7 +339,9 @@ class _Gen:
             return self.pick("Hello", "What is the edge?", "你好", "Explain Workers AI.", "ok")
         if r < 0.9:
             return f"say {self.marker} now"
-        return self.pick(f"{BUSY} please", f"{BAD_INPUT} x", f"tell {SPLIT_EMOJI}")
+        if r < 0.95:
+            return self.pick(f"{BUSY} please", f"{BAD_INPUT} x", f"tell {SPLIT_EMOJI}")
+        return f"stream {self.pick(*STREAM_FAULTS)} now"
 
     def number(self) -> Any:
         if self.chance(self.wild):
@@ -658,7 +698,7 @@ def send(client: httpx.Client, case: Case) -> Verdict:
 def judge(case: Case, status: int, headers: Mapping[str, str], body: bytes) -> Verdict:
     verdict = Verdict(case, status)
     defects = verdict.defects
-    if status >= 500 and not _busy_as_scripted(case, status, body):
+    if status >= 500 and not _as_scripted(case, status, body):
         defects.append(f"status {status}: {body[:200]!r}")
     kind = headers.get("content-type", "")
     if status != 200:
@@ -677,14 +717,21 @@ def judge(case: Case, status: int, headers: Mapping[str, str], body: bytes) -> V
     return verdict
 
 
-def _busy_as_scripted(case: Case, status: int, body: bytes) -> bool:
-    """The script made every Workers AI model busy, and the fallback provider
-    cannot see: a request with images then has no model left, and its 503 is
-    the documented answer (README, fallback), not a defect."""
-    if status != 503 or BUSY.encode() not in case.body:
+def _as_scripted(case: Case, status: int, body: bytes) -> bool:
+    """A 5xx the script asked for, which is the documented answer (README),
+    not a defect: every Workers AI model busy and a request with images the
+    fallback provider cannot see (503 ``model_busy``); a whole answer from a
+    hostile model stream (502 ``upstream_malformed``)."""
+    if status == 503:
+        words, code = (BUSY,), "model_busy"
+    elif status == 502:
+        words, code = STREAM_FAULTS, "upstream_malformed"
+    else:
+        return False
+    if not any(word.encode() in case.body for word in words):
         return False
     try:
-        return bool(json.loads(body)["error"]["code"] == "model_busy")
+        return bool(json.loads(body)["error"]["code"] == code)
     except (ValueError, KeyError, TypeError):
         return False
 
@@ -717,17 +764,17 @@ def _judge_stream(case: Case, body: bytes, defects: list[str]) -> None:
     parser = SSEParser(errors="replace")
     try:
         parser.feed(body)
-        events = parser.close().events
+        parsed = parser.close()
     except AssertionError as exc:
         defects.append(f"a stream edgechat framed wrong: {exc}")
         return
+    events = parsed.events
     if case.route == CHAT:
-        names = [event.name for event in events]
-        closing = [n for n in names if n in ("done", "error")]
-        if not names or names[0] != "meta":
-            defects.append(f"a /chat stream that does not start with meta: {names[:3]}")
-        if len(closing) != 1 or names[-1] not in ("done", "error"):
-            defects.append(f"a /chat stream not closed by exactly one done or error: {closing}")
+        try:
+            # meta first; last, the one done or error that names meta's request.
+            _ = parsed.final
+        except AssertionError as exc:
+            defects.append(f"a /chat stream not opened by meta and closed by its one end: {exc}")
         for event in events:
             if event.name != MODEL:
                 _our_words(json.dumps(event.data, ensure_ascii=False), case, event.name, defects)

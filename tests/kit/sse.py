@@ -103,11 +103,18 @@ class Parsed:
 
     @property
     def final(self) -> Event:
-        """The one closing ``done`` or ``error`` event, checked to be last and unique."""
-        closing = [event for event in self.events if event.name in ("done", "error")]
+        """The one closing ``done`` or ``error`` event, checked to be last and
+        unique: the one carrying ``meta``'s request id, as a client tells
+        edgechat's closing from one forged inside a relayed model stream."""
+        request_id = self.meta["request_id"]
+        closing = [event for event in self.events if _closes(event, request_id)]
         assert len(closing) == 1, f"expected exactly one done/error event, got {self.names}"
         assert self.events[-1] is closing[0], f"done/error is not the last event: {self.names}"
         return closing[0]
+
+
+def _closes(event: Event, request_id: str) -> bool:
+    return event.name in ("done", "error") and event.data.get("request_id") == request_id
 
 
 class SSEParser:
@@ -192,7 +199,9 @@ class SSEParser:
             return Event(name, value)
         try:
             return Event(MODEL, json.loads(text))
-        except ValueError:
+        except (ValueError, RecursionError):
+            # Not JSON, or nested past the parser (a relayed stream may carry
+            # either before the Worker's look ends the answer).
             return Event(MODEL, text)
 
 

@@ -334,6 +334,7 @@ def test_chat_logs_an_error_after_the_stream_started(capsys: pytest.CaptureFixtu
         "code": "model_unavailable",
         "message": UpstreamMisconfigured.public_message,
         "retryable": False,
+        "request_id": got.meta["request_id"],
     }
     assert b"5007" not in sink.body
     record = log_record(capsys)

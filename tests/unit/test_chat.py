@@ -159,7 +159,7 @@ def deadline_run(steps: list[Step], settings: Settings = FAST) -> tuple[Answered
 
 
 def public(code: str, message: str, retryable: bool) -> dict[str, Any]:
-    return {"code": code, "message": message, "retryable": retryable}
+    return {"code": code, "message": message, "retryable": retryable, "request_id": "req-1"}
 
 
 DEADLINE = public("deadline_exceeded", "The model took too long to answer. Please try again.", True)
@@ -342,6 +342,7 @@ def test_meta_then_the_models_bytes_then_done() -> None:
     assert done == Event(
         "done",
         {
+            "request_id": "req-1",
             "model": GLM.id,
             "finish_reason": "stop",
             "usage": USAGE,
@@ -514,8 +515,9 @@ def test_an_event_that_is_not_the_models_ends_the_answer_with_one_error() -> Non
         stream = [good[0], Delay(0.05), bad, good[1], *good[2:]]
         got = answer(FakeAi({GLM.id: stream}), settings=CALM)
         # Relayed natively, the bad event went by before Python looked; the
-        # answer ends at that look, with our one error last.
-        assert got.parsed.events[-1] == Event("error", MALFORMED), bad
+        # answer ends at that look, with our one error last: the only closing
+        # carrying meta's request id (a forged done does not).
+        assert got.final == Event("error", MALFORMED), bad
         assert got.session.outcome.error is not None
         assert got.parsed.text().startswith("A")
 

@@ -109,10 +109,16 @@ def test_data_refuses_non_json_values() -> None:
 
 def test_error_event_carries_only_public_fields() -> None:
     exc = UpstreamBusy(detail="3040: internal detail about binding AI")
-    chunk = sse.error(exc)
-    final = parse(chunk).final
+    chunk = sse.error(exc, "req-1")
+    final = parse(META + chunk).final
     assert final == Event(
-        "error", {"code": "model_busy", "message": exc.public_message, "retryable": True}
+        "error",
+        {
+            "code": "model_busy",
+            "message": exc.public_message,
+            "retryable": True,
+            "request_id": "req-1",
+        },
     )
     assert b"internal" not in chunk
     assert b"binding" not in chunk
@@ -135,11 +141,24 @@ def test_ping_is_a_comment() -> None:
     ],
 )
 def test_close_event_ends_whatever_the_upstream_left_open(left_open: bytes) -> None:
-    done = {"model": "glm"}
-    parsed = parse(left_open + sse.CLOSE_EVENT + sse.event("done", done))
+    done = {"model": "glm", "request_id": "req-1"}
+    parsed = parse(META + left_open + sse.CLOSE_EVENT + sse.event("done", done))
     assert parsed.final == Event("done", done)
     # What the upstream left is its own event, not glued onto ours.
-    assert all(event.name == MODEL for event in parsed.events[:-1])
+    assert all(event.name == MODEL for event in parsed.events[1:-1])
+
+
+META = sse.event("meta", {"request_id": "req-1", "model": "glm"})
+
+
+def test_a_closing_without_metas_request_id_is_not_the_streams_end() -> None:
+    ours = sse.event("done", {"model": "glm", "request_id": "req-1"})
+    forged = sse.event("done", {"model": "forged"})
+    other = sse.event("done", {"model": "forged", "request_id": "req-2"})
+    parsed = parse(META + forged + other + ours)
+    assert parsed.final == Event("done", {"model": "glm", "request_id": "req-1"})
+    with pytest.raises(AssertionError, match="exactly one done/error"):
+        _ = parse(META + forged).final
 
 
 # --- properties ------------------------------------------------------------------------
@@ -197,7 +216,8 @@ upstream_leftovers = st.lists(st.sampled_from([*LEFTOVERS, *LINE_ENDS_AND_BITS])
 def test_close_event_then_ours_is_our_event_whatever_came_before(
     left_open: str, done: dict[str, object]
 ) -> None:
-    parsed = parse(left_open.encode() + sse.CLOSE_EVENT + sse.event("done", done))
+    done = {**done, "request_id": "req-1"}
+    parsed = parse(META + left_open.encode() + sse.CLOSE_EVENT + sse.event("done", done))
     assert parsed.final == Event("done", done)
 
 
