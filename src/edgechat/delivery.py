@@ -28,7 +28,7 @@ from edgechat.upstream import (
     model_events,
 )
 
-__all__ = ["MAX_HELD_BYTES", "Delivery", "Writer", "forward_batch", "watch_interval"]
+__all__ = ["MAX_HELD_BYTES", "Delivery", "ModelEvents", "Writer", "forward_batch", "watch_interval"]
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -83,6 +83,33 @@ class Writer:
         self._deadlines.wrote()
 
 
+class ModelEvents:
+    """What Python lets through of one model's stream: its complete events
+    (with what came before them), only the model's (``upstream.model_events``
+    raises on anything else), and, where Python forwards them, without a
+    configured secret. Natively relayed bytes go out as they came, so only
+    checked; ``end`` also takes an event the stream left without its blank
+    line."""
+
+    __slots__ = ("_redact", "_split")
+
+    def __init__(self, redact: Redaction | None) -> None:
+        self._split = sse.EventSplitter()
+        self._redact = redact
+
+    def __call__(self, data: bytes, *, end: bool = False) -> bytes:
+        whole = model_events(self._split.feed(data))
+        if end:
+            rest = self._split.finish()
+            if rest.strip():
+                # The stream stopped before this event's blank line: whole, it
+                # still goes out; cut off inside, it is a truncation (the
+                # tail says so), not something foreign.
+                with contextlib.suppress(UpstreamMalformed):
+                    whole += model_events(rest + b"\n\n")
+        return self._redact(whole) if whole and self._redact is not None else whole
+
+
 class Delivery:
     """``run`` once per model; ``between_events`` says, even after a failure,
     whether the client's stream is known to be between two events."""
@@ -125,8 +152,7 @@ class Delivery:
         # own wire format behind a binding.
         assert outcome.model is not None
         self._native = framing.relays_natively and outcome.model.provider is None
-        # The model's events, as Python checks them (``upstream.model_events``).
-        self._events = sse.EventSplitter()
+        self._events = ModelEvents(None if self._native else redact)
         self.between_events = True
 
     async def run(self) -> UpstreamReader:
@@ -136,23 +162,6 @@ class Delivery:
         if self._native:
             return await self._relay_rest(first)
         return await self._forward_rest(first)
-
-    def _checked(self, data: bytes, *, end: bool = False) -> bytes:
-        """The complete events in ``data`` (with what came before it), only
-        the model's, without a configured secret; with ``end``, also an event
-        the stream left without its blank line."""
-        whole = model_events(self._events.feed(data))
-        if end:
-            rest = self._events.finish()
-            if rest.strip():
-                # The stream stopped before this event's blank line: whole, it
-                # still goes out; cut off inside, it is a truncation (the
-                # tail says so), not something foreign.
-                with contextlib.suppress(UpstreamMalformed):
-                    whole += model_events(rest + b"\n\n")
-        # Natively relayed bytes go out as they came; only what Python
-        # forwards (a provider's, the OpenAI framings') is redacted.
-        return self._redact(whole) if whole and not self._native else whole
 
     # --- phase 1: Python reads until the model says something ----------------
 
@@ -208,12 +217,9 @@ class Delivery:
 
     async def _write_first(self, head: bytes, *, end: bool) -> None:
         """The first words: natively relayed bytes go as they came (their
-        complete events checked), forwarded ones as ``_checked`` leaves them."""
-        if self._native:
-            self._checked(head, end=end)  # raises on what is not the model's
-            out = head
-        else:
-            out = self._checked(head, end=end)
+        complete events checked), forwarded ones as ``ModelEvents`` leaves them."""
+        checked = self._events(head, end=end)  # raises on what is not the model's
+        out = head if self._native else checked
         await self._writer.write(self._framing.first_words(self._first(head), out))
 
     def _first(self, head: bytes) -> Model:
@@ -269,7 +275,7 @@ class Delivery:
         ends the answer here (it reached the client already, up to one look
         ago; the closing that follows says the answer failed)."""
         try:
-            self._checked(seen, end=end)
+            self._events(seen, end=end)
         except UpstreamMalformed:
             await self._upstream.cancel()
             raise
@@ -294,10 +300,10 @@ class Delivery:
             now = deadlines.heard()
             tail.add(data)
             self._recording.add(data)
-            await self._writer.write(self._framing.feed(self._checked(data)))
+            await self._writer.write(self._framing.feed(self._events(data)))
             await deadlines.keep(upstream)
             pause = min(now + forward_batch(now - began), deadlines.next()) - deadlines.now()
             if pause > 0:
                 await self._sleep(pause)
-        await self._writer.write(self._framing.feed(self._checked(b"", end=True)))
+        await self._writer.write(self._framing.feed(self._events(b"", end=True)))
         return tail.read()
