@@ -154,6 +154,35 @@ def _take_tool_calls(assembled: list[dict[str, Any]], calls: list[Any], out: lis
             out.append(Delta(_TOOL_CALL, arguments))
 
 
+def _read_delta(
+    delta: dict[str, Any], tool_calls: list[dict[str, Any]] | None, out: list[Delta]
+) -> list[dict[str, Any]] | None:
+    """One choice's delta (or whole message) into ``out``: its thinking, its
+    text, the pieces of its function calls; returns the calls so far."""
+    text = delta.get("reasoning_content") or delta.get("reasoning")
+    if text and type(text) is str:
+        out.append(Delta(_REASONING, text))
+    text = delta.get("content")
+    if text and type(text) is str:
+        out.append(Delta(_CONTENT, text))
+    calls = delta.get("tool_calls")
+    if calls and type(calls) is list:
+        if tool_calls is None:
+            tool_calls = []
+        _take_tool_calls(tool_calls, calls, out)
+    return tool_calls
+
+
+def _one_line_event(chunk: bytes) -> bool:
+    """Whether ``chunk`` is one whole ``data:`` event of one LF-ended line."""
+    return (
+        chunk.startswith(b"data: ")
+        and chunk.find(b"\n") == len(chunk) - 2
+        and chunk.endswith(b"\n\n")
+        and b"\r" not in chunk
+    )
+
+
 class UpstreamReader:
     """Incremental reader of one upstream response; one instance per stream.
 
@@ -222,13 +251,7 @@ class UpstreamReader:
             if not chunk:
                 return []
         out: list[Delta] = []
-        if (
-            chunk.startswith(b"data: ")
-            and chunk.find(b"\n") == len(chunk) - 2
-            and chunk.endswith(b"\n\n")
-            and b"\r" not in chunk
-            and self._events.idle
-        ):
+        if self._events.idle and _one_line_event(chunk):
             # The usual chunk: one whole event of one line, nothing held.
             self._data(chunk[6:-2], out)
             if out:
@@ -331,17 +354,7 @@ class UpstreamReader:
         if delta is None:
             delta = choice.get("message")  # a whole chat.completion
         if type(delta) is dict:
-            text = delta.get("reasoning_content") or delta.get("reasoning")
-            if text and type(text) is str:
-                out.append(Delta(_REASONING, text))
-            text = delta.get("content")
-            if text and type(text) is str:
-                out.append(Delta(_CONTENT, text))
-            calls = delta.get("tool_calls")
-            if calls and type(calls) is list:
-                if self.tool_calls is None:
-                    self.tool_calls = []
-                _take_tool_calls(self.tool_calls, calls, out)
+            self.tool_calls = _read_delta(delta, self.tool_calls, out)
         reason = choice.get("finish_reason")
         if reason and type(reason) is str:
             self.finish_reason = reason
