@@ -5,10 +5,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tests.harness import ROOT, EmulatorControl, Runner, start_runner
 
 PROBE_CONFIG = ROOT / "tests" / "fixtures" / "probe" / "wrangler.toml"
+
+# Property tests check what comes out, never how fast: Hypothesis's default
+# 200 ms deadline per example is a timed assertion that a busy machine fails.
+settings.register_profile("edgechat", deadline=None)
+settings.load_profile("edgechat")
 
 
 @pytest.fixture(scope="session")
