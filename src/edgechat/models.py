@@ -52,6 +52,11 @@ class Model:
     tools: bool
     # Reads images: OpenAI ``image_url`` parts in user messages.
     vision: bool = False
+    # Thinks before it answers (``reasoning_content``) and reads its earlier
+    # thinking back on assistant turns: thinking models expect it on the
+    # turns that called tools (mastra #12592, inspect_ai #3137); a model that
+    # does not think is sent none.
+    thinks: bool = False
     # Whether the prices are known (a provider's may not be configured).
     priced: bool = True
     # A provider's own API (``PROVIDERS``) instead of Workers AI: its name.
@@ -81,6 +86,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=True,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
     ),
     Model(
         alias="glm-5.3-flash",
@@ -93,6 +99,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
         vision=True,
     ),
     Model(
@@ -106,6 +113,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
     ),
     Model(
         alias="kimi",
@@ -118,6 +126,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
         vision=True,
     ),
     Model(
@@ -131,6 +140,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
     ),
     Model(
         alias="llama",

@@ -14,6 +14,7 @@ the usage and ``[DONE]`` are written once, at the end (``ChunkFraming.closing``)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -115,44 +116,90 @@ class _Completion:
 # a string, so none of these can be part of a model's text.
 _UNUSUAL = (b'"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
 
+# How Workers AI begins every GLM and Kimi chunk (the emulator writes the
+# same): the model's own id, created and model name, which become the
+# completion's (OpenAI gives one of each per completion; the model's id
+# differs from ours, and Workers AI's model name is not the id asked for).
+# A chunk that begins otherwise is parsed instead.
+_ENVELOPE = re.compile(
+    rb'^data: \{"id":"[^"\\\n]*","object":"chat\.completion\.chunk",'
+    rb'"created":\d+,"model":"[^"\\\n]*",',
+    re.MULTILINE,
+)
+# The running usage Workers AI puts at the end of every chunk (OpenAI sends
+# usage once, last, and only with include_usage; clients that add up every
+# chunk's usage count it many times over): one level of nested counts, as
+# ``prompt_tokens_details`` has.
+_RUNNING_USAGE = re.compile(
+    rb',"usage":(?:null|\{[^{}\n]*(?:\{[^{}\n]*\}[^{}\n]*)*\})(?=\}\n\n)'
+)
+_ENVELOPE_FIELDS = frozenset(("id", "object", "created", "model", "usage"))
+
 
 class ChunkFraming:
     """``/v1/chat/completions`` with ``stream: true``: ``chat.completion.chunk``
-    events, a usage chunk when asked for, ``data: [DONE]``."""
+    events as OpenAI defines them, whatever the model sent: a first chunk
+    with the role, one id, created and model for every chunk, a usage chunk
+    at the end when asked for (and no usage anywhere else), ``data: [DONE]``.
+
+    The model's chunks are rewritten per batch, not per event: two regular
+    expressions over the batch's bytes (``_fast``); only a batch holding
+    something else is read event by event (``_translate``)."""
 
     relays_natively = False
     ping = sse.PING
     moderates_output = False
 
-    __slots__ = ("_completion", "_include_usage", "_role_sent")
+    __slots__ = ("_completion", "_include_usage", "_prefix")
 
     def __init__(
         self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
     ) -> None:
         self._completion = _Completion(request_id, max_tokens, created, model)
         self._include_usage = include_usage
-        self._role_sent = False
+        self._prefix = b""
+        self._answering(model)
+
+    def _answering(self, model: Model) -> None:
+        self._completion.model = model
+        envelope = json.dumps(self._envelope(), ensure_ascii=False, separators=(",", ":"))
+        # What _ENVELOPE's match becomes (a replacement: backslashes doubled).
+        self._prefix = ("data: " + envelope[:-1] + ",").encode().replace(b"\\", b"\\\\")
 
     def opening(self, model: Model) -> bytes:
         return b""
 
     def first_words(self, model: Model, data: bytes) -> bytes:
-        self._completion.model = model
-        return self.feed(data)
+        self._answering(model)
+        # The role first, as OpenAI's first chunk has it (GLM's and Kimi's
+        # chunks carry none: clients that take a chunk's role from the first
+        # one otherwise lose the tool calls of the rest).
+        return self._chunk({"role": "assistant", "content": ""}) + self.feed(data)
 
     def feed(self, whole: bytes) -> bytes:
         """Complete events of the model (``delivery`` splits and checks
         them), as the client gets them."""
         if not whole:
             return b""
-        if not any(mark in whole for mark in _UNUSUAL):
-            self._role_sent = True
-            return whole
-        return self._translate(whole)
+        fast = None if any(mark in whole for mark in _UNUSUAL) else self._fast(whole)
+        return fast if fast is not None else self._translate(whole)
+
+    def _fast(self, events: bytes) -> bytes | None:
+        """``events`` (one line each) with the completion's envelope and
+        without the running usage; None unless every one of them has the
+        usual shape."""
+        out, count = _ENVELOPE.subn(self._prefix, events)
+        if count != events.count(b"\n\n") or 2 * count != events.count(b"\n"):
+            return None
+        if b'"usage"' in out:
+            out = _RUNNING_USAGE.sub(b"", out)
+            if b'"usage"' in out:
+                return None
+        return out
 
     def whole(self, model: Model, answer: Whole) -> bytes:
         """A complete JSON answer the model sent instead of a stream."""
-        self._completion.model = model
+        self._answering(model)
         body = answer.body
         message = _first_message(body)
         delta: dict[str, Any] = {"role": "assistant"}
@@ -166,7 +213,6 @@ class ChunkFraming:
                 delta[name] = text
         if "content" not in delta and type(body.get("response")) is str:
             delta["content"] = body["response"]
-        self._role_sent = True
         return self._chunk(delta, finish_reason=answer.finish_reason)
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
@@ -196,37 +242,41 @@ class ChunkFraming:
         out: list[bytes] = []
         texts: list[str] = []
         for event in sse.events(whole):
-            payload = sse.Fields(event).data
-            if payload is None or payload == b"[DONE]" or too_deep(payload):
-                continue
-            try:
-                obj = json.loads(payload)
-            except (ValueError, RecursionError):
-                continue  # unreadable: the client could not read it either
-            if type(obj) is not dict:
-                continue
-            choices = obj.get("choices")
-            if type(choices) is list and choices:
+            chunk = self._event(event, texts)
+            if chunk:
                 if texts:
-                    out.append(self._content(texts))
+                    out.append(self._chunk({"content": "".join(texts)}))
                     texts = []
-                out.append(event + b"\n\n")
-                self._role_sent = True
-            elif choices is None:
-                text = obj.get("response")
-                if type(text) is str and text:
-                    texts.append(text)
-            # choices == []: a usage-only chunk; the usage goes out at the end.
+                out.append(chunk)
         if texts:
-            out.append(self._content(texts))
+            out.append(self._chunk({"content": "".join(texts)}))
         return b"".join(out)
 
-    def _content(self, texts: list[str]) -> bytes:
-        delta: dict[str, Any] = {"content": "".join(texts)}
-        if not self._role_sent:
-            delta = {"role": "assistant", **delta}
-            self._role_sent = True
-        return self._chunk(delta)
+    def _event(self, event: bytes, texts: list[str]) -> bytes:
+        """One event as the client gets it (b"": nothing, or native text
+        added to ``texts``, which goes out as one chunk of ours)."""
+        usual = b"\n" not in event and not any(mark in event for mark in _UNUSUAL)
+        fast = self._fast(event + b"\n\n") if usual else None
+        if fast is not None:
+            return fast
+        payload = sse.Fields(event).data
+        if payload is None or payload == b"[DONE]" or too_deep(payload):
+            return b""
+        try:
+            obj = json.loads(payload)
+        except (ValueError, RecursionError):
+            return b""  # unreadable: the client could not read it either
+        if type(obj) is not dict:
+            return b""
+        choices = obj.get("choices")
+        if type(choices) is list and choices:
+            rest = {k: v for k, v in obj.items() if k not in _ENVELOPE_FIELDS}
+            return sse.data({**self._envelope(), **rest})
+        text = obj.get("response") if choices is None else None
+        if type(text) is str and text:
+            texts.append(text)
+        # choices == []: a usage-only chunk; the usage goes out at the end.
+        return b""
 
     def _envelope(self) -> dict[str, Any]:
         completion = self._completion

@@ -274,7 +274,15 @@ _OPENAI_FIELDS = (
 )
 _OPENAI_FIELD_SET = frozenset(_OPENAI_FIELDS)
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-_OPENAI_MESSAGE_FIELDS = frozenset(("role", "content", "name", "tool_calls", "tool_call_id"))
+_OPENAI_MESSAGE_FIELD_NAMES = (
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+)
+_OPENAI_MESSAGE_FIELDS = frozenset(_OPENAI_MESSAGE_FIELD_NAMES)
 _RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 _REASONING_EFFORTS = ("low", "medium", "high")
 _TOOL_CHOICES = ("none", "auto", "required")
@@ -339,7 +347,7 @@ def _optional_bool(value: Any, where: str) -> bool:
 def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
     messages: list[Message] = []
     total = 0
-    known = "role, content, name, tool_calls, tool_call_id"
+    known = ", ".join(_OPENAI_MESSAGE_FIELD_NAMES)
     for where, item in _message_items(value, limits, _OPENAI_MESSAGE_FIELDS, known):
         role = item.get("role")
         if role not in _OPENAI_ROLES:
@@ -363,6 +371,7 @@ def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Messa
             if type(name) is not str or not 0 < len(name) <= 64:
                 raise BadRequest(public=f"{where}.name must be a string of 1 to 64 characters.")
             extra["name"] = name
+        reasoning, total = _reasoning_content(item, role, where, total, limits)
         value = item.get("content")
         parts: tuple[dict[str, Any], ...] = ()
         if value is None:
@@ -381,9 +390,32 @@ def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Messa
         # Workers AI's models know "system"; "developer" is the newer OpenAI name for it.
         wire_role: Role = "system" if role == "developer" else role
         messages.append(
-            Message(role=wire_role, content=content, extra=MappingProxyType(extra), parts=parts)
+            Message(
+                role=wire_role,
+                content=content,
+                extra=MappingProxyType(extra),
+                parts=parts,
+                reasoning=reasoning,
+            )
         )
     return tuple(messages)
+
+
+def _reasoning_content(
+    item: Mapping[str, Any], role: Any, where: str, total: int, limits: Limits
+) -> tuple[str, int]:
+    """An assistant turn's thinking, as ``/v1`` gave it out (agent loops
+    send the turn back as they got it); counted against the limits like
+    the text. Returns it and the running total."""
+    value = item.get("reasoning_content")
+    if value is None:
+        return "", total
+    if role != "assistant":
+        raise BadRequest(public=f"{where}.reasoning_content is only for assistant messages.")
+    if type(value) is not str:
+        raise BadRequest(public=f"{where}.reasoning_content must be a string.")
+    at = f"{where}.reasoning_content"
+    return value, _count_text(value, at, total, limits, may_be_empty=True)
 
 
 def _tool_calls(value: Any, where: str, total: int, limits: Limits) -> int:
