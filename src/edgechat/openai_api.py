@@ -130,9 +130,7 @@ _ENVELOPE = re.compile(
 # usage once, last, and only with include_usage; clients that add up every
 # chunk's usage count it many times over): one level of nested counts, as
 # ``prompt_tokens_details`` has.
-_RUNNING_USAGE = re.compile(
-    rb',"usage":(?:null|\{[^{}\n]*(?:\{[^{}\n]*\}[^{}\n]*)*\})(?=\}\n\n)'
-)
+_RUNNING_USAGE = re.compile(rb',"usage":(?:null|\{[^{}\n]*(?:\{[^{}\n]*\}[^{}\n]*)*\})(?=\}\n\n)')
 _ENVELOPE_FIELDS = frozenset(("id", "object", "created", "model", "usage"))
 
 

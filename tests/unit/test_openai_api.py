@@ -162,7 +162,8 @@ def workers_ai_chunk(delta: dict[str, Any], n: int, finish: str | None = None) -
             "prompt_tokens_details": {"cached_tokens": 0} if n % 2 else None,
         },
     }
-    return b"data: " + json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode() + b"\n\n"
+    compact = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return b"data: " + compact.encode() + b"\n\n"
 
 
 WORKERS_AI_OWN = [
