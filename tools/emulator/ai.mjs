@@ -299,8 +299,21 @@ function defaultReply(model, inputs, images) {
   return { content, reasoning };
 }
 
+// The id a model gives a tool call the script names none for, in the
+// model's own form (cloudflare/ai #527, #384). Kimi's ids name the function
+// and count the answer's calls from 0, so the same ids come back on every
+// turn; GLM's are vLLM's `chatcmpl-tool-<hex>`; other models get one of ours.
+export function toolCallId(model, name, callNumber, index) {
+  if (model.startsWith("@cf/moonshotai/")) return `functions.${name}:${index}`;
+  if (model.startsWith("@cf/zai-org/")) {
+    const hex = ((callNumber * 0x9e3779b1 + index * 0x85ebca6b) >>> 0).toString(16).padStart(8, "0");
+    return `chatcmpl-tool-${hex}${index.toString(16).padStart(4, "0")}`;
+  }
+  return `call_emu_${callNumber}_${index}`;
+}
+
 // A reply's `tool_calls` as the wire's {id, name, arguments (text)}.
-function toolCallsOf(reply, callNumber) {
+function toolCallsOf(reply, model, callNumber) {
   if (reply.tool_calls === undefined || reply.tool_calls === null) return [];
   if (!Array.isArray(reply.tool_calls)) throw new Error("edgechat emulator script: `tool_calls` must be a list");
   return reply.tool_calls.map((c, i) => {
@@ -309,7 +322,8 @@ function toolCallsOf(reply, callNumber) {
     }
     const args =
       c.arguments === undefined ? "{}" : typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments);
-    return { id: typeof c.id === "string" ? c.id : `call_emu_${callNumber}_${i}`, name: c.name, arguments: args };
+    const id = typeof c.id === "string" ? c.id : toolCallId(model, c.name, callNumber, i);
+    return { id, name: c.name, arguments: args };
   });
 }
 
@@ -335,7 +349,7 @@ function render(ctx, reply) {
   if (format !== "openai" && format !== "native") {
     throw new Error(`edgechat emulator script: unknown reply format ${JSON.stringify(format)}`);
   }
-  const calls = toolCallsOf(reply, ctx.callNumber);
+  const calls = toolCallsOf(reply, model, ctx.callNumber);
   if (calls.length > 0 && format !== "openai") {
     throw new Error("edgechat emulator script: `tool_calls` need the openai format (edgechat sends Llama no tools)");
   }
