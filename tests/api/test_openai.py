@@ -19,7 +19,6 @@ from tests.api.checks import (
     LLAMA,
     chunk_of,
     last_user_text,
-    script_bytes,
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
 from tests.kit.ratelimit import in_one_window
@@ -371,8 +370,8 @@ def test_a_stream_is_openais_whatever_the_model_sent(http: httpx.Client) -> None
     deltas = [o["choices"][0]["delta"] for o in objects[:-1]]
     message = whole["choices"][0]["message"]
     assert "".join(d.get("content") or "" for d in deltas) == message["content"]
-    assert "".join(d.get("reasoning_content") or "" for d in deltas) == (
-        message["reasoning_content"]
+    assert (
+        "".join(d.get("reasoning_content") or "" for d in deltas) == (message["reasoning_content"])
     )
 
 
