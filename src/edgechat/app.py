@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
-from edgechat import guards, openai_api, pipeline, usage
+from edgechat import embeddings, guards, openai_api, pipeline, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -26,7 +26,12 @@ from edgechat.errors import (
 from edgechat.http import Incoming, Reply, error_reply, json_reply
 from edgechat.models import catalog_json
 from edgechat.ports import KvError, Platform
-from edgechat.validation import body_cap, parse_chat_request, parse_openai_request
+from edgechat.validation import (
+    body_cap,
+    parse_chat_request,
+    parse_embeddings_request,
+    parse_openai_request,
+)
 
 __all__ = ["ROUTES", "Cooling", "SettingsOnce", "handle"]
 
@@ -93,6 +98,21 @@ async def completions(ctx: Context) -> Reply:
     return await pipeline.answer(ctx, request, chunks, cors)
 
 
+async def v1_embeddings(ctx: Context) -> Reply:
+    """``POST /v1/embeddings``: one binding call for the request's texts."""
+    settings = ctx.settings
+    cors = _cors(ctx)
+    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
+    request = parse_embeddings_request(body, settings.limits)
+    ctx.log["model"] = request.model.id
+    ctx.log["inputs"] = len(request.texts)
+    options = pipeline.ai_options(ctx, refresh=False)
+    vectors, tokens = await embeddings.embed(
+        ctx.platform.ai, request, options, settings.total_timeout_s
+    )
+    return json_reply(200, embeddings.embeddings_json(request, vectors, tokens), cors)
+
+
 async def v1_models(ctx: Context) -> Reply:
     guards.check_api_token(ctx.request, ctx.settings)
     return json_reply(200, openai_api.models_json(ctx.settings.models))
@@ -137,6 +157,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/limits": {"GET": limits},
     "/api/usage": {"GET": api_usage},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
+    "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},
     "/healthz": {"GET": healthz},
 }

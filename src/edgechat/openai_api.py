@@ -21,7 +21,7 @@ from typing import Any
 from edgechat import sse
 from edgechat.errors import EdgechatError, ModelNotFound, UpstreamMalformed
 from edgechat.framing import Outcome, Whole
-from edgechat.models import Model, Usage, allowed_models
+from edgechat.models import EMBEDDING_CATALOG, EmbeddingModel, Model, Usage, allowed_models
 from edgechat.upstream import Delta, DeltaKind, UpstreamReader, too_deep
 
 __all__ = [
@@ -67,7 +67,9 @@ def error_body(exc: EdgechatError) -> tuple[int, dict[str, Any]]:
 
 
 def models_json(allowed: Sequence[str]) -> dict[str, Any]:
-    """Body of ``GET /v1/models``: the allowed models, by id."""
+    """Body of ``GET /v1/models``: the allowed chat models, by id, then the
+    embedding models."""
+    models: list[Model | EmbeddingModel] = [*allowed_models(allowed), *EMBEDDING_CATALOG]
     data = [
         {
             "id": model.id,
@@ -75,7 +77,7 @@ def models_json(allowed: Sequence[str]) -> dict[str, Any]:
             "created": CATALOG_CREATED,
             "owned_by": model.family.lower(),
         }
-        for model in allowed_models(allowed)
+        for model in models
     ]
     return {"object": "list", "data": data}
 

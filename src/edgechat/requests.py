@@ -12,11 +12,12 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from edgechat.images import data_url_size
-from edgechat.models import Model, WireFormat
+from edgechat.models import EmbeddingModel, Model, WireFormat
 
 __all__ = [
     "PARAMS",
     "ChatRequest",
+    "EmbeddingsRequest",
     "Limits",
     "Message",
     "OpenAIRequest",
@@ -178,3 +179,13 @@ class OpenAIRequest:
     chat: ChatRequest
     stream: bool
     include_usage: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsRequest:
+    """A ``/v1/embeddings`` body: the texts to embed and how to encode the vectors."""
+
+    model: EmbeddingModel
+    texts: tuple[str, ...]
+    # "float" (JSON numbers) or "base64" (little-endian float32 bytes).
+    encoding_format: str

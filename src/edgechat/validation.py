@@ -32,10 +32,18 @@ from typing import Any
 from edgechat import json_body
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
-from edgechat.models import Model, allowed_models, lookup
-from edgechat.requests import PARAMS, ChatRequest, Limits, Message, OpenAIRequest, Role
+from edgechat.models import EMBEDDING_CATALOG, Model, allowed_models, lookup, lookup_embedding
+from edgechat.requests import (
+    PARAMS,
+    ChatRequest,
+    EmbeddingsRequest,
+    Limits,
+    Message,
+    OpenAIRequest,
+    Role,
+)
 
-__all__ = ["body_cap", "parse_chat_request", "parse_openai_request"]
+__all__ = ["body_cap", "parse_chat_request", "parse_embeddings_request", "parse_openai_request"]
 
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
 _FIELD_SET = frozenset(_FIELDS)
@@ -563,6 +571,70 @@ def _check_tools(tools: Any) -> None:
             )
 
 
+# --- the OpenAI API's embeddings ---------------------------------------------
+
+_EMBEDDING_FIELDS = ("model", "input", "encoding_format", "dimensions", "user")
+_EMBEDDING_FIELD_SET = frozenset(_EMBEDDING_FIELDS)
+_ENCODING_FORMATS = ("float", "base64")
+# Texts per request: one binding call embeds them all.
+MAX_EMBEDDING_INPUTS = 100
+
+
+def parse_embeddings_request(body: bytes, limits: Limits) -> EmbeddingsRequest:
+    """Validate a ``/v1/embeddings`` body; raises ``PayloadTooLarge``,
+    ``BadRequest`` or ``ModelNotFound``. ``model`` may be left out (the first
+    embedding model of the catalog answers)."""
+    data = _json_object(body, limits, limits.max_body_bytes)
+    if not data.keys() <= _EMBEDDING_FIELD_SET:
+        raise BadRequest(
+            public="The request has a field edgechat does not support; supported: "
+            f"{', '.join(_EMBEDDING_FIELDS)}."
+        )
+    name = data.get("model")
+    if name is not None and type(name) is not str:
+        raise BadRequest(public="model must be a string.")
+    model = EMBEDDING_CATALOG[0] if name is None else lookup_embedding(name)
+    encoding = data.get("encoding_format")
+    if encoding is not None and encoding not in _ENCODING_FORMATS:
+        raise BadRequest(public=f"encoding_format must be one of {', '.join(_ENCODING_FORMATS)}.")
+    dimensions = data.get("dimensions")
+    if dimensions is not None and (type(dimensions) is not int or dimensions != model.dimensions):
+        raise BadRequest(
+            public=f"dimensions must be {model.dimensions} for {model.id}: "
+            "its vectors are not shortened."
+        )
+    user = data.get("user")
+    if user is not None and type(user) is not str:
+        raise BadRequest(public="user must be a string.")
+    return EmbeddingsRequest(
+        model=model,
+        texts=_embedding_inputs(data.get("input"), limits),
+        encoding_format=encoding or "float",
+    )
+
+
+def _embedding_inputs(value: Any, limits: Limits) -> tuple[str, ...]:
+    """A string or a list of 1 to ``MAX_EMBEDDING_INPUTS`` strings, each
+    held to the message limits and all of them to the conversation's."""
+    if value is None:
+        raise BadRequest(public="input is required.")
+    texts = [value] if type(value) is str else value
+    if (
+        type(texts) is not list
+        or not 0 < len(texts) <= MAX_EMBEDDING_INPUTS
+        or any(type(text) is not str for text in texts)
+    ):
+        raise BadRequest(
+            public=f"input must be a string or a list of 1 to {MAX_EMBEDDING_INPUTS} strings "
+            "(token arrays are not taken)."
+        )
+    total = 0
+    for index, text in enumerate(texts):
+        where = "input" if type(value) is str else f"input[{index}]"
+        total = _count_text(text, where, total, limits)
+    return tuple(texts)
+
+
 # Every field name the validators above know, in any position: a refusal
 # for a lone surrogate names its path through these and stops at any other
 # key (a JSON schema's own properties), so it never repeats client text.
@@ -571,6 +643,7 @@ _FIELD_NAMES = frozenset(
         *_FIELDS,
         *_OPENAI_FIELDS,
         *_OPENAI_MESSAGE_FIELDS,
+        *_EMBEDDING_FIELDS,
         "type",
         "text",
         "image_url",
