@@ -23,7 +23,7 @@ import openai
 import pytest
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
-from langchain_openai import ChatOpenAI
+from langchain_openai import ChatOpenAI, OpenAIEmbeddings
 
 from tests.api.conftest import Server, ServerPool
 from tests.api.test_openai import SETTINGS, TOKEN
@@ -162,6 +162,25 @@ def test_langchain_raises_the_clients_errors(server: Server) -> None:
     with pytest.raises(openai.InternalServerError) as busy:
         chat_model(server).invoke("please fail")
     assert busy.value.status_code == 503
+
+
+def test_langchain_embeds_documents_and_queries(server: Server) -> None:
+    embedder = OpenAIEmbeddings(
+        model="bge-m3",
+        base_url=server.url + "/v1",
+        api_key=TOKEN,  # type: ignore[arg-type]
+        max_retries=0,
+        # LangChain would count tokens with tiktoken first (a download):
+        # the texts go as they are.
+        check_embedding_ctx_length=False,
+    )
+    documents = embedder.embed_documents(["边缘计算是什么", "The edge is close to users."])
+    query = embedder.embed_query("边缘计算是什么")
+    assert [len(v) for v in documents] == [1024, 1024]
+    assert query == pytest.approx(documents[0], abs=1e-6)
+    (documents_call, query_call) = server.ai.wait_for_calls(2)
+    assert documents_call["model"] == "@cf/baai/bge-m3"
+    assert query_call["inputs"] == {"text": ["边缘计算是什么"]}
 
 
 def test_langchain_js_reads_every_shape(server: Server) -> None:

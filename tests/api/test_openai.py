@@ -26,6 +26,7 @@ from tests.kit.sse import parse
 from tests.kit.upstream import DONE, native_chunk, openai_chunk, usage
 
 TOKEN = "test-token-v1-7d1f"
+BGE_M3 = "@cf/baai/bge-m3"
 SETTINGS = {"API_TOKEN": TOKEN, "CACHE_MODE": "off"}
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 HELLO = [{"role": "user", "content": "Hello there"}]
@@ -99,11 +100,35 @@ def events_of(response: httpx.Response) -> list[Any]:
 
 def test_models_lists_the_allowed_models_by_id(client: openai.OpenAI) -> None:
     models = client.models.list()
-    assert [m.id for m in models] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA]
+    assert [m.id for m in models] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, BGE_M3]
     for model in models:
         assert model.object == "model"
         assert isinstance(model.created, int)
-        assert model.owned_by in ("glm", "kimi", "llama")
+        assert model.owned_by in ("glm", "kimi", "llama", "baai")
+
+
+def test_embeddings_with_the_official_client(server: Server, client: openai.OpenAI) -> None:
+    texts = ["边缘计算", "edge computing", "边缘计算"]
+    # The client asks for base64 unless told otherwise, and decodes it.
+    packed = client.embeddings.create(model="bge-m3", input=texts)
+    floats = client.embeddings.create(model=BGE_M3, input=texts, encoding_format="float")
+    assert packed.model == floats.model == BGE_M3
+    assert [e.index for e in packed.data] == [0, 1, 2]
+    for a, b in zip(packed.data, floats.data, strict=True):
+        assert len(a.embedding) == len(b.embedding) == 1024
+        assert a.embedding == pytest.approx(b.embedding, abs=1e-6)
+    same, other = floats.data[0].embedding, floats.data[1].embedding
+    assert floats.data[2].embedding == same
+    assert sum(x * x for x in same) == pytest.approx(1.0)
+    assert sum(x * y for x, y in zip(same, other, strict=True)) < 0.5
+    assert floats.usage.prompt_tokens == 0  # the binding counts none for BGE-M3
+    calls = server.ai.wait_for_calls(2)
+    assert [c["inputs"] for c in calls] == [{"text": texts}] * 2
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.embeddings.create(model="bge-m3", input=[[1, 2, 3]])
+    assert "token arrays" in str(bad.value.body)
+    with pytest.raises(openai.NotFoundError):
+        client.embeddings.create(model="glm", input="x")
 
 
 def test_a_whole_completion(server: Server, client: openai.OpenAI) -> None:
@@ -485,7 +510,7 @@ def test_error_bodies_have_the_openai_shape(http: httpx.Client) -> None:
     )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
-    response = http.get("/v1/embeddings", headers=AUTH)
+    response = http.get("/v1/responses", headers=AUTH)
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "not_found_error"
 

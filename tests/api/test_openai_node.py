@@ -47,7 +47,7 @@ def test_the_npm_client_reads_every_shape(servers: ServerPool) -> None:
     )
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert seen["models"] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA]
+    assert seen["models"] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, "@cf/baai/bge-m3"]
     assert "Hello from node" in seen["whole"]["content"]
     assert seen["whole"]["finish"] == "stop"
     assert seen["whole"]["usage"]["total_tokens"] > 0

@@ -83,6 +83,7 @@ from .fakes import (
 )
 
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
+BGE_M3 = "@cf/baai/bge-m3"
 CREATED = 1_800_000_000
 REQUEST_ID = "req-1"
 USAGE = usage(12, 3)
@@ -1042,13 +1043,15 @@ def test_models_json_lists_the_allowed_models_by_id_in_order() -> None:
         "data": [
             {"id": LLAMA.id, "object": "model", "created": CATALOG_CREATED, "owned_by": "llama"},
             {"id": GLM.id, "object": "model", "created": CATALOG_CREATED, "owned_by": "glm"},
+            # The embedding models follow the chat models.
+            {"id": BGE_M3, "object": "model", "created": CATALOG_CREATED, "owned_by": "baai"},
         ],
     }
 
 
 def test_models_json_knows_every_catalog_model() -> None:
     ids = [entry["id"] for entry in models_json([m.alias for m in CATALOG])["data"]]
-    assert ids == [m.id for m in CATALOG]
+    assert ids == [m.id for m in CATALOG] + [BGE_M3]
 
 
 @pytest.mark.parametrize(
@@ -1148,7 +1151,8 @@ def openai_error(reply: Reply, body: bytes) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("method", "path"), [("POST", "/v1/chat/completions"), ("GET", "/v1/models")]
+    ("method", "path"),
+    [("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("POST", "/v1/embeddings")],
 )
 def test_without_api_token_the_api_is_off(method: str, path: str) -> None:
     where = v1(token=None)
@@ -1168,7 +1172,8 @@ def test_without_api_token_the_api_is_off(method: str, path: str) -> None:
     "authorization", [None, "Bearer wrong", f"Basic {TOKEN}", f"Bearer {TOKEN}x", TOKEN]
 )
 @pytest.mark.parametrize(
-    ("method", "path"), [("POST", "/v1/chat/completions"), ("GET", "/v1/models")]
+    ("method", "path"),
+    [("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("POST", "/v1/embeddings")],
 )
 def test_a_missing_or_wrong_token_is_401(authorization: str | None, method: str, path: str) -> None:
     headers = {k: v for k, v in AUTH.items() if k != "authorization"}
@@ -1193,7 +1198,7 @@ def test_v1_models_lists_the_allowed_models_by_id() -> None:
     reply, body = serve(incoming("GET", "/v1/models", {"authorization": f"bearer {TOKEN}"}), where)
     assert reply.status == 200
     assert json.loads(body) == models_json(("llama", "glm"))
-    assert [entry["id"] for entry in json.loads(body)["data"]] == [LLAMA.id, GLM.id]
+    assert [entry["id"] for entry in json.loads(body)["data"]] == [LLAMA.id, GLM.id, BGE_M3]
 
 
 @pytest.mark.parametrize(

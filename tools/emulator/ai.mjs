@@ -39,6 +39,8 @@ export const MODELS = Object.freeze({
     vision: "image",
   },
   "@cf/meta/llama-guard-3-8b": { format: "guard", thinks: false },
+  // https://developers.cloudflare.com/workers-ai/models/bge-m3/
+  "@cf/baai/bge-m3": { format: "embedding", thinks: false, dimensions: 1024 },
 });
 
 /** Pixels per side of the square tile that costs one prompt token of an image. */
@@ -442,6 +444,39 @@ function render(ctx, reply) {
   return { events, body, tokens: emitted.length };
 }
 
+// ---------------------------------------------------------------------------
+// Embeddings: a vector per text, the same for the same text, of unit length,
+// made from the text's bytes (no model runs here); `{shape, data, pooling}`
+// as the binding answers (workers-types `BGEM3OuputEmbedding`), with no
+// token counts, as the binding gives none.
+
+/** The emulator's vector for a text: `dimensions` numbers, unit length. */
+export function embedding(text, dimensions) {
+  // FNV-1a over the UTF-8 bytes seeds a xorshift generator.
+  let seed = 0x811c9dc5;
+  for (const byte of encoder.encode(text)) seed = Math.imul(seed ^ byte, 0x01000193) >>> 0;
+  const vector = [];
+  let state = seed || 1;
+  for (let i = 0; i < dimensions; i++) {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    vector.push(((state >>> 0) / 0xffffffff) * 2 - 1);
+  }
+  const norm = Math.hypot(...vector);
+  return vector.map((x) => x / norm);
+}
+
+function embed(model, inputs) {
+  const text = inputs?.text;
+  const texts = typeof text === "string" ? [text] : text;
+  if (!Array.isArray(texts) || texts.length === 0 || !texts.every((t) => typeof t === "string")) {
+    throw apiError(5006, "Error: oneOf at '/' not met: required properties at '/' are 'text'");
+  }
+  const { dimensions } = MODELS[model];
+  return { shape: [texts.length, dimensions], data: texts.map((t) => embedding(t, dimensions)), pooling: "cls" };
+}
+
 /**
  * Llama Guard's verdict: `response` is "safe" / "unsafe\nS1,S10", or with
  * `response_format: {type: "json_object"}` the object {safe, categories}.
@@ -666,6 +701,13 @@ export class Ai {
       const named = !!script?.rules.some((r) => r?.match?.model === model);
       if (!(model in MODELS) && !named) {
         throw apiError(5007, `No such model ${model} or task`);
+      }
+      if (MODELS[model]?.format === "embedding") {
+        const rule = this._pickRule(script, model, inputs);
+        if (rule && typeof rule.error === "string") throw new Error(rule.error);
+        const body = rule && "json" in rule ? rule.json : embed(model, inputs);
+        finish();
+        return body;
       }
       validateInputs(inputs);
       const guard = MODELS[model]?.format === "guard";
