@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
-from edgechat import embeddings, guards, openai_api, pipeline, usage
+from edgechat import embeddings, guards, openai_api, pipeline, responses, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -31,6 +31,7 @@ from edgechat.validation import (
     parse_chat_request,
     parse_embeddings_request,
     parse_openai_request,
+    parse_responses_request,
 )
 
 __all__ = ["ROUTES", "Cooling", "SettingsOnce", "handle"]
@@ -98,6 +99,21 @@ async def completions(ctx: Context) -> Reply:
     return await pipeline.answer(ctx, request, chunks, cors)
 
 
+async def v1_responses(ctx: Context) -> Reply:
+    """``POST /v1/responses``: the Responses API over the same pipeline."""
+    settings = ctx.settings
+    cors = _cors(ctx)
+    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
+    parsed = parse_responses_request(body, settings.limits, settings.models, settings.default_model)
+    request, created = parsed.chat, int(time.time())
+    facts = (ctx.request_id, request.model, request.max_tokens)
+    if not parsed.stream:
+        whole = responses.ResponseDocument(*facts, created=created)
+        return await pipeline.document(ctx, request, whole, cors)
+    events = responses.ResponseEvents(*facts, created=created)
+    return await pipeline.answer(ctx, request, events, cors)
+
+
 async def v1_embeddings(ctx: Context) -> Reply:
     """``POST /v1/embeddings``: one binding call for the request's texts."""
     settings = ctx.settings
@@ -157,6 +173,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/limits": {"GET": limits},
     "/api/usage": {"GET": api_usage},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
+    "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},
     "/healthz": {"GET": healthz},

@@ -28,7 +28,9 @@ __all__ = [
     "ChunkFraming",
     "CompletionFraming",
     "error_body",
+    "finish_reason",
     "models_json",
+    "refuse_truncated",
 ]
 
 # The Unix time a model "was created" for GET /v1/models: the clients want a
@@ -216,7 +218,7 @@ class ChunkFraming:
         return self._chunk(delta, finish_reason=answer.finish_reason)
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
-        _refuse_truncated(outcome)
+        refuse_truncated(outcome)
         out = b""
         if outcome.finish_reason is None:
             # Native streams say nothing of why they ended: ours says it.
@@ -292,7 +294,7 @@ class ChunkFraming:
         return sse.data({**self._envelope(), "choices": [choice]})
 
 
-def _refuse_truncated(outcome: Outcome) -> None:
+def refuse_truncated(outcome: Outcome) -> None:
     """A stream that stopped with neither a finish reason nor ``[DONE]`` was
     cut off: the OpenAI API has no way to say so but an error (``/chat``
     says it with ``finish_reason: null``)."""
@@ -345,7 +347,7 @@ class CompletionFraming:
         return b""
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
-        _refuse_truncated(outcome)
+        refuse_truncated(outcome)
         self._take(self._reader.finish())
         if self._tool_calls is None:
             self._tool_calls = self._reader.tool_calls

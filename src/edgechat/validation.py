@@ -43,7 +43,13 @@ from edgechat.requests import (
     Role,
 )
 
-__all__ = ["body_cap", "parse_chat_request", "parse_embeddings_request", "parse_openai_request"]
+__all__ = [
+    "body_cap",
+    "parse_chat_request",
+    "parse_embeddings_request",
+    "parse_openai_request",
+    "parse_responses_request",
+]
 
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
 _FIELD_SET = frozenset(_FIELDS)
@@ -310,6 +316,17 @@ def parse_openai_request(
             public="The request has a field edgechat does not support; supported: "
             f"{', '.join(_OPENAI_FIELDS)}."
         )
+    return _openai_request(data, len(body), limits, allowed_models, default_model)
+
+
+def _openai_request(
+    data: Mapping[str, Any],
+    body_size: int,
+    limits: Limits,
+    allowed_models: Sequence[str],
+    default_model: str,
+) -> OpenAIRequest:
+    """A Chat Completions body's fields, checked (both APIs end here)."""
     n = data.get("n")
     if n is not None and (type(n) is not int or n != 1):
         raise BadRequest(public="n must be 1: edgechat returns one choice.")
@@ -330,7 +347,7 @@ def parse_openai_request(
         cap, cap_name = data.get("max_tokens"), "max_tokens"
     images = _Images(limits)
     messages = _openai_messages(data.get("messages"), limits, images)
-    images.check_body(len(body))
+    images.check_body(body_size)
     chat = ChatRequest(
         messages=messages,
         model=_model(data.get("model"), allowed_models, default_model),
@@ -571,6 +588,196 @@ def _check_tools(tools: Any) -> None:
             )
 
 
+# --- the OpenAI Responses API -------------------------------------------------
+# A Responses body is translated into the Chat Completions body it means and
+# checked by the same rules; the messages' rules name the conversation as
+# messages (``instructions`` first, then ``input``'s items).
+
+_RESPONSES_FIELDS = (
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "tools",
+    "tool_choice",
+    "text",
+    "reasoning",
+    "user",
+    "store",
+    "metadata",
+    "parallel_tool_calls",
+    "previous_response_id",
+)
+_RESPONSES_FIELD_SET = frozenset(_RESPONSES_FIELDS)
+# Fields that mean the same in both APIs.
+_SHARED_FIELDS = ("model", "stream", "temperature", "top_p", "user", "store", "metadata")
+
+
+def parse_responses_request(
+    body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
+) -> OpenAIRequest:
+    """Validate a ``/v1/responses`` body; raises ``PayloadTooLarge``,
+    ``BadRequest`` or ``ModelNotFound``."""
+    data = _json_object(body, limits, body_cap(limits, allowed_models))
+    if not data.keys() <= _RESPONSES_FIELD_SET:
+        raise BadRequest(
+            public="The request has a field edgechat does not support; supported: "
+            f"{', '.join(_RESPONSES_FIELDS)}."
+        )
+    if data.get("previous_response_id") is not None:
+        raise BadRequest(
+            public="previous_response_id is not supported: edgechat stores no conversations; "
+            "send the whole conversation in input."
+        )
+    chat: dict[str, Any] = {name: data[name] for name in _SHARED_FIELDS if name in data}
+    chat["messages"] = _responses_messages(data.get("input"), data.get("instructions"))
+    if data.get("max_output_tokens") is not None:
+        chat["max_completion_tokens"] = data["max_output_tokens"]
+    if data.get("parallel_tool_calls") is not None:
+        chat["parallel_tool_calls"] = data["parallel_tool_calls"]
+    if data.get("tools") is not None:
+        chat["tools"] = _responses_tools(data["tools"])
+    if data.get("tool_choice") is not None:
+        chat["tool_choice"] = _responses_tool_choice(data["tool_choice"])
+    chat.update(_responses_text_and_reasoning(data))
+    return _openai_request(chat, len(body), limits, allowed_models, default_model)
+
+
+def _responses_messages(items: Any, instructions: Any) -> list[Any]:
+    """``instructions`` and ``input`` as Chat Completions messages."""
+    messages: list[Any] = []
+    if instructions is not None:
+        if type(instructions) is not str:
+            raise BadRequest(public="instructions must be a string.")
+        messages.append({"role": "system", "content": instructions})
+    if items is None:
+        raise BadRequest(public="input is required.")
+    if type(items) is str:
+        return [*messages, {"role": "user", "content": items}]
+    if type(items) is not list or not items:
+        raise BadRequest(public="input must be a string or a non-empty list of items.")
+    thought: str | None = None
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        kind = item.get("type", "message") if type(item) is dict else None
+        if kind == "reasoning":
+            thought = _reasoning_item(item, where)
+        elif kind == "function_call":
+            call = _function_call_item(item, where)
+            last = messages[-1] if messages else None
+            if type(last) is dict and last.get("role") == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append(_function_output_item(item, where))
+        elif kind == "message":
+            messages.append(_message_item(item, where))
+        else:
+            raise BadRequest(
+                public=f"{where}.type must be message, function_call, function_call_output "
+                "or reasoning."
+            )
+        if thought is not None and kind != "reasoning" and messages[-1].get("role") == "assistant":
+            messages[-1]["reasoning_content"], thought = thought, None
+    return messages
+
+
+def _reasoning_item(item: dict[str, Any], where: str) -> str:
+    """The text of a ``reasoning`` item (what ``/v1/responses`` gave out);
+    it goes with the next assistant turn as its thinking."""
+    parts = item.get("content") or []
+    texts = [p.get("text") for p in parts if type(p) is dict] if type(parts) is list else None
+    if texts is None or any(type(t) is not str for t in texts):
+        raise BadRequest(public=f'{where}.content must be a list of {{"type", "text"}} parts.')
+    return "".join(str(text) for text in texts)
+
+
+def _function_call_item(item: dict[str, Any], where: str) -> dict[str, Any]:
+    fields = ("call_id", "name", "arguments")
+    if any(type(item.get(name)) is not str for name in fields):
+        raise BadRequest(public=f"{where} needs call_id, name and arguments as strings.")
+    function = {"name": item["name"], "arguments": item["arguments"]}
+    return {"id": item["call_id"], "type": "function", "function": function}
+
+
+def _function_output_item(item: dict[str, Any], where: str) -> dict[str, Any]:
+    if type(item.get("call_id")) is not str or type(item.get("output")) is not str:
+        raise BadRequest(public=f"{where} needs call_id and output as strings.")
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}
+
+
+_PART_TYPES = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
+
+
+def _message_item(item: dict[str, Any], where: str) -> dict[str, Any]:
+    content = item.get("content")
+    if type(content) is list:
+        parts: list[Any] = []
+        for index, part in enumerate(content):
+            kind = part.get("type") if type(part) is dict else None
+            if kind not in _PART_TYPES:
+                raise BadRequest(
+                    public=f"{where}.content[{index}].type must be input_text, output_text "
+                    "or input_image."
+                )
+            if kind == "input_image":
+                image = {"url": part.get("image_url")}
+                if part.get("detail") is not None:
+                    image["detail"] = part["detail"]
+                parts.append({"type": "image_url", "image_url": image})
+            else:
+                parts.append({"type": "text", "text": part.get("text")})
+        content = parts
+    return {"role": item.get("role"), "content": content}
+
+
+def _responses_tools(tools: Any) -> list[Any]:
+    if type(tools) is not list:
+        raise BadRequest(public=f"tools must be a list of 1 to {MAX_TOOLS} tools.")
+    converted: list[Any] = []
+    for index, tool in enumerate(tools):
+        if type(tool) is not dict or tool.get("type") != "function":
+            raise BadRequest(
+                public=f"tools[{index}] must be a function tool; built-in tools are not supported."
+            )
+        function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+        converted.append({"type": "function", "function": function})
+    return converted
+
+
+def _responses_tool_choice(choice: Any) -> Any:
+    if type(choice) is dict and choice.get("type") == "function":
+        return {"type": "function", "function": {"name": choice.get("name")}}
+    return choice
+
+
+def _responses_text_and_reasoning(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``text.format`` as ``response_format``, ``reasoning.effort`` as ``reasoning_effort``."""
+    out: dict[str, Any] = {}
+    text = data.get("text")
+    if text is not None:
+        fmt = text.get("format") if type(text) is dict else None
+        if type(fmt) is not dict or not text.keys() <= {"format", "verbosity"}:
+            raise BadRequest(public='text must be {"format": {"type": ...}}.')
+        if fmt.get("type") == "json_schema":
+            schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+            out["response_format"] = {"type": "json_schema", "json_schema": schema}
+        else:
+            out["response_format"] = {"type": fmt.get("type")}
+    reasoning = data.get("reasoning")
+    if reasoning is not None:
+        effort = reasoning.get("effort") if type(reasoning) is dict else None
+        if type(reasoning) is not dict or not reasoning.keys() <= {"effort", "summary"}:
+            raise BadRequest(public='reasoning must be {"effort": "low" | "medium" | "high"}.')
+        if effort is not None:
+            out["reasoning_effort"] = effort
+    return out
+
+
 # --- the OpenAI API's embeddings ---------------------------------------------
 
 _EMBEDDING_FIELDS = ("model", "input", "encoding_format", "dimensions", "user")
@@ -644,6 +851,13 @@ _FIELD_NAMES = frozenset(
         *_OPENAI_FIELDS,
         *_OPENAI_MESSAGE_FIELDS,
         *_EMBEDDING_FIELDS,
+        *_RESPONSES_FIELDS,
+        "call_id",
+        "name",
+        "output",
+        "format",
+        "schema",
+        "effort",
         "type",
         "text",
         "image_url",
