@@ -5,7 +5,10 @@ output, and the refusals (``previous_response_id``, errors)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import re
 from typing import Any
 
 import openai
@@ -14,6 +17,7 @@ import pytest
 from tests.api.checks import GLM
 from tests.api.conftest import Server, ServerPool
 from tests.api.test_openai import SETTINGS, TOKEN, WEATHER_TOOL
+from tests.harness import ROOT
 from tests.kit.images import data_url, png
 
 KIMI = "@cf/moonshotai/kimi-k2.6"
@@ -196,3 +200,25 @@ def test_refusals_are_the_clients_exceptions(server: Server, client: openai.Open
         client.responses.create(model="glm", input="Hi", tools=[{"type": "web_search"}])  # type: ignore[list-item]
     assert "built-in tools" in str(builtin.value.body)
     assert server.ai.calls() == []
+
+
+def test_the_readmes_responses_and_embeddings_examples_run(server: Server) -> None:
+    """The README's Python blocks of both sections, as written, pointed at
+    the server under test."""
+    readme = (ROOT / "README.md").read_text()
+    blocks = []
+    for title in ("### The Responses API", "### Embeddings"):
+        section = readme[readme.index(title) :]
+        match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+        assert match, f"no Python example under {title}"
+        blocks.append(match.group(1))
+    code = "\n".join(blocks)
+    assert code.count("http://127.0.0.1:8787/v1") == 1
+    code = code.replace("http://127.0.0.1:8787", server.url).replace('"change-me"', repr(TOKEN))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+    whole, streamed, dimensions = printed.getvalue().splitlines()
+    assert "What is the edge?»" in whole
+    assert streamed.endswith("«Explain Workers AI.»")
+    assert dimensions == "1024"
