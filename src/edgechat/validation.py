@@ -609,6 +609,10 @@ _RESPONSES_FIELDS = (
     "store",
     "metadata",
     "parallel_tool_calls",
+    # Accepted and not acted on: extra output (logprobs, encrypted
+    # reasoning) and context truncation are the hosted service's.
+    "include",
+    "truncation",
     "previous_response_id",
 )
 _RESPONSES_FIELD_SET = frozenset(_RESPONSES_FIELDS)
@@ -627,6 +631,13 @@ def parse_responses_request(
             public="The request has a field edgechat does not support; supported: "
             f"{', '.join(_RESPONSES_FIELDS)}."
         )
+    include = data.get("include")
+    if include is not None and (
+        type(include) is not list or any(type(i) is not str for i in include)
+    ):
+        raise BadRequest(public="include must be a list of strings.")
+    if data.get("truncation") not in (None, "auto", "disabled"):
+        raise BadRequest(public='truncation must be "auto" or "disabled".')
     if data.get("previous_response_id") is not None:
         raise BadRequest(
             public="previous_response_id is not supported: edgechat stores no conversations; "
@@ -638,10 +649,12 @@ def parse_responses_request(
         chat["max_completion_tokens"] = data["max_output_tokens"]
     if data.get("parallel_tool_calls") is not None:
         chat["parallel_tool_calls"] = data["parallel_tool_calls"]
-    if data.get("tools") is not None:
+    # Agent SDKs send "tools": [] (and "auto") when they have no tools.
+    if data.get("tools") is not None and data["tools"] != []:
         chat["tools"] = _responses_tools(data["tools"])
-    if data.get("tool_choice") is not None:
-        chat["tool_choice"] = _responses_tool_choice(data["tool_choice"])
+    choice = data.get("tool_choice")
+    if choice is not None and ("tools" in chat or choice not in ("auto", "none")):
+        chat["tool_choice"] = _responses_tool_choice(choice)
     chat.update(_responses_text_and_reasoning(data))
     return _openai_request(chat, len(body), limits, allowed_models, default_model)
 

@@ -1,8 +1,9 @@
 """Agent frameworks against /v1, as a new user would point them at it:
-LangChain's ``ChatOpenAI`` from PyPI here, LangChain.js's from npm through
-``clients/langchain_node.mjs``. Streamed text, usage totals equal to the
-model's, a multi-step tool loop over a thinking model, structured output, and
-errors as the framework raises them.
+LangChain's ``ChatOpenAI`` and ``OpenAIEmbeddings`` from PyPI here,
+LangChain.js's from npm through ``clients/langchain_node.mjs``, and the
+OpenAI Agents SDK (PyPI ``openai-agents``) over the Responses API. Streamed
+text, usage totals equal to the model's, a multi-step tool loop over a
+thinking model, structured output, and errors as the framework raises them.
 
 The emulator streams as Workers AI does (no role, the running usage on every
 chunk, Kimi's ``functions.<name>:<n>`` tool-call ids), so each of these also
@@ -11,6 +12,7 @@ checks what edgechat makes of that.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
@@ -21,9 +23,12 @@ from typing import Any
 
 import openai
 import pytest
+from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
 from langchain_core.messages import AIMessageChunk, BaseMessage, HumanMessage, ToolMessage
 from langchain_core.tools import tool
 from langchain_openai import ChatOpenAI, OpenAIEmbeddings
+from openai import AsyncOpenAI
+from pydantic import BaseModel
 
 from tests.api.conftest import Server, ServerPool
 from tests.api.test_openai import SETTINGS, TOKEN
@@ -213,3 +218,81 @@ def test_langchain_js_reads_every_shape(server: Server) -> None:
     assert errors["notFound"]["class"] == "NotFoundError"
     assert errors["auth"]["status"] == 401
     assert errors["busy"]["status"] == 503
+
+
+# --- the OpenAI Agents SDK, over the Responses API ---------------------------------
+
+
+def agent_model(server: Server, model: str = "kimi") -> OpenAIResponsesModel:
+    set_tracing_disabled(True)  # its traces would go to OpenAI's servers
+    client = AsyncOpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0)
+    return OpenAIResponsesModel(model=model, openai_client=client)
+
+
+@function_tool(name_override="get_weather")
+def weather(city: str) -> str:
+    """The weather in a city."""
+    return json.dumps({**FORECAST, "city": city})
+
+
+def test_an_openai_agent_runs_its_tool_loop_over_the_responses_api(server: Server) -> None:
+    agent = Agent(
+        name="forecaster",
+        instructions="Answer with the weather.",
+        model=agent_model(server),
+        tools=[weather],
+    )
+    result = Runner.run_sync(agent, "Weather in Zürich? (loop)")
+    assert result.final_output == "It is 21 °C in Zürich."
+    first, second = server.ai.wait_for_calls(2)
+    assert first["inputs"]["messages"][0] == {
+        "role": "system",
+        "content": "Answer with the weather.",
+    }
+    sent = second["inputs"]["messages"]
+    assert sent[2]["tool_calls"][0]["id"] == "functions.get_weather:0"
+    assert sent[3]["role"] == "tool"
+
+
+class Forecast(BaseModel):
+    city: str
+    celsius: int
+
+
+def test_an_openai_agent_streams_with_the_models_usage(server: Server) -> None:
+    agent = Agent(name="streamer", instructions="Be brief.", model=agent_model(server))
+
+    async def run() -> tuple[str, Any]:
+        streamed = Runner.run_streamed(agent, "Hello from the agent")
+        deltas = [
+            event.data.delta
+            async for event in streamed.stream_events()
+            if event.type == "raw_response_event"
+            and event.data.type == "response.output_text.delta"
+        ]
+        return "".join(deltas), streamed
+
+    text, streamed = asyncio.run(run())
+    assert text == streamed.final_output
+    assert "«Hello from the agent»" in text
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0) as client:
+        whole = client.responses.create(
+            model="kimi", instructions="Be brief.", input="Hello from the agent"
+        )
+    assert whole.usage is not None
+    usage = streamed.context_wrapper.usage
+    assert (usage.requests, usage.input_tokens, usage.output_tokens) == (
+        1,
+        whole.usage.input_tokens,
+        whole.usage.output_tokens,
+    )
+
+
+def test_an_openai_agent_gets_structured_output(server: Server) -> None:
+    agent = Agent(name="structured", model=agent_model(server, "glm"), output_type=Forecast)
+    result = Runner.run_sync(agent, "structured weather, please")
+    assert result.final_output == Forecast(**FORECAST)
+    (call,) = server.ai.wait_for_calls(1)
+    response_format = call["inputs"]["response_format"]
+    assert response_format["type"] == "json_schema"
+    assert response_format["json_schema"]["schema"]["required"] == ["city", "celsius"]

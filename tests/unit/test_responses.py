@@ -79,6 +79,13 @@ def test_instructions_and_input_become_the_conversation() -> None:
     assert (chat.max_tokens, parsed.stream) == (99, True)
 
 
+def test_no_tools_is_no_tools() -> None:
+    # What agent SDKs send for an agent without tools.
+    chat = parse_body({"input": "Hi", "tools": [], "tool_choice": "auto", "include": []}).chat
+    assert "tools" not in chat.params
+    assert "tool_choice" not in chat.params
+
+
 @pytest.mark.parametrize(
     ("body", "rule"),
     [
@@ -88,6 +95,8 @@ def test_instructions_and_input_become_the_conversation() -> None:
             "send the whole conversation in input.",
         ),
         ({}, "input is required."),
+        ({"input": "Hi", "include": [3]}, "include must be a list of strings."),
+        ({"input": "Hi", "truncation": "sometimes"}, 'truncation must be "auto" or "disabled".'),
         ({"input": []}, "input must be a string or a non-empty list of items."),
         ({"input": "Hi", "instructions": 3}, "instructions must be a string."),
         (
@@ -115,7 +124,8 @@ def test_instructions_and_input_become_the_conversation() -> None:
             {"input": "Hi", "background": True},
             "The request has a field edgechat does not support; supported: model, input, "
             "instructions, stream, max_output_tokens, temperature, top_p, tools, tool_choice, "
-            "text, reasoning, user, store, metadata, parallel_tool_calls, previous_response_id.",
+            "text, reasoning, user, store, metadata, parallel_tool_calls, include, truncation, "
+            "previous_response_id.",
         ),
     ],
 )
