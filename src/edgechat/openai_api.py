@@ -126,15 +126,15 @@ _UNUSUAL = (b'"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
 # differs from ours, and Workers AI's model name is not the id asked for).
 # A chunk that begins otherwise is parsed instead.
 _ENVELOPE = re.compile(
-    rb'^data: \{"id":"[^"\\\n]*","object":"chat\.completion\.chunk",'
-    rb'"created":\d+,"model":"[^"\\\n]*",',
-    re.MULTILINE,
+    rb'data: \{"id":"[^"\\\n]*","object":"chat\.completion\.chunk",'
+    rb'"created":\d+,"model":"[^"\\\n]*",'
 )
 # The running usage Workers AI puts at the end of every chunk (OpenAI sends
 # usage once, last, and only with include_usage; clients that add up every
 # chunk's usage count it many times over): one level of nested counts, as
 # ``prompt_tokens_details`` has.
-_RUNNING_USAGE = re.compile(rb',"usage":(?:null|\{[^{}\n]*(?:\{[^{}\n]*\}[^{}\n]*)*\})(?=\}\n\n)')
+_RUNNING_USAGE = re.compile(rb',"usage":\{[^{}\n]*\}(?=\}\n\n)')
+_NESTED_USAGE = re.compile(rb',"usage":(?:null|\{[^{}\n]*(?:\{[^{}\n]*\}[^{}\n]*)*\})(?=\}\n\n)')
 _ENVELOPE_FIELDS = frozenset(("id", "object", "created", "model", "usage"))
 
 
@@ -152,7 +152,7 @@ class ChunkFraming:
     ping = sse.PING
     moderates_output = False
 
-    __slots__ = ("_completion", "_include_usage", "_prefix")
+    __slots__ = ("_completion", "_include_usage", "_prefix", "_theirs")
 
     def __init__(
         self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
@@ -160,13 +160,16 @@ class ChunkFraming:
         self._completion = _Completion(request_id, max_tokens, created, model)
         self._include_usage = include_usage
         self._prefix = b""
+        # The envelope the model writes, the same on each of its chunks
+        # (learned from the first): replaced as a whole, no pattern per event.
+        self._theirs = b""
         self._answering(model)
 
     def _answering(self, model: Model) -> None:
         self._completion.model = model
         envelope = json.dumps(self._envelope(), ensure_ascii=False, separators=(",", ":"))
-        # What _ENVELOPE's match becomes (a replacement: backslashes doubled).
-        self._prefix = ("data: " + envelope[:-1] + ",").encode().replace(b"\\", b"\\\\")
+        # What the model's envelope becomes.
+        self._prefix = ("data: " + envelope[:-1] + ",").encode()
 
     def opening(self, model: Model) -> bytes:
         return b""
@@ -190,13 +193,24 @@ class ChunkFraming:
         """``events`` (one line each) with the completion's envelope and
         without the running usage; None unless every one of them has the
         usual shape."""
-        out, count = _ENVELOPE.subn(self._prefix, events)
+        theirs = self._theirs
+        if not theirs or not events.startswith(theirs):
+            match = _ENVELOPE.match(events)
+            if match is None:
+                return None
+            theirs = self._theirs = match.group()
+        # Its quotes cannot be inside a JSON string: it starts an event
+        # wherever it is, and every event must start with it.
+        count = events.count(theirs)
         if count != events.count(b"\n\n") or 2 * count != events.count(b"\n"):
             return None
+        out = events.replace(theirs, self._prefix)
         if b'"usage"' in out:
             out = _RUNNING_USAGE.sub(b"", out)
             if b'"usage"' in out:
-                return None
+                out = _NESTED_USAGE.sub(b"", out)
+                if b'"usage"' in out:
+                    return None
         return out
 
     def whole(self, model: Model, answer: Whole) -> bytes:
