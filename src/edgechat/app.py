@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
 from edgechat import embeddings, guards, openai_api, pipeline, responses, usage
 from edgechat.candidates import Cooling
@@ -24,8 +24,9 @@ from edgechat.errors import (
     StoreUnavailable,
 )
 from edgechat.http import Incoming, Reply, error_reply, json_reply
-from edgechat.models import catalog_json
+from edgechat.models import Model, catalog_json
 from edgechat.ports import KvError, Platform
+from edgechat.requests import Limits, OpenAIRequest
 from edgechat.validation import (
     body_cap,
     parse_chat_request,
@@ -84,34 +85,42 @@ async def chat(ctx: Context) -> Reply:
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
 
 
-async def completions(ctx: Context) -> Reply:
-    """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
+# What both of the OpenAI API's answer routes hand their framings: the
+# request id, the model asked for, the output token cap.
+Facts = tuple[str, Model, int]
+
+
+async def _openai_question(
+    ctx: Context, parse: Callable[[bytes, Limits, Sequence[str], str], OpenAIRequest]
+) -> tuple[OpenAIRequest, Facts, int, dict[str, str]]:
+    """A ``/v1`` question through the checks and ``parse``: the request,
+    its facts, the time it was asked and the CORS headers."""
     settings = ctx.settings
     cors = _cors(ctx)
     body = await _body(ctx, guards.check_api_token(ctx.request, settings))
-    parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
-    request, created = parsed.chat, int(time.time())
-    facts = (ctx.request_id, request.model, request.max_tokens)
+    parsed = parse(body, settings.limits, settings.models, settings.default_model)
+    facts = (ctx.request_id, parsed.chat.model, parsed.chat.max_tokens)
+    return parsed, facts, int(time.time()), cors
+
+
+async def completions(ctx: Context) -> Reply:
+    """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
+    parsed, facts, created, cors = await _openai_question(ctx, parse_openai_request)
     if not parsed.stream:
         whole = openai_api.CompletionFraming(*facts, created=created)
-        return await pipeline.document(ctx, request, whole, cors)
+        return await pipeline.document(ctx, parsed.chat, whole, cors)
     chunks = openai_api.ChunkFraming(*facts, include_usage=parsed.include_usage, created=created)
-    return await pipeline.answer(ctx, request, chunks, cors)
+    return await pipeline.answer(ctx, parsed.chat, chunks, cors)
 
 
 async def v1_responses(ctx: Context) -> Reply:
     """``POST /v1/responses``: the Responses API over the same pipeline."""
-    settings = ctx.settings
-    cors = _cors(ctx)
-    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
-    parsed = parse_responses_request(body, settings.limits, settings.models, settings.default_model)
-    request, created = parsed.chat, int(time.time())
-    facts = (ctx.request_id, request.model, request.max_tokens)
+    parsed, facts, created, cors = await _openai_question(ctx, parse_responses_request)
     if not parsed.stream:
         whole = responses.ResponseDocument(*facts, created=created)
-        return await pipeline.document(ctx, request, whole, cors)
+        return await pipeline.document(ctx, parsed.chat, whole, cors)
     events = responses.ResponseEvents(*facts, created=created)
-    return await pipeline.answer(ctx, request, events, cors)
+    return await pipeline.answer(ctx, parsed.chat, events, cors)
 
 
 async def v1_embeddings(ctx: Context) -> Reply:
