@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
-import subprocess
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -32,6 +29,7 @@ from pydantic import BaseModel
 
 from tests.api.conftest import Server, ServerPool
 from tests.api.test_openai import SETTINGS, TOKEN
+from tests.api.test_openai_node import run_client
 
 KIMI = "@cf/moonshotai/kimi-k2.6"
 SCRIPT = Path(__file__).parent / "clients" / "langchain_node.mjs"
@@ -189,18 +187,7 @@ def test_langchain_embeds_documents_and_queries(server: Server) -> None:
 
 
 def test_langchain_js_reads_every_shape(server: Server) -> None:
-    node = shutil.which("node")
-    assert node is not None
-    done = subprocess.run(
-        [node, str(SCRIPT)],
-        env={**os.environ, "EDGECHAT_V1_URL": server.url + "/v1", "EDGECHAT_V1_TOKEN": TOKEN},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
+    seen = run_client(SCRIPT, server)
     stream = seen["stream"]
     assert stream["text"] == seen["whole"]["text"]
     assert "«Hello from LangChain.js»" in stream["text"]
