@@ -510,7 +510,7 @@ def test_error_bodies_have_the_openai_shape(http: httpx.Client) -> None:
     )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
-    response = http.get("/v1/responses", headers=AUTH)
+    response = http.get("/v1/files", headers=AUTH)
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "not_found_error"
 
