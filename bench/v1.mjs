@@ -2,8 +2,8 @@
 // 2,000-token answer through /chat (relayed natively), through
 // /v1/chat/completions streamed from GLM (OpenAI chunks forwarded as bytes in
 // batches) and from Llama (native events translated), and whole (non-stream),
-// against the JavaScript pass-through (bench/passthrough-js), at zero delay
-// and at 20 ms per token. Every Worker runs in a runner of its own, so each
+// and through /v1/responses streamed from GLM, against the JavaScript
+// pass-through (bench/passthrough-js), at zero delay and at 20 ms per token. Every Worker runs in a runner of its own, so each
 // one's CPU is its own process's.
 //
 //   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --against CHECKOUT]
@@ -40,12 +40,14 @@ const CASES = {
   "/v1 stream (GLM, chunks forwarded)": { path: "/v1/chat/completions", model: GLM, stream: true },
   "/v1 stream (Llama, translated)": { path: "/v1/chat/completions", model: LLAMA, stream: true },
   "/v1 whole (GLM, non-stream)": { path: "/v1/chat/completions", model: GLM, stream: false },
+  // No revision before this one has it: not run --against.
+  "/v1/responses stream (GLM)": { path: "/v1/responses", model: GLM, stream: true, only: true },
   "JS pass-through (GLM)": { path: "/chat", model: GLM, stream: true, js: true },
 };
 
 if (values.against) {
   for (const [name, which] of Object.entries(CASES)) {
-    if (!which.js)
+    if (!which.js && !which.only)
       CASES[`${name.split(" (")[0]} ${name.includes("Llama") ? "Llama" : "GLM"}, before`] = {
         ...which,
         root: values.against,
@@ -54,12 +56,17 @@ if (values.against) {
 }
 
 function ask(url, { path, model, stream }) {
-  const body = JSON.stringify({
-    model,
-    messages: [{ role: "user", content: "bench-long please" }],
-    max_tokens: 4096,
-    ...(path.startsWith("/v1/") ? { stream } : {}),
-  });
+  const question = "bench-long please";
+  const body = JSON.stringify(
+    path === "/v1/responses"
+      ? { model, input: question, max_output_tokens: 4096, stream }
+      : {
+          model,
+          messages: [{ role: "user", content: question }],
+          max_tokens: 4096,
+          ...(path.startsWith("/v1/") ? { stream } : {}),
+        },
+  );
   return new Promise((resolve, reject) => {
     const req = request(
       `${url}${path}`,
@@ -76,7 +83,8 @@ function ask(url, { path, model, stream }) {
         res.setEncoding("utf8");
         res.on("data", (chunk) => (text += chunk));
         res.on("end", () => {
-          const complete = /event: done\n|data: \[DONE\]|"finish_reason":"stop"|"usage"/.test(text);
+          const complete =
+            /event: done\n|data: \[DONE\]|"finish_reason":"stop"|"usage"|event: response\.completed/.test(text);
           if (res.statusCode !== 200 || !complete) reject(new Error(`${res.statusCode}: ${text.slice(0, 200)}`));
           else resolve(text.length);
         });

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from edgechat import guards, openai_api, pipeline, usage
+from edgechat import embeddings, guards, openai_api, pipeline, responses, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -24,9 +24,16 @@ from edgechat.errors import (
     StoreUnavailable,
 )
 from edgechat.http import Incoming, Reply, error_reply, json_reply
-from edgechat.models import catalog_json
+from edgechat.models import Model, catalog_json
 from edgechat.ports import KvError, Platform
-from edgechat.validation import body_cap, parse_chat_request, parse_openai_request
+from edgechat.requests import Limits, OpenAIRequest
+from edgechat.validation import (
+    body_cap,
+    parse_chat_request,
+    parse_embeddings_request,
+    parse_openai_request,
+    parse_responses_request,
+)
 
 __all__ = ["ROUTES", "Cooling", "SettingsOnce", "handle"]
 
@@ -78,19 +85,57 @@ async def chat(ctx: Context) -> Reply:
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
 
 
-async def completions(ctx: Context) -> Reply:
-    """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
+# What both of the OpenAI API's answer routes hand their framings: the
+# request id, the model asked for, the output token cap.
+Facts = tuple[str, Model, int]
+
+
+async def _openai_question(
+    ctx: Context, parse: Callable[[bytes, Limits, Sequence[str], str], OpenAIRequest]
+) -> tuple[OpenAIRequest, Facts, int, dict[str, str]]:
+    """A ``/v1`` question through the checks and ``parse``: the request,
+    its facts, the time it was asked and the CORS headers."""
     settings = ctx.settings
     cors = _cors(ctx)
     body = await _body(ctx, guards.check_api_token(ctx.request, settings))
-    parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
-    request, created = parsed.chat, int(time.time())
-    facts = (ctx.request_id, request.model, request.max_tokens)
+    parsed = parse(body, settings.limits, settings.models, settings.default_model)
+    facts = (ctx.request_id, parsed.chat.model, parsed.chat.max_tokens)
+    return parsed, facts, int(time.time()), cors
+
+
+async def completions(ctx: Context) -> Reply:
+    """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
+    parsed, facts, created, cors = await _openai_question(ctx, parse_openai_request)
     if not parsed.stream:
         whole = openai_api.CompletionFraming(*facts, created=created)
-        return await pipeline.document(ctx, request, whole, cors)
+        return await pipeline.document(ctx, parsed.chat, whole, cors)
     chunks = openai_api.ChunkFraming(*facts, include_usage=parsed.include_usage, created=created)
-    return await pipeline.answer(ctx, request, chunks, cors)
+    return await pipeline.answer(ctx, parsed.chat, chunks, cors)
+
+
+async def v1_responses(ctx: Context) -> Reply:
+    """``POST /v1/responses``: the Responses API over the same pipeline."""
+    parsed, facts, created, cors = await _openai_question(ctx, parse_responses_request)
+    if not parsed.stream:
+        whole = responses.ResponseDocument(*facts, created=created)
+        return await pipeline.document(ctx, parsed.chat, whole, cors)
+    events = responses.ResponseEvents(*facts, created=created)
+    return await pipeline.answer(ctx, parsed.chat, events, cors)
+
+
+async def v1_embeddings(ctx: Context) -> Reply:
+    """``POST /v1/embeddings``: one binding call for the request's texts."""
+    settings = ctx.settings
+    cors = _cors(ctx)
+    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
+    request = parse_embeddings_request(body, settings.limits)
+    ctx.log["model"] = request.model.id
+    ctx.log["inputs"] = len(request.texts)
+    options = pipeline.ai_options(ctx, refresh=False)
+    vectors, tokens = await embeddings.embed(
+        ctx.platform.ai, request, options, settings.total_timeout_s
+    )
+    return json_reply(200, embeddings.embeddings_json(request, vectors, tokens), cors)
 
 
 async def v1_models(ctx: Context) -> Reply:
@@ -137,6 +182,8 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/limits": {"GET": limits},
     "/api/usage": {"GET": api_usage},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
+    "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
+    "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},
     "/healthz": {"GET": healthz},
 }

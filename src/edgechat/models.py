@@ -17,6 +17,8 @@ from edgechat.errors import ModelNotFound
 
 __all__ = [
     "CATALOG",
+    "EMBEDDING_CATALOG",
+    "EmbeddingModel",
     "Model",
     "Usage",
     "WireFormat",
@@ -25,6 +27,7 @@ __all__ = [
     "cost_usd",
     "find",
     "lookup",
+    "lookup_embedding",
 ]
 
 
@@ -52,6 +55,11 @@ class Model:
     tools: bool
     # Reads images: OpenAI ``image_url`` parts in user messages.
     vision: bool = False
+    # Thinks before it answers (``reasoning_content``) and reads its earlier
+    # thinking back on assistant turns: thinking models expect it on the
+    # turns that called tools (mastra #12592, inspect_ai #3137); a model that
+    # does not think is sent none.
+    thinks: bool = False
     # Whether the prices are known (a provider's may not be configured).
     priced: bool = True
     # A provider's own API (``PROVIDERS``) instead of Workers AI: its name.
@@ -81,6 +89,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=True,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
     ),
     Model(
         alias="glm-5.3-flash",
@@ -93,6 +102,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
         vision=True,
     ),
     Model(
@@ -106,6 +116,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
     ),
     Model(
         alias="kimi",
@@ -118,6 +129,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
         vision=True,
     ),
     Model(
@@ -131,6 +143,7 @@ CATALOG: tuple[Model, ...] = (
         free_plan=False,
         wire_format=WireFormat.OPENAI,
         tools=True,
+        thinks=True,
     ),
     Model(
         alias="llama",
@@ -145,6 +158,51 @@ CATALOG: tuple[Model, ...] = (
         tools=False,
     ),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingModel:
+    """A Workers AI text-embedding model (``POST /v1/embeddings``)."""
+
+    alias: str
+    id: str
+    label: str
+    family: str
+    # Dimensions of each vector, and the most a single input may hold.
+    dimensions: int
+    max_input_tokens: int
+    price_in_per_m: float
+    free_plan: bool
+
+
+# https://developers.cloudflare.com/workers-ai/models/bge-m3/: multilingual
+# (Chinese and English among 100+ languages), 1,024 dimensions, $0.012 per
+# million input tokens; `{text: str | str[]}` in, `{shape, data, pooling}` out.
+EMBEDDING_CATALOG: tuple[EmbeddingModel, ...] = (
+    EmbeddingModel(
+        alias="bge-m3",
+        id="@cf/baai/bge-m3",
+        label="BGE-M3",
+        family="BAAI",
+        dimensions=1024,
+        max_input_tokens=8192,
+        price_in_per_m=0.012,
+        free_plan=True,
+    ),
+)
+_EMBEDDING_BY_NAME = MappingProxyType(
+    {m.alias: m for m in EMBEDDING_CATALOG} | {m.id: m for m in EMBEDDING_CATALOG}
+)
+
+
+def lookup_embedding(name: str) -> EmbeddingModel:
+    """The embedding model a client asked for; an unknown name gets the same
+    answer as an unknown chat model, which never repeats the name."""
+    model = _EMBEDDING_BY_NAME.get(name) if isinstance(name, str) else None
+    if model is None:
+        raise ModelNotFound(public=_NOT_AVAILABLE, detail="not an embedding model in the catalog")
+    return model
+
 
 _BY_NAME = MappingProxyType(
     {model.alias: model for model in CATALOG} | {model.id: model for model in CATALOG}

@@ -14,20 +14,23 @@ the usage and ``[DONE]`` are written once, at the end (``ChunkFraming.closing``)
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from edgechat import sse
 from edgechat.errors import EdgechatError, ModelNotFound, UpstreamMalformed
 from edgechat.framing import Outcome, Whole
-from edgechat.models import Model, Usage, allowed_models
+from edgechat.models import EMBEDDING_CATALOG, EmbeddingModel, Model, Usage, allowed_models
 from edgechat.upstream import Delta, DeltaKind, UpstreamReader, too_deep
 
 __all__ = [
     "ChunkFraming",
     "CompletionFraming",
     "error_body",
+    "finish_reason",
     "models_json",
+    "refuse_truncated",
 ]
 
 # The Unix time a model "was created" for GET /v1/models: the clients want a
@@ -66,7 +69,9 @@ def error_body(exc: EdgechatError) -> tuple[int, dict[str, Any]]:
 
 
 def models_json(allowed: Sequence[str]) -> dict[str, Any]:
-    """Body of ``GET /v1/models``: the allowed models, by id."""
+    """Body of ``GET /v1/models``: the allowed chat models, by id, then the
+    embedding models."""
+    models: list[Model | EmbeddingModel] = [*allowed_models(allowed), *EMBEDDING_CATALOG]
     data = [
         {
             "id": model.id,
@@ -74,7 +79,7 @@ def models_json(allowed: Sequence[str]) -> dict[str, Any]:
             "created": CATALOG_CREATED,
             "owned_by": model.family.lower(),
         }
-        for model in allowed_models(allowed)
+        for model in models
     ]
     return {"object": "list", "data": data}
 
@@ -115,44 +120,102 @@ class _Completion:
 # a string, so none of these can be part of a model's text.
 _UNUSUAL = (b'"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
 
+# How Workers AI begins every GLM and Kimi chunk (the emulator writes the
+# same): the model's own id, created and model name, which become the
+# completion's (OpenAI gives one of each per completion; the model's id
+# differs from ours, and Workers AI's model name is not the id asked for).
+# A chunk that begins otherwise is parsed instead.
+_ENVELOPE = re.compile(
+    rb'data: \{"id":"[^"\\\n]*","object":"chat\.completion\.chunk",'
+    rb'"created":\d+,"model":"[^"\\\n]*",'
+)
+# The running usage Workers AI puts at the end of every chunk (OpenAI sends
+# usage once, last, and only with include_usage; clients that add up every
+# chunk's usage count it many times over): one level of nested counts, as
+# ``prompt_tokens_details`` has.
+_RUNNING_USAGE = re.compile(rb',"usage":\{[^{}\n]*\}(?=\}\n\n)')
+_NESTED_USAGE = re.compile(rb',"usage":(?:null|\{[^{}\n]*(?:\{[^{}\n]*\}[^{}\n]*)*\})(?=\}\n\n)')
+_ENVELOPE_FIELDS = frozenset(("id", "object", "created", "model", "usage"))
+
 
 class ChunkFraming:
     """``/v1/chat/completions`` with ``stream: true``: ``chat.completion.chunk``
-    events, a usage chunk when asked for, ``data: [DONE]``."""
+    events as OpenAI defines them, whatever the model sent: a first chunk
+    with the role, one id, created and model for every chunk, a usage chunk
+    at the end when asked for (and no usage anywhere else), ``data: [DONE]``.
+
+    The model's chunks are rewritten per batch, not per event: two regular
+    expressions over the batch's bytes (``_fast``); only a batch holding
+    something else is read event by event (``_translate``)."""
 
     relays_natively = False
     ping = sse.PING
     moderates_output = False
 
-    __slots__ = ("_completion", "_include_usage", "_role_sent")
+    __slots__ = ("_completion", "_include_usage", "_prefix", "_theirs")
 
     def __init__(
         self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
     ) -> None:
         self._completion = _Completion(request_id, max_tokens, created, model)
         self._include_usage = include_usage
-        self._role_sent = False
+        self._prefix = b""
+        # The envelope the model writes, the same on each of its chunks
+        # (learned from the first): replaced as a whole, no pattern per event.
+        self._theirs = b""
+        self._answering(model)
+
+    def _answering(self, model: Model) -> None:
+        self._completion.model = model
+        envelope = json.dumps(self._envelope(), ensure_ascii=False, separators=(",", ":"))
+        # What the model's envelope becomes.
+        self._prefix = ("data: " + envelope[:-1] + ",").encode()
 
     def opening(self, model: Model) -> bytes:
         return b""
 
     def first_words(self, model: Model, data: bytes) -> bytes:
-        self._completion.model = model
-        return self.feed(data)
+        self._answering(model)
+        # The role first, as OpenAI's first chunk has it (GLM's and Kimi's
+        # chunks carry none: clients that take a chunk's role from the first
+        # one otherwise lose the tool calls of the rest).
+        return self._chunk({"role": "assistant", "content": ""}) + self.feed(data)
 
     def feed(self, whole: bytes) -> bytes:
         """Complete events of the model (``delivery`` splits and checks
         them), as the client gets them."""
         if not whole:
             return b""
-        if not any(mark in whole for mark in _UNUSUAL):
-            self._role_sent = True
-            return whole
-        return self._translate(whole)
+        fast = None if any(mark in whole for mark in _UNUSUAL) else self._fast(whole)
+        return fast if fast is not None else self._translate(whole)
+
+    def _fast(self, events: bytes) -> bytes | None:
+        """``events`` (one line each) with the completion's envelope and
+        without the running usage; None unless every one of them has the
+        usual shape."""
+        theirs = self._theirs
+        if not theirs or not events.startswith(theirs):
+            match = _ENVELOPE.match(events)
+            if match is None:
+                return None
+            theirs = self._theirs = match.group()
+        # Its quotes cannot be inside a JSON string: it starts an event
+        # wherever it is, and every event must start with it.
+        count = events.count(theirs)
+        if count != events.count(b"\n\n") or 2 * count != events.count(b"\n"):
+            return None
+        out = events.replace(theirs, self._prefix)
+        if b'"usage"' in out:
+            out = _RUNNING_USAGE.sub(b"", out)
+            if b'"usage"' in out:
+                out = _NESTED_USAGE.sub(b"", out)
+                if b'"usage"' in out:
+                    return None
+        return out
 
     def whole(self, model: Model, answer: Whole) -> bytes:
         """A complete JSON answer the model sent instead of a stream."""
-        self._completion.model = model
+        self._answering(model)
         body = answer.body
         message = _first_message(body)
         delta: dict[str, Any] = {"role": "assistant"}
@@ -166,11 +229,10 @@ class ChunkFraming:
                 delta[name] = text
         if "content" not in delta and type(body.get("response")) is str:
             delta["content"] = body["response"]
-        self._role_sent = True
         return self._chunk(delta, finish_reason=answer.finish_reason)
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
-        _refuse_truncated(outcome)
+        refuse_truncated(outcome)
         out = b""
         if outcome.finish_reason is None:
             # Native streams say nothing of why they ended: ours says it.
@@ -196,37 +258,41 @@ class ChunkFraming:
         out: list[bytes] = []
         texts: list[str] = []
         for event in sse.events(whole):
-            payload = sse.Fields(event).data
-            if payload is None or payload == b"[DONE]" or too_deep(payload):
-                continue
-            try:
-                obj = json.loads(payload)
-            except (ValueError, RecursionError):
-                continue  # unreadable: the client could not read it either
-            if type(obj) is not dict:
-                continue
-            choices = obj.get("choices")
-            if type(choices) is list and choices:
+            chunk = self._event(event, texts)
+            if chunk:
                 if texts:
-                    out.append(self._content(texts))
+                    out.append(self._chunk({"content": "".join(texts)}))
                     texts = []
-                out.append(event + b"\n\n")
-                self._role_sent = True
-            elif choices is None:
-                text = obj.get("response")
-                if type(text) is str and text:
-                    texts.append(text)
-            # choices == []: a usage-only chunk; the usage goes out at the end.
+                out.append(chunk)
         if texts:
-            out.append(self._content(texts))
+            out.append(self._chunk({"content": "".join(texts)}))
         return b"".join(out)
 
-    def _content(self, texts: list[str]) -> bytes:
-        delta: dict[str, Any] = {"content": "".join(texts)}
-        if not self._role_sent:
-            delta = {"role": "assistant", **delta}
-            self._role_sent = True
-        return self._chunk(delta)
+    def _event(self, event: bytes, texts: list[str]) -> bytes:
+        """One event as the client gets it (b"": nothing, or native text
+        added to ``texts``, which goes out as one chunk of ours)."""
+        usual = b"\n" not in event and not any(mark in event for mark in _UNUSUAL)
+        fast = self._fast(event + b"\n\n") if usual else None
+        if fast is not None:
+            return fast
+        payload = sse.Fields(event).data
+        if payload is None or payload == b"[DONE]" or too_deep(payload):
+            return b""
+        try:
+            obj = json.loads(payload)
+        except (ValueError, RecursionError):
+            return b""  # unreadable: the client could not read it either
+        if type(obj) is not dict:
+            return b""
+        choices = obj.get("choices")
+        if type(choices) is list and choices:
+            rest = {k: v for k, v in obj.items() if k not in _ENVELOPE_FIELDS}
+            return sse.data({**self._envelope(), **rest})
+        text = obj.get("response") if choices is None else None
+        if type(text) is str and text:
+            texts.append(text)
+        # choices == []: a usage-only chunk; the usage goes out at the end.
+        return b""
 
     def _envelope(self) -> dict[str, Any]:
         completion = self._completion
@@ -242,7 +308,7 @@ class ChunkFraming:
         return sse.data({**self._envelope(), "choices": [choice]})
 
 
-def _refuse_truncated(outcome: Outcome) -> None:
+def refuse_truncated(outcome: Outcome) -> None:
     """A stream that stopped with neither a finish reason nor ``[DONE]`` was
     cut off: the OpenAI API has no way to say so but an error (``/chat``
     says it with ``finish_reason: null``)."""
@@ -295,7 +361,7 @@ class CompletionFraming:
         return b""
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
-        _refuse_truncated(outcome)
+        refuse_truncated(outcome)
         self._take(self._reader.finish())
         if self._tool_calls is None:
             self._tool_calls = self._reader.tool_calls

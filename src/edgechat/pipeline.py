@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Any
 
 from edgechat import cache, moderation, recording, usage
 from edgechat.answer import Answer, CheckAnswer, Sources
@@ -28,7 +29,7 @@ from edgechat.providers import ProviderAi
 from edgechat.requests import ChatRequest
 from edgechat.upstream import Redaction
 
-__all__ = ["answer", "document"]
+__all__ = ["ai_options", "answer", "document"]
 
 
 async def answer(
@@ -65,7 +66,7 @@ async def _begin(
     if settings.log_prompts:
         ctx.log["prompt"] = request.messages[-1].content
     refresh = "no-cache" in ctx.request.headers.get("cache-control", "").lower()
-    options = _ai_options(ctx, refresh=refresh)
+    options = ai_options(ctx, refresh=refresh)
     key = (
         cache.cache_key(request, settings)
         if platform.kv is not None and cache.wants_cache(request, settings)
@@ -185,7 +186,8 @@ async def _input_verdict(ctx: Context, guard: asyncio.Future[moderation.Verdict]
         raise ContentRefused(categories=verdict.categories)
 
 
-def _ai_options(ctx: Context, *, refresh: bool) -> dict[str, object]:
+def ai_options(ctx: Context, *, refresh: bool) -> dict[str, Any]:
+    """``AI.run``'s options for this deployment: its AI Gateway, if any."""
     settings = ctx.settings
     if settings.ai_gateway_id is None:
         return {}

@@ -12,11 +12,12 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from edgechat.images import data_url_size
-from edgechat.models import Model, WireFormat
+from edgechat.models import EmbeddingModel, Model, WireFormat
 
 __all__ = [
     "PARAMS",
     "ChatRequest",
+    "EmbeddingsRequest",
     "Limits",
     "Message",
     "OpenAIRequest",
@@ -106,10 +107,17 @@ class Message:
     # A user message with images: its text and image parts in their order
     # (``content`` is then the text alone, for limits, logs and moderation).
     parts: tuple[dict[str, Any], ...] = ()
+    # An assistant turn's thinking (``reasoning_content``), as the model sent it.
+    reasoning: str = ""
 
-    def wire(self) -> dict[str, Any]:
+    def wire(self, thinks: bool = False) -> dict[str, Any]:
+        """The message as a model takes it; its thinking only for a model
+        that ``thinks`` (the others would refuse the field)."""
         content: Any = list(self.parts) if self.parts else self.content
-        return {"role": self.role, "content": content, **self.extra}
+        wired = {"role": self.role, "content": content, **self.extra}
+        if thinks and self.reasoning:
+            wired["reasoning_content"] = self.reasoning
+        return wired
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +156,7 @@ class ChatRequest:
         with the model): the conversation as chat messages, under
         ``system_prompt`` for ``/chat``, and the generation parameters."""
         messages = [{"role": "system", "content": system_prompt}] if self.server_prompt else []
-        messages += [m.wire() for m in self.messages]
+        messages += [m.wire(model.thinks) for m in self.messages]
         inputs: dict[str, Any] = {"messages": messages, "stream": True}
         if model.wire_format is WireFormat.OPENAI:
             inputs["max_completion_tokens"] = self.max_tokens
@@ -171,3 +179,13 @@ class OpenAIRequest:
     chat: ChatRequest
     stream: bool
     include_usage: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingsRequest:
+    """A ``/v1/embeddings`` body: the texts to embed and how to encode the vectors."""
+
+    model: EmbeddingModel
+    texts: tuple[str, ...]
+    # "float" (JSON numbers) or "base64" (little-endian float32 bytes).
+    encoding_format: str

@@ -32,10 +32,24 @@ from typing import Any
 from edgechat import json_body
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
-from edgechat.models import Model, allowed_models, lookup
-from edgechat.requests import PARAMS, ChatRequest, Limits, Message, OpenAIRequest, Role
+from edgechat.models import EMBEDDING_CATALOG, Model, allowed_models, lookup, lookup_embedding
+from edgechat.requests import (
+    PARAMS,
+    ChatRequest,
+    EmbeddingsRequest,
+    Limits,
+    Message,
+    OpenAIRequest,
+    Role,
+)
 
-__all__ = ["body_cap", "parse_chat_request", "parse_openai_request"]
+__all__ = [
+    "body_cap",
+    "parse_chat_request",
+    "parse_embeddings_request",
+    "parse_openai_request",
+    "parse_responses_request",
+]
 
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
 _FIELD_SET = frozenset(_FIELDS)
@@ -274,7 +288,15 @@ _OPENAI_FIELDS = (
 )
 _OPENAI_FIELD_SET = frozenset(_OPENAI_FIELDS)
 _OPENAI_ROLES = ("system", "developer", "user", "assistant", "tool")
-_OPENAI_MESSAGE_FIELDS = frozenset(("role", "content", "name", "tool_calls", "tool_call_id"))
+_OPENAI_MESSAGE_FIELD_NAMES = (
+    "role",
+    "content",
+    "name",
+    "tool_calls",
+    "tool_call_id",
+    "reasoning_content",
+)
+_OPENAI_MESSAGE_FIELDS = frozenset(_OPENAI_MESSAGE_FIELD_NAMES)
 _RESPONSE_FORMATS = ("text", "json_object", "json_schema")
 _REASONING_EFFORTS = ("low", "medium", "high")
 _TOOL_CHOICES = ("none", "auto", "required")
@@ -294,6 +316,17 @@ def parse_openai_request(
             public="The request has a field edgechat does not support; supported: "
             f"{', '.join(_OPENAI_FIELDS)}."
         )
+    return _openai_request(data, len(body), limits, allowed_models, default_model)
+
+
+def _openai_request(
+    data: Mapping[str, Any],
+    body_size: int,
+    limits: Limits,
+    allowed_models: Sequence[str],
+    default_model: str,
+) -> OpenAIRequest:
+    """A Chat Completions body's fields, checked (both APIs end here)."""
     n = data.get("n")
     if n is not None and (type(n) is not int or n != 1):
         raise BadRequest(public="n must be 1: edgechat returns one choice.")
@@ -314,7 +347,7 @@ def parse_openai_request(
         cap, cap_name = data.get("max_tokens"), "max_tokens"
     images = _Images(limits)
     messages = _openai_messages(data.get("messages"), limits, images)
-    images.check_body(len(body))
+    images.check_body(body_size)
     chat = ChatRequest(
         messages=messages,
         model=_model(data.get("model"), allowed_models, default_model),
@@ -339,7 +372,7 @@ def _optional_bool(value: Any, where: str) -> bool:
 def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...]:
     messages: list[Message] = []
     total = 0
-    known = "role, content, name, tool_calls, tool_call_id"
+    known = ", ".join(_OPENAI_MESSAGE_FIELD_NAMES)
     for where, item in _message_items(value, limits, _OPENAI_MESSAGE_FIELDS, known):
         role = item.get("role")
         if role not in _OPENAI_ROLES:
@@ -363,6 +396,7 @@ def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Messa
             if type(name) is not str or not 0 < len(name) <= 64:
                 raise BadRequest(public=f"{where}.name must be a string of 1 to 64 characters.")
             extra["name"] = name
+        reasoning, total = _reasoning_content(item, role, where, total, limits)
         value = item.get("content")
         parts: tuple[dict[str, Any], ...] = ()
         if value is None:
@@ -381,9 +415,32 @@ def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Messa
         # Workers AI's models know "system"; "developer" is the newer OpenAI name for it.
         wire_role: Role = "system" if role == "developer" else role
         messages.append(
-            Message(role=wire_role, content=content, extra=MappingProxyType(extra), parts=parts)
+            Message(
+                role=wire_role,
+                content=content,
+                extra=MappingProxyType(extra),
+                parts=parts,
+                reasoning=reasoning,
+            )
         )
     return tuple(messages)
+
+
+def _reasoning_content(
+    item: Mapping[str, Any], role: Any, where: str, total: int, limits: Limits
+) -> tuple[str, int]:
+    """An assistant turn's thinking, as ``/v1`` gave it out (agent loops
+    send the turn back as they got it); counted against the limits like
+    the text. Returns it and the running total."""
+    value = item.get("reasoning_content")
+    if value is None:
+        return "", total
+    if role != "assistant":
+        raise BadRequest(public=f"{where}.reasoning_content is only for assistant messages.")
+    if type(value) is not str:
+        raise BadRequest(public=f"{where}.reasoning_content must be a string.")
+    at = f"{where}.reasoning_content"
+    return value, _count_text(value, at, total, limits, may_be_empty=True)
 
 
 def _tool_calls(value: Any, where: str, total: int, limits: Limits) -> int:
@@ -531,6 +588,273 @@ def _check_tools(tools: Any) -> None:
             )
 
 
+# --- the OpenAI Responses API -------------------------------------------------
+# A Responses body is translated into the Chat Completions body it means and
+# checked by the same rules; the messages' rules name the conversation as
+# messages (``instructions`` first, then ``input``'s items).
+
+_RESPONSES_FIELDS = (
+    "model",
+    "input",
+    "instructions",
+    "stream",
+    "max_output_tokens",
+    "temperature",
+    "top_p",
+    "tools",
+    "tool_choice",
+    "text",
+    "reasoning",
+    "user",
+    "store",
+    "metadata",
+    "parallel_tool_calls",
+    # Accepted and not acted on: extra output (logprobs, encrypted
+    # reasoning) and context truncation are the hosted service's.
+    "include",
+    "truncation",
+    "previous_response_id",
+)
+_RESPONSES_FIELD_SET = frozenset(_RESPONSES_FIELDS)
+# Fields that mean the same in both APIs.
+_SHARED_FIELDS = ("model", "stream", "temperature", "top_p", "user", "store", "metadata")
+
+
+def parse_responses_request(
+    body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
+) -> OpenAIRequest:
+    """Validate a ``/v1/responses`` body; raises ``PayloadTooLarge``,
+    ``BadRequest`` or ``ModelNotFound``."""
+    data = _json_object(body, limits, body_cap(limits, allowed_models))
+    if not data.keys() <= _RESPONSES_FIELD_SET:
+        raise BadRequest(
+            public="The request has a field edgechat does not support; supported: "
+            f"{', '.join(_RESPONSES_FIELDS)}."
+        )
+    include = data.get("include")
+    if include is not None and (
+        type(include) is not list or any(type(i) is not str for i in include)
+    ):
+        raise BadRequest(public="include must be a list of strings.")
+    if data.get("truncation") not in (None, "auto", "disabled"):
+        raise BadRequest(public='truncation must be "auto" or "disabled".')
+    if data.get("previous_response_id") is not None:
+        raise BadRequest(
+            public="previous_response_id is not supported: edgechat stores no conversations; "
+            "send the whole conversation in input."
+        )
+    chat: dict[str, Any] = {name: data[name] for name in _SHARED_FIELDS if name in data}
+    chat["messages"] = _responses_messages(data.get("input"), data.get("instructions"))
+    if data.get("max_output_tokens") is not None:
+        chat["max_completion_tokens"] = data["max_output_tokens"]
+    if data.get("parallel_tool_calls") is not None:
+        chat["parallel_tool_calls"] = data["parallel_tool_calls"]
+    # Agent SDKs send "tools": [] (and "auto") when they have no tools.
+    if data.get("tools") is not None and data["tools"] != []:
+        chat["tools"] = _responses_tools(data["tools"])
+    choice = data.get("tool_choice")
+    if choice is not None and ("tools" in chat or choice not in ("auto", "none")):
+        chat["tool_choice"] = _responses_tool_choice(choice)
+    chat.update(_responses_text_and_reasoning(data))
+    return _openai_request(chat, len(body), limits, allowed_models, default_model)
+
+
+def _responses_messages(items: Any, instructions: Any) -> list[Any]:
+    """``instructions`` and ``input`` as Chat Completions messages."""
+    messages: list[Any] = []
+    if instructions is not None:
+        if type(instructions) is not str:
+            raise BadRequest(public="instructions must be a string.")
+        messages.append({"role": "system", "content": instructions})
+    if items is None:
+        raise BadRequest(public="input is required.")
+    if type(items) is str:
+        return [*messages, {"role": "user", "content": items}]
+    if type(items) is not list or not items:
+        raise BadRequest(public="input must be a string or a non-empty list of items.")
+    thought: str | None = None
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        kind = item.get("type", "message") if type(item) is dict else None
+        if kind == "reasoning":
+            thought = _reasoning_item(item, where)
+        elif kind == "function_call":
+            call = _function_call_item(item, where)
+            last = messages[-1] if messages else None
+            if type(last) is dict and last.get("role") == "assistant" and "tool_calls" in last:
+                last["tool_calls"].append(call)
+            else:
+                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            messages.append(_function_output_item(item, where))
+        elif kind == "message":
+            messages.append(_message_item(item, where))
+        else:
+            raise BadRequest(
+                public=f"{where}.type must be message, function_call, function_call_output "
+                "or reasoning."
+            )
+        if thought is not None and kind != "reasoning" and messages[-1].get("role") == "assistant":
+            messages[-1]["reasoning_content"], thought = thought, None
+    return messages
+
+
+def _reasoning_item(item: dict[str, Any], where: str) -> str:
+    """The text of a ``reasoning`` item (what ``/v1/responses`` gave out);
+    it goes with the next assistant turn as its thinking."""
+    parts = item.get("content") or []
+    texts = [p.get("text") for p in parts if type(p) is dict] if type(parts) is list else None
+    if texts is None or any(type(t) is not str for t in texts):
+        raise BadRequest(public=f'{where}.content must be a list of {{"type", "text"}} parts.')
+    return "".join(str(text) for text in texts)
+
+
+def _function_call_item(item: dict[str, Any], where: str) -> dict[str, Any]:
+    fields = ("call_id", "name", "arguments")
+    if any(type(item.get(name)) is not str for name in fields):
+        raise BadRequest(public=f"{where} needs call_id, name and arguments as strings.")
+    function = {"name": item["name"], "arguments": item["arguments"]}
+    return {"id": item["call_id"], "type": "function", "function": function}
+
+
+def _function_output_item(item: dict[str, Any], where: str) -> dict[str, Any]:
+    if type(item.get("call_id")) is not str or type(item.get("output")) is not str:
+        raise BadRequest(public=f"{where} needs call_id and output as strings.")
+    return {"role": "tool", "tool_call_id": item["call_id"], "content": item["output"]}
+
+
+_PART_TYPES = {"input_text": "text", "output_text": "text", "input_image": "image_url"}
+
+
+def _message_item(item: dict[str, Any], where: str) -> dict[str, Any]:
+    content = item.get("content")
+    if type(content) is list:
+        parts: list[Any] = []
+        for index, part in enumerate(content):
+            kind = part.get("type") if type(part) is dict else None
+            if kind not in _PART_TYPES:
+                raise BadRequest(
+                    public=f"{where}.content[{index}].type must be input_text, output_text "
+                    "or input_image."
+                )
+            if kind == "input_image":
+                image = {"url": part.get("image_url")}
+                if part.get("detail") is not None:
+                    image["detail"] = part["detail"]
+                parts.append({"type": "image_url", "image_url": image})
+            else:
+                parts.append({"type": "text", "text": part.get("text")})
+        content = parts
+    return {"role": item.get("role"), "content": content}
+
+
+def _responses_tools(tools: Any) -> list[Any]:
+    if type(tools) is not list:
+        raise BadRequest(public=f"tools must be a list of 1 to {MAX_TOOLS} tools.")
+    converted: list[Any] = []
+    for index, tool in enumerate(tools):
+        if type(tool) is not dict or tool.get("type") != "function":
+            raise BadRequest(
+                public=f"tools[{index}] must be a function tool; built-in tools are not supported."
+            )
+        function = {k: tool[k] for k in ("name", "description", "parameters") if k in tool}
+        converted.append({"type": "function", "function": function})
+    return converted
+
+
+def _responses_tool_choice(choice: Any) -> Any:
+    if type(choice) is dict and choice.get("type") == "function":
+        return {"type": "function", "function": {"name": choice.get("name")}}
+    return choice
+
+
+def _responses_text_and_reasoning(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``text.format`` as ``response_format``, ``reasoning.effort`` as ``reasoning_effort``."""
+    out: dict[str, Any] = {}
+    text = data.get("text")
+    if text is not None:
+        fmt = text.get("format") if type(text) is dict else None
+        if type(fmt) is not dict or not text.keys() <= {"format", "verbosity"}:
+            raise BadRequest(public='text must be {"format": {"type": ...}}.')
+        if fmt.get("type") == "json_schema":
+            schema = {k: fmt[k] for k in ("name", "schema", "strict", "description") if k in fmt}
+            out["response_format"] = {"type": "json_schema", "json_schema": schema}
+        else:
+            out["response_format"] = {"type": fmt.get("type")}
+    reasoning = data.get("reasoning")
+    if reasoning is not None:
+        effort = reasoning.get("effort") if type(reasoning) is dict else None
+        if type(reasoning) is not dict or not reasoning.keys() <= {"effort", "summary"}:
+            raise BadRequest(public='reasoning must be {"effort": "low" | "medium" | "high"}.')
+        if effort is not None:
+            out["reasoning_effort"] = effort
+    return out
+
+
+# --- the OpenAI API's embeddings ---------------------------------------------
+
+_EMBEDDING_FIELDS = ("model", "input", "encoding_format", "dimensions", "user")
+_EMBEDDING_FIELD_SET = frozenset(_EMBEDDING_FIELDS)
+_ENCODING_FORMATS = ("float", "base64")
+# Texts per request: one binding call embeds them all.
+MAX_EMBEDDING_INPUTS = 100
+
+
+def parse_embeddings_request(body: bytes, limits: Limits) -> EmbeddingsRequest:
+    """Validate a ``/v1/embeddings`` body; raises ``PayloadTooLarge``,
+    ``BadRequest`` or ``ModelNotFound``. ``model`` may be left out (the first
+    embedding model of the catalog answers)."""
+    data = _json_object(body, limits, limits.max_body_bytes)
+    if not data.keys() <= _EMBEDDING_FIELD_SET:
+        raise BadRequest(
+            public="The request has a field edgechat does not support; supported: "
+            f"{', '.join(_EMBEDDING_FIELDS)}."
+        )
+    name = data.get("model")
+    if name is not None and type(name) is not str:
+        raise BadRequest(public="model must be a string.")
+    model = EMBEDDING_CATALOG[0] if name is None else lookup_embedding(name)
+    encoding = data.get("encoding_format")
+    if encoding is not None and encoding not in _ENCODING_FORMATS:
+        raise BadRequest(public=f"encoding_format must be one of {', '.join(_ENCODING_FORMATS)}.")
+    dimensions = data.get("dimensions")
+    if dimensions is not None and (type(dimensions) is not int or dimensions != model.dimensions):
+        raise BadRequest(
+            public=f"dimensions must be {model.dimensions} for {model.id}: "
+            "its vectors are not shortened."
+        )
+    user = data.get("user")
+    if user is not None and type(user) is not str:
+        raise BadRequest(public="user must be a string.")
+    return EmbeddingsRequest(
+        model=model,
+        texts=_embedding_inputs(data.get("input"), limits),
+        encoding_format=encoding or "float",
+    )
+
+
+def _embedding_inputs(value: Any, limits: Limits) -> tuple[str, ...]:
+    """A string or a list of 1 to ``MAX_EMBEDDING_INPUTS`` strings, each
+    held to the message limits and all of them to the conversation's."""
+    if value is None:
+        raise BadRequest(public="input is required.")
+    texts = [value] if type(value) is str else value
+    if (
+        type(texts) is not list
+        or not 0 < len(texts) <= MAX_EMBEDDING_INPUTS
+        or any(type(text) is not str for text in texts)
+    ):
+        raise BadRequest(
+            public=f"input must be a string or a list of 1 to {MAX_EMBEDDING_INPUTS} strings "
+            "(token arrays are not taken)."
+        )
+    total = 0
+    for index, text in enumerate(texts):
+        where = "input" if type(value) is str else f"input[{index}]"
+        total = _count_text(text, where, total, limits)
+    return tuple(texts)
+
+
 # Every field name the validators above know, in any position: a refusal
 # for a lone surrogate names its path through these and stops at any other
 # key (a JSON schema's own properties), so it never repeats client text.
@@ -539,6 +863,14 @@ _FIELD_NAMES = frozenset(
         *_FIELDS,
         *_OPENAI_FIELDS,
         *_OPENAI_MESSAGE_FIELDS,
+        *_EMBEDDING_FIELDS,
+        *_RESPONSES_FIELDS,
+        "call_id",
+        "name",
+        "output",
+        "format",
+        "schema",
+        "effort",
         "type",
         "text",
         "image_url",

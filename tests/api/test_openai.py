@@ -19,7 +19,6 @@ from tests.api.checks import (
     LLAMA,
     chunk_of,
     last_user_text,
-    script_bytes,
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
 from tests.kit.ratelimit import in_one_window
@@ -27,6 +26,7 @@ from tests.kit.sse import parse
 from tests.kit.upstream import DONE, native_chunk, openai_chunk, usage
 
 TOKEN = "test-token-v1-7d1f"
+BGE_M3 = "@cf/baai/bge-m3"
 SETTINGS = {"API_TOKEN": TOKEN, "CACHE_MODE": "off"}
 AUTH = {"authorization": f"Bearer {TOKEN}"}
 HELLO = [{"role": "user", "content": "Hello there"}]
@@ -100,11 +100,35 @@ def events_of(response: httpx.Response) -> list[Any]:
 
 def test_models_lists_the_allowed_models_by_id(client: openai.OpenAI) -> None:
     models = client.models.list()
-    assert [m.id for m in models] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA]
+    assert [m.id for m in models] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, BGE_M3]
     for model in models:
         assert model.object == "model"
         assert isinstance(model.created, int)
-        assert model.owned_by in ("glm", "kimi", "llama")
+        assert model.owned_by in ("glm", "kimi", "llama", "baai")
+
+
+def test_embeddings_with_the_official_client(server: Server, client: openai.OpenAI) -> None:
+    texts = ["边缘计算", "edge computing", "边缘计算"]
+    # The client asks for base64 unless told otherwise, and decodes it.
+    packed = client.embeddings.create(model="bge-m3", input=texts)
+    floats = client.embeddings.create(model=BGE_M3, input=texts, encoding_format="float")
+    assert packed.model == floats.model == BGE_M3
+    assert [e.index for e in packed.data] == [0, 1, 2]
+    for a, b in zip(packed.data, floats.data, strict=True):
+        assert len(a.embedding) == len(b.embedding) == 1024
+        assert a.embedding == pytest.approx(b.embedding, abs=1e-6)
+    same, other = floats.data[0].embedding, floats.data[1].embedding
+    assert floats.data[2].embedding == same
+    assert sum(x * x for x in same) == pytest.approx(1.0)
+    assert sum(x * y for x, y in zip(same, other, strict=True)) < 0.5
+    assert floats.usage.prompt_tokens == 0  # the binding counts none for BGE-M3
+    calls = server.ai.wait_for_calls(2)
+    assert [c["inputs"] for c in calls] == [{"text": texts}] * 2
+    with pytest.raises(openai.BadRequestError) as bad:
+        client.embeddings.create(model="bge-m3", input=[[1, 2, 3]])
+    assert "token arrays" in str(bad.value.body)
+    with pytest.raises(openai.NotFoundError):
+        client.embeddings.create(model="glm", input="x")
 
 
 def test_a_whole_completion(server: Server, client: openai.OpenAI) -> None:
@@ -308,11 +332,12 @@ def test_a_failure_mid_stream_raises_in_the_client(server: Server, client: opena
 # --- the wire, with raw HTTP -------------------------------------------------------
 
 
-def test_glms_chunks_are_forwarded_as_their_bytes(server: Server, http: httpx.Client) -> None:
+def test_glms_chunks_keep_their_bytes_but_the_envelope_and_the_running_usage(
+    server: Server, http: httpx.Client
+) -> None:
     chunks = [
-        chunk_of({"role": "assistant", "content": ""}, id="cmpl-x1"),
-        chunk_of({"content": "你好"}, id="cmpl-x1"),
-        chunk_of({"content": " world"}, id="cmpl-x1"),
+        chunk_of({"content": "你好"}, id="cmpl-x1", usage=usage(5, 1)),
+        chunk_of({"content": " world"}, id="cmpl-x1", usage=usage(5, 2)),
         chunk_of({}, finish="stop", id="cmpl-x1", usage=usage(5, 3)),
     ]
     server.ai.script(
@@ -326,8 +351,107 @@ def test_glms_chunks_are_forwarded_as_their_bytes(server: Server, http: httpx.Cl
     )
     assert response.status_code == 200
     assert response.headers["content-type"] == "text/event-stream; charset=utf-8"
-    # Exactly the model's chunks, then [DONE]: the native usage chunk is gone.
-    assert response.content == script_bytes(chunks) + b"data: [DONE]\n\n"
+    data = events_of(response)
+    assert data[-1] == "[DONE]"
+    first, *own = data[:-1]
+    # The role first; then the model's chunks with the completion's id and
+    # without their running usage; no usage chunk (none was asked for).
+    assert first["choices"] == [
+        {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+    ]
+    assert [o["choices"] for o in own] == [json.loads(c[6:])["choices"] for c in chunks]
+    assert b'"usage"' not in response.content
+    assert b"cmpl-x1" not in response.content
+    assert {(o["id"], o["created"], o["model"]) for o in data[:-1]} == {
+        (first["id"], first["created"], GLM)
+    }
+
+
+def test_a_stream_is_openais_whatever_the_model_sent(http: httpx.Client) -> None:
+    # The emulator streams as Workers AI does: no role, the model's own id
+    # and name, the running usage on every chunk, then the binding's usage
+    # chunk; the client gets OpenAI's stream.
+    whole = post(http, {"model": "kimi", "messages": HELLO}).json()
+    response = post(
+        http,
+        {
+            "model": "kimi",
+            "messages": HELLO,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        },
+    )
+    data = events_of(response)
+    assert data[-1] == "[DONE]"
+    objects = data[:-1]
+    assert objects[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert all("role" not in o["choices"][0]["delta"] for o in objects[1:-1])
+    assert [("usage" in o) for o in objects] == [False] * (len(objects) - 1) + [True]
+    assert objects[-1]["choices"] == []
+    assert objects[-1]["usage"] == whole["usage"]
+    (envelope,) = {(o["id"], o["object"], o["created"], o["model"]) for o in objects}
+    assert envelope[0].startswith("chatcmpl-")
+    assert envelope[1:] == ("chat.completion.chunk", envelope[2], "@cf/moonshotai/kimi-k2.6")
+    deltas = [o["choices"][0]["delta"] for o in objects[:-1]]
+    message = whole["choices"][0]["message"]
+    assert "".join(d.get("content") or "" for d in deltas) == message["content"]
+    assert (
+        "".join(d.get("reasoning_content") or "" for d in deltas) == (message["reasoning_content"])
+    )
+
+
+def test_the_thinking_of_a_tool_turn_goes_back_to_the_model(
+    server: Server, client: openai.OpenAI
+) -> None:
+    server.ai.script(
+        {
+            "match": {"model": "@cf/moonshotai/kimi-k2.6", "last_role": "user"},
+            "reply": {
+                "reasoning": "I need the weather first.",
+                "tool_calls": [{"name": "get_weather", "arguments": {"city": "Zürich"}}],
+            },
+        },
+        {"match": {"last_role": "tool"}, "reply": {"content": "It is 21 °C."}},
+    )
+    question = [{"role": "user", "content": "Weather in Zürich?"}]
+    first = client.chat.completions.create(
+        model="kimi",
+        messages=question,  # type: ignore[arg-type]
+        tools=[WEATHER_TOOL],  # type: ignore[list-item]
+    )
+    turn = first.choices[0].message
+    (call,) = turn.tool_calls or []
+    # Kimi's own id, exactly as the model gave it.
+    assert call.id == "functions.get_weather:0"
+    # The turn goes back as the client got it: reasoning_content, content null.
+    sent_turn = turn.model_dump(exclude_none=False, include={"role", "content", "tool_calls"})
+    sent_turn["reasoning_content"] = (turn.model_extra or {})["reasoning_content"]
+    assert sent_turn["content"] is None
+    conversation = [
+        *question,
+        sent_turn,
+        {"role": "tool", "tool_call_id": call.id, "content": '{"celsius": 21}'},
+    ]
+    answer = client.chat.completions.create(model="kimi", messages=conversation)  # type: ignore[arg-type]
+    assert answer.choices[0].message.content == "It is 21 °C."
+    thought = {"role": "assistant", "content": "Hi.", "reasoning_content": "Greet them."}
+    client.chat.completions.create(model="llama", messages=[*HELLO, thought, *HELLO])  # type: ignore[list-item]
+    _, to_kimi, to_llama = server.ai.wait_for_calls(3)
+    assert to_kimi["inputs"]["messages"][1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "functions.get_weather:0",
+                "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city":"Zürich"}'},
+            }
+        ],
+        "reasoning_content": "I need the weather first.",
+    }
+    assert to_kimi["inputs"]["messages"][2]["tool_call_id"] == "functions.get_weather:0"
+    # Llama does not think: its copy of the turn has no reasoning_content.
+    assert "reasoning_content" not in to_llama["inputs"]["messages"][1]
 
 
 def test_include_usage_translates_the_native_usage_chunk(
@@ -386,7 +510,7 @@ def test_error_bodies_have_the_openai_shape(http: httpx.Client) -> None:
     )
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
-    response = http.get("/v1/embeddings", headers=AUTH)
+    response = http.get("/v1/files", headers=AUTH)
     assert response.status_code == 404
     assert response.json()["error"]["type"] == "not_found_error"
 

@@ -9,13 +9,31 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from tests.api.checks import GLM, LLAMA
-from tests.api.conftest import ServerPool
+from tests.api.conftest import Server, ServerPool
 from tests.api.test_openai import SETTINGS, TOKEN, TOOL_CALL_CHUNKS
 from tests.kit.upstream import openai_chunk
 
 SCRIPT = Path(__file__).parent / "clients" / "openai_node.mjs"
+
+
+def run_client(script: Path, server: Server) -> Any:
+    """Runs a client script of ``clients/`` against ``server``'s /v1; returns
+    the JSON it printed of what it saw."""
+    node = shutil.which("node")
+    assert node is not None
+    done = subprocess.run(
+        [node, str(script)],
+        env={**os.environ, "EDGECHAT_V1_URL": server.url + "/v1", "EDGECHAT_V1_TOKEN": TOKEN},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
 
 
 def test_the_npm_client_reads_every_shape(servers: ServerPool) -> None:
@@ -35,19 +53,8 @@ def test_the_npm_client_reads_every_shape(servers: ServerPool) -> None:
             ],
         },
     )
-    node = shutil.which("node")
-    assert node is not None
-    done = subprocess.run(
-        [node, str(SCRIPT)],
-        env={**os.environ, "EDGECHAT_V1_URL": server.url + "/v1", "EDGECHAT_V1_TOKEN": TOKEN},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    seen = json.loads(done.stdout)
-    assert seen["models"] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA]
+    seen = run_client(SCRIPT, server)
+    assert seen["models"] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, "@cf/baai/bge-m3"]
     assert "Hello from node" in seen["whole"]["content"]
     assert seen["whole"]["finish"] == "stop"
     assert seen["whole"]["usage"]["total_tokens"] > 0

@@ -23,6 +23,9 @@ function scripted(rules, opts = {}) {
   return { io, ai: new Ai(io) };
 }
 
+// An OpenAI-format model id of no family the emulator knows, named by a rule.
+const LLAMA_LIKE = "@cf/example/other-model";
+
 const WEATHER_ARGS = '{"city":"Paris","unit":"celsius"}';
 const TOOLS = [
   {
@@ -86,16 +89,29 @@ test("stream: content first, then each call's head (index, id, type, name) and i
   const calls = assembleCalls(evs);
   assert.deepEqual(calls, [
     { id: "call_1", type: "function", function: { name: "get_weather", arguments: WEATHER_ARGS } },
-    // An object is serialised; a missing id is made up (unique per call).
-    { id: calls[1].id, type: "function", function: { name: "get_time", arguments: '{"tz":"Europe/Paris"}' } },
+    // An object is serialised; a missing id is made up in Kimi's form.
+    { id: "functions.get_time:1", type: "function", function: { name: "get_time", arguments: '{"tz":"Europe/Paris"}' } },
   ]);
-  assert.match(calls[1].id, /^call_emu_\d+_1$/);
 
   // Every head and piece is one completion token, with running usage.
   const usage = evs.at(-2).usage;
   assert.equal(usage.completion_tokens, deltas.length);
   evs.slice(0, -3).forEach((e, i) => assert.equal(e.usage.completion_tokens, i + 1));
   assert.equal(io.log[0].error, null);
+});
+
+test("made-up ids take each model's form: Kimi's functions.<name>:<n> repeat across turns, GLM's chatcmpl-tool-…", async () => {
+  const rule = (model) => ({ match: { model }, reply: { tool_calls: [{ name: "get_weather" }, { name: "get_time" }] } });
+  const { ai } = scripted([rule(KIMI), rule(GLM), rule(LLAMA_LIKE)]);
+  const ids = async (model) => (await ai.run(model, { ...user("x"), tools: TOOLS })).choices[0].message.tool_calls.map((c) => c.id);
+  const kimi = await ids(KIMI);
+  assert.deepEqual(kimi, ["functions.get_weather:0", "functions.get_time:1"]);
+  assert.deepEqual(await ids(KIMI), kimi, "the next turn's calls have the same ids");
+  const glm = await ids(GLM);
+  for (const id of glm) assert.match(id, /^chatcmpl-tool-[0-9a-f]{12}$/);
+  assert.notEqual(glm[0], glm[1]);
+  const again = await ids(GLM);
+  assert.ok(again.every((id) => !glm.includes(id)), "GLM's ids are new on every call");
 });
 
 test("non-stream: message.tool_calls (whole objects), content null when there is none, finish_reason tool_calls", async () => {

@@ -83,6 +83,7 @@ from .fakes import (
 )
 
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
+BGE_M3 = "@cf/baai/bge-m3"
 CREATED = 1_800_000_000
 REQUEST_ID = "req-1"
 USAGE = usage(12, 3)
@@ -115,6 +116,63 @@ def chunk(
     if usage is not None:
         body["usage"] = usage
     return b"data: " + json.dumps(body).encode() + b"\n\n"
+
+
+def envelope(model_id: str = GLM.id) -> dict[str, Any]:
+    """The id, object, created and model every chunk of the completion has."""
+    return {
+        "id": f"chatcmpl-{REQUEST_ID}",
+        "object": "chat.completion.chunk",
+        "created": CREATED,
+        "model": model_id,
+    }
+
+
+def ours(*events: bytes, model_id: str = GLM.id) -> bytes:
+    """The model's chunks as the client gets them: the completion's
+    envelope, no running usage, the rest as the model wrote it."""
+    out = b""
+    for event in events:
+        obj = json.loads(event.removeprefix(b"data: "))
+        rest = {k: v for k, v in obj.items() if k not in ("id", "object", "created", "model")}
+        rest.pop("usage", None)
+        out += sse.data({**envelope(model_id), **rest})
+    return out
+
+
+def role(model_id: str = GLM.id) -> bytes:
+    """The first chunk: the role, as OpenAI's first chunk has it."""
+    choice = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+    return sse.data({**envelope(model_id), "choices": [choice]})
+
+
+# GLM's chunks exactly as Workers AI writes them (the emulator writes the
+# same): compact JSON, the model's id, created and model name first, the
+# running usage last, nested counts and non-ASCII text included.
+def workers_ai_chunk(delta: dict[str, Any], n: int, finish: str | None = None) -> bytes:
+    body = {
+        "id": "chatcmpl-9f3e",
+        "object": "chat.completion.chunk",
+        "created": 1_799_999_999,
+        "model": "zai-org/GLM-4.7-Flash",
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": 9,
+            "completion_tokens": n,
+            "total_tokens": 9 + n,
+            "prompt_tokens_details": {"cached_tokens": 0} if n % 2 else None,
+        },
+    }
+    compact = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return b"data: " + compact.encode() + b"\n\n"
+
+
+WORKERS_AI_OWN = [
+    workers_ai_chunk({"reasoning_content": "想一想"}, 1),
+    workers_ai_chunk({"content": "你好"}, 2),
+    workers_ai_chunk({"content": ' "usage":{} ☁️'}, 3),
+    workers_ai_chunk({}, 3, finish="stop"),
+]
 
 
 def cuts(body: bytes, points: Sequence[int]) -> list[bytes]:
@@ -187,9 +245,15 @@ def frame(
     session = session_for(chosen, include_usage=include_usage, **kw)
     framing = chunks_of(session)
     assert framing.opening(chosen) == b""
-    # Split and checked as the delivery does before the framing sees them.
+    # Split and checked as the delivery does before the framing sees them;
+    # the first piece as the first words.
     events = sse.EventSplitter()
-    fed = [framing.feed(upstream.model_events(events.feed(piece))) for piece in pieces]
+    fed = [
+        (framing.first_words(chosen, checked) if index == 0 else framing.feed(checked))
+        for index, checked in enumerate(
+            upstream.model_events(events.feed(piece)) for piece in pieces
+        )
+    ]
     rest = events.finish()
     left = framing.feed(upstream.model_events(rest + b"\n\n")) if rest.strip() else b""
     end_as_the_session_does(session, b"".join(pieces))
@@ -237,13 +301,38 @@ def content_of(objects: list[dict[str, Any]]) -> str:
     return "".join(o["choices"][0]["delta"].get("content") or "" for o in objects if o["choices"])
 
 
-# --- ChunkFraming: GLM and Kimi's chunks go out as they came --------------------------
+# --- ChunkFraming: GLM and Kimi's chunks, as OpenAI's -------------------------------
 
 
-def test_openai_chunks_go_out_byte_for_byte() -> None:
+def test_openai_chunks_go_out_with_the_role_first_and_the_completions_envelope() -> None:
     fed, closing = frame(GLM_OWN)
-    assert fed == GLM_OWN
+    assert fed == [role() + ours(GLM_OWN[0]), ours(GLM_OWN[1]), ours(GLM_OWN[2])]
     assert closing == DONE
+
+
+def test_workers_ai_chunks_keep_their_bytes_but_the_envelope_and_the_running_usage() -> None:
+    fed, closing = frame([b"".join(WORKERS_AI_OWN)])
+    (out,) = fed
+    assert out == role() + ours(*WORKERS_AI_OWN)
+    assert b'"usage":{' not in out.replace(b' \\"usage\\":{}', b"")
+    assert b"chatcmpl-9f3e" not in out
+    assert b"zai-org/GLM-4.7-Flash" not in out
+    assert "想一想".encode() in out
+    assert closing == DONE
+
+
+@given(points=cut_points)
+def test_workers_ai_chunks_come_out_the_same_however_they_are_cut(points: list[int]) -> None:
+    body = b"".join(WORKERS_AI_OWN)
+    fed, closing = frame(cuts(body, points), include_usage=True)
+    out = b"".join(fed) + closing
+    assert out.startswith(role() + ours(*WORKERS_AI_OWN))
+    objects = assert_openai_stream(out)
+    # Usage once, last, with the model's own last counts.
+    assert [o.get("usage") for o in objects] == [None] * 5 + [usage(9, 3)]
+    assert {(o["id"], o["created"], o["model"]) for o in objects} == {
+        (f"chatcmpl-{REQUEST_ID}", CREATED, GLM.id)
+    }
 
 
 # Kimi's answer in Chinese: cuts fall inside UTF-8 characters too.
@@ -258,7 +347,7 @@ def test_openai_chunks_go_out_byte_for_byte_however_they_are_cut(
 ) -> None:
     body = b"".join(own)
     fed, closing = frame(cuts(body, points))
-    assert b"".join(fed) == body
+    assert b"".join(fed) == role() + ours(*own)
     assert closing == DONE
 
 
@@ -267,13 +356,13 @@ def test_the_binding_extras_are_dropped_however_the_stream_is_cut(points: list[i
     # GLM_CHUNKS ends with the native usage chunk and [DONE]: a batch that
     # holds one goes event by event, and the model's chunks still pass as bytes.
     fed, closing = frame(cuts(b"".join(GLM_CHUNKS), points))
-    assert b"".join(fed) == b"".join(GLM_OWN)
+    assert b"".join(fed) == role() + ours(*GLM_OWN)
     assert closing == DONE
 
 
 def test_the_binding_usage_chunk_and_done_never_pass() -> None:
     fed, closing = frame(GLM_CHUNKS)
-    assert fed == [*GLM_OWN, b"", b""]
+    assert fed == [role() + ours(GLM_OWN[0]), ours(GLM_OWN[1]), ours(GLM_OWN[2]), b"", b""]
     assert b"[DONE]" not in b"".join(fed)
     assert b'"response"' not in b"".join(fed)
     assert closing.count(b"[DONE]") == 1
@@ -291,7 +380,7 @@ def test_the_binding_usage_chunk_and_done_never_pass() -> None:
 def test_a_usage_only_chunk_is_held_for_the_end(usage_only: bytes) -> None:
     before, after = GLM_OWN[1], GLM_OWN[2]
     fed, closing = frame([before + usage_only + after])
-    assert fed == [before + after]
+    assert fed == [role() + ours(before, after)]
     assert closing == DONE
 
 
@@ -302,7 +391,7 @@ def test_the_models_text_saying_done_or_response_changes_nothing() -> None:
         chunk({"content": "data: [DONE]"}, finish_reason="stop"),
     ]
     fed, closing = frame(tricky)
-    assert b"".join(fed) == b"".join(tricky)
+    assert b"".join(fed) == role() + ours(*tricky)
     objects = assert_openai_stream(b"".join(fed) + closing)
     assert content_of(objects) == 'say {"response": "x"} and "choices":[] or [DONE]data: [DONE]'
 
@@ -318,10 +407,11 @@ def test_a_batch_of_native_text_and_openai_chunks_keeps_its_order() -> None:
     fed, closing = frame([b"".join(mixed)])
     objects = assert_openai_stream(b"".join(fed) + closing)
     assert content_of(objects) == "one two three four"
-    # Native text in a row is one chunk of ours; the model's chunks stay as they came.
-    assert len(objects) == 4
-    assert objects[0]["choices"][0]["delta"] == {"role": "assistant", "content": "one two "}
-    assert b"".join(fed).count(chunk({"content": "three"})) == 1
+    # Native text in a row is one chunk of ours; the model's chunks keep their place.
+    assert len(objects) == 5
+    assert objects[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert objects[1]["choices"][0]["delta"] == {"content": "one two "}
+    assert b"".join(fed).count(ours(chunk({"content": "three"}))) == 1
 
 
 def test_unreadable_events_end_the_answer_and_comments_are_dropped() -> None:
@@ -330,20 +420,21 @@ def test_unreadable_events_end_the_answer_and_comments_are_dropped() -> None:
             frame([bad + wire.native_chunk("Hi").encode()], LLAMA)
     fed, _ = frame([b": a comment\n\n" + wire.native_chunk("Hi").encode()], LLAMA)
     events = model_events(b"".join(fed))
-    assert len(events) == 1
-    assert assert_chunk(events[0].data, LLAMA.id)["delta"] == {"role": "assistant", "content": "Hi"}
+    assert len(events) == 2
+    assert assert_chunk(events[0].data, LLAMA.id)["delta"] == {"role": "assistant", "content": ""}
+    assert assert_chunk(events[1].data, LLAMA.id)["delta"] == {"content": "Hi"}
 
 
 def test_an_event_left_open_at_the_end_still_goes_out() -> None:
     last = GLM_OWN[2].rstrip(b"\n")
     fed, closing = frame([GLM_OWN[1], last])
-    assert fed == [GLM_OWN[1], b""]
-    assert closing == last + b"\n\n" + DONE
+    assert fed == [role() + ours(GLM_OWN[1]), b""]
+    assert closing == ours(last + b"\n\n") + DONE
 
 
 def test_a_native_event_left_open_at_the_end_is_translated() -> None:
     fed, closing = frame([b'data: {"response":"Hi"}'], LLAMA)
-    assert fed == [b""]
+    assert fed == [role(LLAMA.id)]
     objects = assert_openai_stream(closing)
     assert content_of(objects) == "Hi"
     assert [o["choices"][0]["finish_reason"] for o in objects] == [None, "stop"]
@@ -357,12 +448,13 @@ def test_native_text_becomes_chat_completion_chunks() -> None:
     objects = assert_openai_stream(b"".join(fed) + closing)
     choices = [assert_chunk(obj, LLAMA.id) for obj in objects]
     assert [c["delta"] for c in choices] == [
-        {"role": "assistant", "content": "Hel"},
+        {"role": "assistant", "content": ""},
+        {"content": "Hel"},
         {"content": "lo, "},
         {"content": "edge ☁️!"},
         {},
     ]
-    assert [c["finish_reason"] for c in choices] == [None, None, None, "stop"]
+    assert [c["finish_reason"] for c in choices] == [None, None, None, None, "stop"]
     # The usage chunk and [DONE] gave nothing of their own.
     assert fed[3:] == [b"", b""]
 
@@ -456,8 +548,9 @@ def test_crlf_and_cr_streams_come_out_as_the_same_events(points: list[int], crlf
     assert b"\r" not in out
     objects = assert_openai_stream(out)
     assert content_of(objects) == "HelHello, lo"
-    # The model's own chunks (ours have an id) came through as they were.
-    assert [o for o in objects if "id" not in o] == [json.loads(c[6:]) for c in GLM_OWN]
+    # The model's own chunks came through with the completion's envelope.
+    for own in GLM_OWN:
+        assert json.loads(ours(own)[6:]) in objects
 
 
 # A legal SSE event may spread its data over several lines (joined by "\n").
@@ -466,23 +559,20 @@ MULTILINE = b'data: {"choices":\r\ndata: [{"index":0,"delta":{"content":"Hi"}}]}
 
 def test_a_crlf_event_of_several_data_lines_stays_one_event() -> None:
     fed, _ = frame([MULTILINE])
-    (event,) = model_events(b"".join(fed))
+    (_, event) = model_events(b"".join(fed))
     assert event.data["choices"][0]["delta"] == {"content": "Hi"}
 
 
 def test_a_native_event_of_several_data_lines_is_read_whole() -> None:
     fed, _ = frame([b'data: {"response":\ndata: "Hi there"}\n\n'], LLAMA)
-    (event,) = model_events(b"".join(fed))
-    assert assert_chunk(event.data, LLAMA.id)["delta"] == {
-        "role": "assistant",
-        "content": "Hi there",
-    }
+    (_, event) = model_events(b"".join(fed))
+    assert assert_chunk(event.data, LLAMA.id)["delta"] == {"content": "Hi there"}
 
 
 def test_a_crlf_event_cut_between_its_cr_and_lf_stays_one_event() -> None:
     cut = MULTILINE.index(b"\r") + 1
     fed, _ = frame([MULTILINE[:cut], MULTILINE[cut:]])
-    (event,) = model_events(b"".join(fed))
+    (_, event) = model_events(b"".join(fed))
     assert event.data["choices"][0]["delta"] == {"content": "Hi"}
 
 
@@ -545,7 +635,7 @@ def stream_answer(
 
 def test_a_glm_answer_streams_its_chunks_then_done() -> None:
     got = stream_answer(FakeAi({GLM.id: GLM_CHUNKS}))
-    assert got.body == b"".join(GLM_OWN) + DONE
+    assert got.body == role() + ours(*GLM_OWN) + DONE
     assert got.session.outcome.finish_reason == "stop"
     assert got.session.outcome.usage == USAGE
     # Python forwards in batches: after each chunk it let the next ones gather.
@@ -574,7 +664,8 @@ def test_a_failure_mid_stream_ends_with_an_error_event_and_no_done() -> None:
     steps: list[Step] = [GLM_OWN[1], Fail(UpstreamError(detail="network lost: SECRET"))]
     got = stream_answer(FakeAi({GLM.id: steps}))
     events = model_events(got.body)
-    assert events[0].data == json.loads(GLM_OWN[1][6:])
+    assert events[0].data == json.loads(role()[6:])
+    assert events[1].data == json.loads(ours(GLM_OWN[1])[6:])
     assert events[-1].data == {
         "error": {
             "message": UpstreamError.public_message,
@@ -952,13 +1043,15 @@ def test_models_json_lists_the_allowed_models_by_id_in_order() -> None:
         "data": [
             {"id": LLAMA.id, "object": "model", "created": CATALOG_CREATED, "owned_by": "llama"},
             {"id": GLM.id, "object": "model", "created": CATALOG_CREATED, "owned_by": "glm"},
+            # The embedding models follow the chat models.
+            {"id": BGE_M3, "object": "model", "created": CATALOG_CREATED, "owned_by": "baai"},
         ],
     }
 
 
 def test_models_json_knows_every_catalog_model() -> None:
     ids = [entry["id"] for entry in models_json([m.alias for m in CATALOG])["data"]]
-    assert ids == [m.id for m in CATALOG]
+    assert ids == [m.id for m in CATALOG] + [BGE_M3]
 
 
 @pytest.mark.parametrize(
@@ -1058,7 +1151,8 @@ def openai_error(reply: Reply, body: bytes) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("method", "path"), [("POST", "/v1/chat/completions"), ("GET", "/v1/models")]
+    ("method", "path"),
+    [("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("POST", "/v1/embeddings")],
 )
 def test_without_api_token_the_api_is_off(method: str, path: str) -> None:
     where = v1(token=None)
@@ -1078,7 +1172,8 @@ def test_without_api_token_the_api_is_off(method: str, path: str) -> None:
     "authorization", [None, "Bearer wrong", f"Basic {TOKEN}", f"Bearer {TOKEN}x", TOKEN]
 )
 @pytest.mark.parametrize(
-    ("method", "path"), [("POST", "/v1/chat/completions"), ("GET", "/v1/models")]
+    ("method", "path"),
+    [("POST", "/v1/chat/completions"), ("GET", "/v1/models"), ("POST", "/v1/embeddings")],
 )
 def test_a_missing_or_wrong_token_is_401(authorization: str | None, method: str, path: str) -> None:
     headers = {k: v for k, v in AUTH.items() if k != "authorization"}
@@ -1103,7 +1198,7 @@ def test_v1_models_lists_the_allowed_models_by_id() -> None:
     reply, body = serve(incoming("GET", "/v1/models", {"authorization": f"bearer {TOKEN}"}), where)
     assert reply.status == 200
     assert json.loads(body) == models_json(("llama", "glm"))
-    assert [entry["id"] for entry in json.loads(body)["data"]] == [LLAMA.id, GLM.id]
+    assert [entry["id"] for entry in json.loads(body)["data"]] == [LLAMA.id, GLM.id, BGE_M3]
 
 
 @pytest.mark.parametrize(

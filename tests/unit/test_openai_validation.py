@@ -355,7 +355,7 @@ def test_a_lone_surrogate_is_refused() -> None:
 def test_an_unknown_message_field_is_refused() -> None:
     assert refused(asks({**user(), "refusal": MARKER})) == (
         "messages[0] has an unknown field; known fields: "
-        "role, content, name, tool_calls, tool_call_id."
+        "role, content, name, tool_calls, tool_call_id, reasoning_content."
     )
 
 
@@ -382,6 +382,67 @@ def test_tool_turns_go_to_the_model_as_they_came() -> None:
         {"role": "assistant", "content": "", "tool_calls": [tool_call()]},
         {"role": "tool", "content": '{"meaning": "a border"}', "tool_call_id": "call_1"},
     ]
+
+
+# An agent loop sends the assistant's turn back as /v1 gave it: its thinking too.
+THOUGHT_TURNS = (
+    TOOL_TURNS[0],
+    {**TOOL_TURNS[1], "reasoning_content": "The user wants a definition: look it up."},
+    TOOL_TURNS[2],
+)
+
+
+@pytest.mark.parametrize("alias", ["glm", "kimi"])
+def test_the_thinking_of_an_assistant_turn_goes_back_to_a_thinking_model(alias: str) -> None:
+    chat = parse(asks(*THOUGHT_TURNS, tools=[TOOL], model=alias)).chat
+    sent = chat.inputs(chat.model, "")["messages"]
+    assert sent[1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [tool_call()],
+        "reasoning_content": "The user wants a definition: look it up.",
+    }
+    assert "reasoning_content" not in sent[0]
+    assert "reasoning_content" not in sent[2]
+
+
+def test_the_thinking_is_dropped_for_a_model_that_does_not_think() -> None:
+    turns = (user("Hi"), {"role": "assistant", "content": "Hello!", "reasoning_content": "Greet."})
+    chat = parse(asks(*turns, user("Again"), model="llama")).chat
+    assert chat.inputs(chat.model, "")["messages"][1] == {"role": "assistant", "content": "Hello!"}
+    # ...and sent to one that does, should the fallback chain reach it.
+    glm = find("glm")
+    assert glm is not None
+    assert chat.inputs(glm, "")["messages"][1]["reasoning_content"] == "Greet."
+
+
+@pytest.mark.parametrize(
+    ("message", "rule"),
+    [
+        (
+            {"role": "user", "content": "x", "reasoning_content": "y"},
+            "messages[0].reasoning_content is only for assistant messages.",
+        ),
+        (
+            {"role": "assistant", "content": "x", "reasoning_content": 7},
+            "messages[0].reasoning_content must be a string.",
+        ),
+        (
+            {"role": "assistant", "content": "x", "reasoning_content": MARKER * 1000},
+            f"messages[0].reasoning_content is longer than {LIMITS.max_message_chars} characters.",
+        ),
+    ],
+)
+def test_the_thinking_of_a_turn_keeps_the_rules(message: dict[str, object], rule: str) -> None:
+    assert refused(asks(message, user())) == rule
+
+
+def test_the_thinking_counts_against_the_conversations_characters() -> None:
+    limits = Limits(max_total_chars=100)
+    thought = {"role": "assistant", "content": "ok", "reasoning_content": "t" * 90}
+    assert refused(asks(user("0123456789"), thought, user()), limits) == (
+        "messages are longer than 100 characters in total."
+    )
 
 
 @pytest.mark.parametrize("call_id", [None, "", 12])

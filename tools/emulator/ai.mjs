@@ -39,6 +39,8 @@ export const MODELS = Object.freeze({
     vision: "image",
   },
   "@cf/meta/llama-guard-3-8b": { format: "guard", thinks: false },
+  // https://developers.cloudflare.com/workers-ai/models/bge-m3/
+  "@cf/baai/bge-m3": { format: "embedding", thinks: false, dimensions: 1024 },
 });
 
 /** Pixels per side of the square tile that costs one prompt token of an image. */
@@ -299,8 +301,21 @@ function defaultReply(model, inputs, images) {
   return { content, reasoning };
 }
 
+// The id a model gives a tool call the script names none for, in the
+// model's own form (cloudflare/ai #527, #384). Kimi's ids name the function
+// and count the answer's calls from 0, so the same ids come back on every
+// turn; GLM's are vLLM's `chatcmpl-tool-<hex>`; other models get one of ours.
+export function toolCallId(model, name, callNumber, index) {
+  if (model.startsWith("@cf/moonshotai/")) return `functions.${name}:${index}`;
+  if (model.startsWith("@cf/zai-org/")) {
+    const hex = ((callNumber * 0x9e3779b1 + index * 0x85ebca6b) >>> 0).toString(16).padStart(8, "0");
+    return `chatcmpl-tool-${hex}${index.toString(16).padStart(4, "0")}`;
+  }
+  return `call_emu_${callNumber}_${index}`;
+}
+
 // A reply's `tool_calls` as the wire's {id, name, arguments (text)}.
-function toolCallsOf(reply, callNumber) {
+function toolCallsOf(reply, model, callNumber) {
   if (reply.tool_calls === undefined || reply.tool_calls === null) return [];
   if (!Array.isArray(reply.tool_calls)) throw new Error("edgechat emulator script: `tool_calls` must be a list");
   return reply.tool_calls.map((c, i) => {
@@ -309,7 +324,8 @@ function toolCallsOf(reply, callNumber) {
     }
     const args =
       c.arguments === undefined ? "{}" : typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments);
-    return { id: typeof c.id === "string" ? c.id : `call_emu_${callNumber}_${i}`, name: c.name, arguments: args };
+    const id = typeof c.id === "string" ? c.id : toolCallId(model, c.name, callNumber, i);
+    return { id, name: c.name, arguments: args };
   });
 }
 
@@ -335,7 +351,7 @@ function render(ctx, reply) {
   if (format !== "openai" && format !== "native") {
     throw new Error(`edgechat emulator script: unknown reply format ${JSON.stringify(format)}`);
   }
-  const calls = toolCallsOf(reply, ctx.callNumber);
+  const calls = toolCallsOf(reply, model, ctx.callNumber);
   if (calls.length > 0 && format !== "openai") {
     throw new Error("edgechat emulator script: `tool_calls` need the openai format (edgechat sends Llama no tools)");
   }
@@ -426,6 +442,39 @@ function render(ctx, reply) {
   }
   if (reply.done !== false) events.push({ text: "data: [DONE]\n\n", token: false });
   return { events, body, tokens: emitted.length };
+}
+
+// ---------------------------------------------------------------------------
+// Embeddings: a vector per text, the same for the same text, of unit length,
+// made from the text's bytes (no model runs here); `{shape, data, pooling}`
+// as the binding answers (workers-types `BGEM3OuputEmbedding`), with no
+// token counts, as the binding gives none.
+
+/** The emulator's vector for a text: `dimensions` numbers, unit length. */
+export function embedding(text, dimensions) {
+  // FNV-1a over the UTF-8 bytes seeds a xorshift generator.
+  let seed = 0x811c9dc5;
+  for (const byte of encoder.encode(text)) seed = Math.imul(seed ^ byte, 0x01000193) >>> 0;
+  const vector = [];
+  let state = seed || 1;
+  for (let i = 0; i < dimensions; i++) {
+    state ^= state << 13;
+    state ^= state >>> 17;
+    state ^= state << 5;
+    vector.push(((state >>> 0) / 0xffffffff) * 2 - 1);
+  }
+  const norm = Math.hypot(...vector);
+  return vector.map((x) => x / norm);
+}
+
+function embed(model, inputs) {
+  const text = inputs?.text;
+  const texts = typeof text === "string" ? [text] : text;
+  if (!Array.isArray(texts) || texts.length === 0 || !texts.every((t) => typeof t === "string")) {
+    throw apiError(5006, "Error: oneOf at '/' not met: required properties at '/' are 'text'");
+  }
+  const { dimensions } = MODELS[model];
+  return { shape: [texts.length, dimensions], data: texts.map((t) => embedding(t, dimensions)), pooling: "cls" };
 }
 
 /**
@@ -652,6 +701,13 @@ export class Ai {
       const named = !!script?.rules.some((r) => r?.match?.model === model);
       if (!(model in MODELS) && !named) {
         throw apiError(5007, `No such model ${model} or task`);
+      }
+      if (MODELS[model]?.format === "embedding") {
+        const rule = this._pickRule(script, model, inputs);
+        if (rule && typeof rule.error === "string") throw new Error(rule.error);
+        const body = rule && "json" in rule ? rule.json : embed(model, inputs);
+        finish();
+        return body;
       }
       validateInputs(inputs);
       const guard = MODELS[model]?.format === "guard";
