@@ -36,7 +36,8 @@ CACHE_MODE                 deterministic               answers kept in KV: off, 
 CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
 AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
 COOLDOWN_MAX_S             3600                        the longest a model that answered 3040
-                                                       or 3036 is skipped (0: never skipped)
+                                                       is skipped (3036/4006: all Workers AI
+                                                       models until 00:00 UTC; 0: none)
 USAGE_COUNTING             true                        count answers in KV for /api/usage
                                                        (one KV write per answer)
 MODERATION                 off                         Llama Guard checks: off, input,

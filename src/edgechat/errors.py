@@ -21,7 +21,8 @@ into a plain ``EdgechatError`` (500). The tree::
     ├── ModerationUnavailable          503 moderation_unavailable no verdict, MODERATION_FAIL=closed
     └── UpstreamError                  502 upstream_error         Workers AI failed us
         ├── UpstreamBusy               503 model_busy             3040, retryable, fallback
-        ├── UpstreamQuotaExhausted     429 quota_exhausted        3036, retryable, fallback
+        ├── UpstreamQuotaExhausted     429 quota_exhausted        3036/4006: the account's daily
+        │                                                         allocation, providers only
         ├── UpstreamRateLimited        429 upstream_rate_limited  3021, retryable
         ├── UpstreamTimeout            504 upstream_timeout       3007/3008, retryable, fallback
         ├── UpstreamRequestTooLarge    413 conversation_too_large 3006
@@ -54,6 +55,7 @@ first token reached the client.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -316,14 +318,33 @@ class UpstreamBusy(UpstreamError):
 
 
 class UpstreamQuotaExhausted(UpstreamError):
+    """The account's daily free allocation is used up (3036, 4006): every
+    Workers AI model answers the same until 00:00 UTC, so only the providers'
+    own APIs may take over. ``resets_at`` (epoch seconds) is that midnight,
+    set where a clock is at hand (``candidates``)."""
+
     status = 429
     code = "quota_exhausted"
-    public_message = "Today's model allowance is used up. Please try again later."
+    public_message = (
+        "Today's model allocation is used up; it resets at 00:00 UTC. "
+        "Please try again after that."
+    )
     retryable = True
     fallback_worthy = True
-    # The free allocation resets daily (00:00 UTC); an hour is a polite guess
-    # that does not need a clock in the pure core.
+    # Until a clock says how long it is to midnight, an hour is a polite guess.
     default_retry_after = 3600
+
+    resets_at: float | None = None
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        body = super().to_json()
+        if self.resets_at is not None:
+            body["error"]["resets_at"] = _utc_iso(self.resets_at)
+        return body
+
+
+def _utc_iso(epoch_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
 
 
 class UpstreamRateLimited(UpstreamError):
@@ -421,6 +442,9 @@ BINDING_CODES: Mapping[int, type[UpstreamError]] = MappingProxyType(
     {
         3040: UpstreamBusy,
         3036: UpstreamQuotaExhausted,
+        # Not in the table, same message ("used up your daily free
+        # allocation"): seen in practice (OmniRoute #6980, Mail-Otter #88).
+        4006: UpstreamQuotaExhausted,
         3021: UpstreamRateLimited,
         3007: UpstreamTimeout,
         3008: UpstreamTimeout,

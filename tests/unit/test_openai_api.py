@@ -1287,8 +1287,9 @@ def test_with_a_gateway_every_call_names_it(headers: dict[str, str], skip: bool)
     where = v1(AI_GATEWAY_ID="my-gateway", CACHE_TTL_S="120")
     reply, _ = post(where, headers)
     assert reply.status == 200
+    # GLM has Llama after it in the chain: busy, it hands over at once.
     assert [call.options for call in where.ai.calls] == [
-        {"gateway": {"id": "my-gateway", "skipCache": skip, "cacheTtl": 120}}
+        {"gateway": {"id": "my-gateway", "skipCache": skip, "cacheTtl": 120}, "rejectIfBusy": True}
     ]
 
 
@@ -1297,14 +1298,15 @@ def test_the_gateway_options_are_the_same_for_chat() -> None:
     headers = {**AUTH, "cache-control": "no-cache"}
     serve(incoming("POST", "/chat", headers), where)
     assert where.ai.calls[0].options == {
-        "gateway": {"id": "gw", "skipCache": True, "cacheTtl": 86_400}
+        "gateway": {"id": "gw", "skipCache": True, "cacheTtl": 86_400},
+        "rejectIfBusy": True,
     }
 
 
-def test_without_a_gateway_no_options_are_sent() -> None:
+def test_without_a_gateway_only_reject_if_busy_is_sent() -> None:
     where = v1()
     post(where, {"cache-control": "no-cache"})
-    assert [call.options for call in where.ai.calls] == [{}]
+    assert [call.options for call in where.ai.calls] == [{"rejectIfBusy": True}]
 
 
 def test_the_gateway_options_follow_a_fallback() -> None:
