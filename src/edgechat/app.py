@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
-from edgechat import guards, openai_api, pipeline, usage
+from edgechat import budget, guards, identity, openai_api, pipeline, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -24,11 +24,12 @@ from edgechat.errors import (
     StoreUnavailable,
 )
 from edgechat.http import Incoming, Reply, error_reply, json_reply
+from edgechat.identity import AccessKeys, User
 from edgechat.models import catalog_json
-from edgechat.ports import KvError, Platform
+from edgechat.ports import DatabaseError, KvError, Platform
 from edgechat.validation import body_cap, parse_chat_request, parse_openai_request
 
-__all__ = ["ROUTES", "Cooling", "SettingsOnce", "handle"]
+__all__ = ["ROUTES", "AccessKeys", "Cooling", "SettingsOnce", "handle"]
 
 
 Handler = Callable[[Context], Awaitable[Reply]]
@@ -73,7 +74,7 @@ async def preflight(ctx: Context) -> Reply:
 async def chat(ctx: Context) -> Reply:
     settings = ctx.settings
     cors = _cors(ctx)
-    body = await _body(ctx, guards.check_token(ctx.request, settings))
+    body = await _body(ctx, await _who(ctx))
     request = parse_chat_request(body, settings.limits, settings.models, settings.default_model)
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
 
@@ -82,7 +83,7 @@ async def completions(ctx: Context) -> Reply:
     """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
     settings = ctx.settings
     cors = _cors(ctx)
-    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
+    body = await _body(ctx, await _who(ctx, api=True))
     parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
     request, created = parsed.chat, int(time.time())
     facts = (ctx.request_id, request.model, request.max_tokens)
@@ -94,13 +95,13 @@ async def completions(ctx: Context) -> Reply:
 
 
 async def v1_models(ctx: Context) -> Reply:
-    guards.check_api_token(ctx.request, ctx.settings)
+    await _who(ctx, api=True)
     return json_reply(200, openai_api.models_json(ctx.settings.models))
 
 
 async def api_usage(ctx: Context) -> Reply:
     """Today's (UTC) requests, tokens, dollars and Neurons per model."""
-    guards.check_token(ctx.request, ctx.settings)
+    await _who(ctx)
     kv = ctx.platform.kv
     if kv is None:
         raise NotFound(
@@ -113,12 +114,39 @@ async def api_usage(ctx: Context) -> Reply:
         raise StoreUnavailable(detail=f"list: {exc}") from exc
 
 
-async def _body(ctx: Context, token: str | None) -> bytes:
+async def me(ctx: Context) -> Reply:
+    """``GET /api/me``: who the page is talking to, and what they may do."""
+    user = await _who(ctx)
+    body = user.to_json()
+    db, limits = ctx.platform.db, ctx.settings.budget
+    if db is not None and limits:
+        now = ctx.cooling.wall()
+        day = usage.day_of(now)
+        try:
+            mine, _ = await budget.spent(db, day, user.id)
+        except DatabaseError as exc:
+            raise StoreUnavailable(detail=f"spend: {exc}") from exc
+        body["budget"] = budget.status(limits, mine, day, now)
+    return json_reply(200, body)
+
+
+async def _who(ctx: Context, *, api: bool = False) -> User:
+    """Who the request is (``identity``); raises what refuses it."""
+    rules = ctx.settings.identity
+    ctx.user = await identity.identify(
+        ctx.request, rules, ctx.platform.verifier, ctx.access_keys, api=api
+    )
+    ctx.log["user"] = ctx.user.id
+    return ctx.user
+
+
+async def _body(ctx: Context, user: User) -> bytes:
     """The checks every POST of a question passes before it may cost
-    anything (its token is checked by the caller), then its body."""
+    anything (who asks is checked by the caller), then its body."""
     request = ctx.request
     guards.check_json(request)
-    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
+    known = None if user.via == "anonymous" else user.id
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, known))
     return await ctx.platform.read_body(body_cap(ctx.settings.limits, ctx.settings.models))
 
 
@@ -136,6 +164,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/models": {"GET": models},
     "/api/limits": {"GET": limits},
     "/api/usage": {"GET": api_usage},
+    "/api/me": {"GET": me},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},
     "/healthz": {"GET": healthz},
@@ -176,10 +205,12 @@ async def handle(
     platform: Platform,
     settings: SettingsOnce | None = None,
     cooling: Cooling | None = None,
+    access_keys: AccessKeys | None = None,
 ) -> Reply:
     """Answers one request. Never raises: every failure becomes an error reply.
-    ``settings`` and ``cooling`` are the isolate's (``entry.py``); without
-    them the ``[vars]`` are read, and models cool down, for this request alone."""
+    ``settings``, ``cooling`` and ``access_keys`` are the isolate's
+    (``entry.py``); without them the ``[vars]`` are read, models cool down
+    and Access's keys are fetched for this request alone."""
     ctx = Context(
         request=request,
         platform=platform,
@@ -188,6 +219,7 @@ async def handle(
         started=time.monotonic(),
         log={"route": request.path, "method": request.method},
         cooling=cooling or Cooling(),
+        access_keys=access_keys or AccessKeys(),
     )
     try:
         ctx.settings = (settings or SettingsOnce()).get(platform)

@@ -42,11 +42,16 @@ class Cooling:
         if longest_s <= 0 or model.provider is not None:
             return
         if isinstance(exc, UpstreamQuotaExhausted):
-            self._exhausted_until = next_midnight(self.wall())
+            self.exhaust(next_midnight(self.wall()))
             return
         seconds = min(exc.retry_after or 0, longest_s)
         if exc.binding_code == 3040 and seconds > 0:
             self._until[model.id] = self._clock() + seconds
+
+    def exhaust(self, until: float) -> None:
+        """No Workers AI model is asked before ``until`` (epoch s): the
+        allocation is used up, or ``DAILY_NEURON_LIMIT`` reached."""
+        self._exhausted_until = until
 
     def allocation_resets(self) -> float | None:
         """While the account's allocation is used up: when it resets (epoch s)."""
