@@ -7,7 +7,7 @@ account's (user ``*``). One statement per row, an atomic upsert
 (``INSERT … ON CONFLICT DO UPDATE SET usd = usd + excluded.usd``), both in
 one batch (a D1 batch is one transaction): concurrent answers never lose a
 count, which KV (eventually consistent, one write a second per key) cannot
-promise.
+promise. The table is created by the first statement that finds it missing.
 
 Before an answer is released its user's row and the account's are read,
 **while** the model is asked (``pipeline`` starts both at once): past
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,11 +86,36 @@ def spend_of(model: Model, cost_usd: float) -> Spend:
     return Spend(cost_usd, neurons)
 
 
-async def spent(db: Database, day: str, user: str) -> tuple[Spend, Spend]:
-    """The user's and the account's spend on ``day``; raises ``DatabaseError``."""
-    rows = await db.batch([(SCHEMA, []), (READ, [day, user, ACCOUNT])])
-    found = {row["user"]: Spend(_number(row["usd"]), _number(row["neurons"])) for row in rows[1]}
-    return found.get(user, Spend()), found.get(ACCOUNT, Spend())
+def _batch(
+    db: Database, statements: list[tuple[str, list[Any]]]
+) -> Awaitable[list[list[dict[str, Any]]]]:
+    """``statements``, sent now; the table is created first where it is
+    missing (a new database): one statement less on every other request."""
+    sent = db.batch(statements)
+
+    async def rows() -> list[list[dict[str, Any]]]:
+        try:
+            return await sent
+        except DatabaseError as exc:
+            if "no such table" not in str(exc):
+                raise
+        return (await db.batch([(SCHEMA, []), *statements]))[1:]
+
+    return rows()
+
+
+def spent(db: Database, day: str, user: str) -> Awaitable[tuple[Spend, Spend]]:
+    """The user's and the account's spend on ``day``, read from now (the
+    call is under way before it is awaited); the awaitable raises
+    ``DatabaseError``."""
+    sent = _batch(db, [(READ, [day, user, ACCOUNT])])
+
+    async def spends() -> tuple[Spend, Spend]:
+        rows = (await sent)[0]
+        found = {row["user"]: Spend(_number(row["usd"]), _number(row["neurons"])) for row in rows}
+        return found.get(user, Spend()), found.get(ACCOUNT, Spend())
+
+    return spends()
 
 
 def status(limits: Limits, mine: Spend, day: str, now: float) -> dict[str, object]:
@@ -105,9 +130,16 @@ def status(limits: Limits, mine: Spend, day: str, now: float) -> dict[str, objec
     }
 
 
-async def check(db: Database, limits: Limits, day: str, user: str, now: float) -> Verdict:
-    """Reads the user's and the account's spend today; raises ``DatabaseError``."""
-    mine, account = await spent(db, day, user)
+def check(db: Database, limits: Limits, day: str, user: str, now: float) -> Awaitable[Verdict]:
+    """The verdict on the user's and the account's spend today, read from
+    now (I/O under way while the model is asked); raises ``DatabaseError``."""
+    return _judge(spent(db, day, user), limits, user, now)
+
+
+async def _judge(
+    read: Awaitable[tuple[Spend, Spend]], limits: Limits, user: str, now: float
+) -> Verdict:
+    mine, account = await read
     resets = next_midnight(now)
     verdict_user = None
     if (limits.user_usd is not None and mine.usd >= limits.user_usd) or (
@@ -132,12 +164,11 @@ def _until(exc: BudgetExhausted | UpstreamQuotaExhausted, resets_at: float, now:
 async def count(db: Database, day: str, user: str, spend: Spend, request_id: str) -> None:
     """Adds one answer to the user's and the account's day; runs after the reply."""
     statements: Sequence[tuple[str, list[Any]]] = [
-        (SCHEMA, []),
         (ADD, [day, user, spend.usd, spend.neurons]),
         (ADD, [day, ACCOUNT, spend.usd, spend.neurons]),
     ]
     try:
-        await db.batch(list(statements))
+        await _batch(db, list(statements))
     except DatabaseError as exc:
         # After the reply: the request's log line is out, so this one says it.
         print(json.dumps({"request_id": request_id, "budget_error": f"count: {exc}"}))

@@ -60,6 +60,8 @@ MAX_ASSERTION_BYTES = 8192
 # must not become a flood of fetches; a rotation needs one).
 KEYS_MAX_AGE_S = 3600.0
 REFETCHES = 3
+# Verified tokens kept per isolate (then forgotten all at once).
+MAX_VERIFIED = 1024
 
 Clock = Callable[[], float]
 
@@ -242,6 +244,9 @@ def _time(value: object) -> float | None:
 async def verify_assertion(token: str, access: Access, verifier: Verifier, keys: AccessKeys) -> str:
     """The user a valid Access token names; raises ``Unauthorized`` for any
     broken token, ``IdentityUnavailable`` when the keys cannot be read."""
+    known = keys.verified(token)
+    if known is not None:
+        return known
     try:
         header, claims, signed, signature = read_token(token)
         name = check_claims(claims, access, keys.wall())
@@ -252,6 +257,7 @@ async def verify_assertion(token: str, access: Access, verifier: Verifier, keys:
             raise TokenRefused("bad signature")
     except TokenRefused as exc:
         raise Unauthorized(public=ACCESS_REFUSED, detail=f"access token: {exc}") from None
+    keys.remember(token, name, _time(claims["exp"]) or 0.0)
     return name
 
 
@@ -263,7 +269,7 @@ class AccessKeys:
     and after ``KEYS_MAX_AGE_S``, and again for an unknown ``kid`` (at most
     ``REFETCHES`` times a minute). Concurrent requests share one fetch."""
 
-    __slots__ = ("_clock", "_fetched_at", "_fetching", "_keys", "_refetched", "wall")
+    __slots__ = ("_clock", "_fetched_at", "_fetching", "_keys", "_refetched", "_verified", "wall")
 
     def __init__(self, clock: Clock = time.monotonic, wall: Clock = time.time) -> None:
         self._clock = clock
@@ -272,6 +278,22 @@ class AccessKeys:
         self._fetched_at: float | None = None
         self._fetching: asyncio.Future[None] | None = None
         self._refetched: list[float] = []
+        # Tokens already verified (a browser sends the same one with every
+        # request): their SHA-256, the user and until when it holds.
+        self._verified: dict[bytes, tuple[str, float]] = {}
+
+    def verified(self, token: str) -> str | None:
+        """The user of a token this isolate verified, while it is valid."""
+        known = self._verified.get(_digest(token))
+        if known is None or self.wall() >= known[1]:
+            return None
+        return known[0]
+
+    def remember(self, token: str, name: str, exp: float) -> None:
+        """Keeps a verified token until its ``exp``, an hour at most."""
+        if len(self._verified) >= MAX_VERIFIED:
+            self._verified.clear()
+        self._verified[_digest(token)] = (name, min(exp, self.wall() + KEYS_MAX_AGE_S))
 
     async def key(self, kid: str, access: Access, verifier: Verifier) -> object | None:
         """The imported key ``kid``, or None when the team has none such."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Coroutine
+from typing import Any
 
 from edgechat import budget, cache, moderation, recording, usage
 from edgechat.answer import Answer, CheckAnswer, Sources
@@ -88,13 +90,14 @@ async def _begin(
             # A cached answer costs nothing: no budget to keep.
             answered.replay(hit.model, cache.CachedUpstream(hit.body))
             if spent is not None:
-                spent.cancel()
+                spent.close()  # its read settles by itself, never awaited
                 spent = None
         await _open_checked(ctx, answered, _checks(ctx, guard, spent), opened=hit is not None)
     finally:
-        for check in (guard, spent):
-            if check is not None and not check.done():
-                check.cancel()
+        if guard is not None and not guard.done():
+            guard.cancel()
+        if spent is not None:
+            spent.close()  # a no-op once it ran; else its read is dropped
     return answered, key, headers
 
 
@@ -153,18 +156,17 @@ def _input_check(
 def _checks(
     ctx: Context,
     guard: asyncio.Future[moderation.Verdict] | None,
-    spent: asyncio.Future[budget.Verdict] | None,
-) -> asyncio.Future[None] | None:
-    """Every verdict the answer waits for, as one future that raises the
-    first refusal; None when there is nothing to wait for."""
-    if guard is None and spent is None:
-        return None
+    spent: Coroutine[Any, Any, None] | None,
+) -> Awaitable[None] | None:
+    """Every verdict the answer waits for, as one awaitable that raises the
+    first refusal; None when there is nothing to wait for. The budget's
+    alone is a coroutine (its read is already under way: no task); with the
+    input check, both run in one task."""
+    if guard is None:
+        return spent
 
     async def verdicts() -> None:
-        await asyncio.gather(
-            *([_input_verdict(ctx, guard)] if guard is not None else []),
-            *([_budget_verdict(ctx, spent)] if spent is not None else []),
-        )
+        await asyncio.gather(_input_verdict(ctx, guard), *([spent] if spent is not None else []))
 
     return asyncio.ensure_future(verdicts())
 
@@ -172,7 +174,7 @@ def _checks(
 async def _open_checked(
     ctx: Context,
     answered: Answer,
-    guard: asyncio.Future[None] | None,
+    guard: Awaitable[None] | None,
     *,
     opened: bool,
 ) -> None:
@@ -183,6 +185,9 @@ async def _open_checked(
         # few turns on the way to the first byte).
         if not opened:
             await answered.open()
+        return
+    if not asyncio.isfuture(guard):
+        await _open_then_check(answered, guard, opened=opened)
         return
     opening = None if opened else asyncio.ensure_future(answered.open())
     try:
@@ -195,6 +200,23 @@ async def _open_checked(
             # Awaited even when done: a failed call's exception is retrieved.
             with contextlib.suppress(BaseException):
                 await opening
+        await answered.abandon()
+        raise
+
+
+async def _open_then_check(answered: Answer, guard: Awaitable[None], *, opened: bool) -> None:
+    """The budget's check alone: its read is I/O under way, so the model is
+    asked meanwhile without a task, and the verdict kept once it is open."""
+    try:
+        if not opened:
+            await answered.open()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await guard  # its read was under way; nothing is left unawaited
+        raise
+    try:
+        await guard
+    except BaseException:
         await answered.abandon()
         raise
 
@@ -212,18 +234,19 @@ async def _input_verdict(ctx: Context, guard: asyncio.Future[moderation.Verdict]
         raise ContentRefused(categories=verdict.categories)
 
 
-def _budget_check(ctx: Context) -> asyncio.Future[budget.Verdict] | None:
-    """The read of today's spend, started; None without limits or a store."""
+def _budget_check(ctx: Context) -> Coroutine[Any, Any, None] | None:
+    """The verdict on today's spend, its read under way; None without
+    limits or a store."""
     db, limits = ctx.platform.db, ctx.settings.budget
     if db is None or not limits or ctx.user is None:
         return None
     now = ctx.cooling.wall()
-    return asyncio.ensure_future(budget.check(db, limits, usage.day_of(now), ctx.user.id, now))
+    return _budget_verdict(ctx, budget.check(db, limits, usage.day_of(now), ctx.user.id, now))
 
 
-async def _budget_verdict(ctx: Context, spent: asyncio.Future[budget.Verdict]) -> None:
+async def _budget_verdict(ctx: Context, read: Awaitable[budget.Verdict]) -> None:
     try:
-        verdict = await spent
+        verdict = await read
     except DatabaseError as exc:
         ctx.log["budget_error"] = f"read: {exc}"
         return  # a failed store lets the request through, logged

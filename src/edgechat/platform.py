@@ -449,20 +449,45 @@ class BindingD1:
     def __init__(self, binding: Any) -> None:
         self._binding = _raw(binding)
 
-    async def batch(self, statements: list[tuple[str, list[Any]]]) -> list[list[dict[str, Any]]]:
-        prepared = [
-            self._binding.prepare(sql).bind(*params) if params else self._binding.prepare(sql)
-            for sql, params in statements
-        ]
+    def batch(
+        self, statements: list[tuple[str, list[Any]]]
+    ) -> Awaitable[list[list[dict[str, Any]]]]:
         try:
-            results = await self._binding.batch(to_js(prepared))
+            prepared = [
+                self._binding.prepare(sql).bind(*params) if params else self._binding.prepare(sql)
+                for sql, params in statements
+            ]
+            # Under way from here; settles to the results or to ``[reason]``
+            # and never rejects, so one that is never awaited (a cached
+            # answer needs no budget) is no unhandled rejection.
+            settled = self._binding.batch(to_js(prepared)).then(Object, Array.of)
         except JsException as exc:
-            raise DatabaseError(str(exc)) from exc
-        return [list(result.results.to_py()) for result in results]
+            return _failed(DatabaseError(str(exc)))
+        return _rows(settled)
+
+
+async def _rows(settled: Any) -> list[list[dict[str, Any]]]:
+    results = await settled
+    if Array.isArray(results):
+        raise DatabaseError(str(results[0]))
+    return [list(result.results.to_py()) for result in results]
+
+
+async def _failed(exc: Exception) -> Any:
+    raise exc
 
 
 # RS256 is RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518, section 3.3).
 _RS256 = {"name": "RSASSA-PKCS1-v1_5", "hash": "SHA-256"}
+_rs256_js: list[Any] = []  # the JS object of it, made on first use (not at import)
+
+
+def _rs256() -> Any:
+    if not _rs256_js:
+        _rs256_js.append(_js_object(_RS256))
+    return _rs256_js[0]
+
+
 # How long Access's keys endpoint may take before requests fail closed.
 KEYS_TIMEOUT_MS = 5000
 
@@ -482,16 +507,14 @@ class WebCryptoVerifier:
     async def import_rs256(self, jwk: dict[str, Any]) -> object:
         try:
             return await crypto.subtle.importKey(
-                "jwk", _js_object(jwk), _js_object(_RS256), False, to_js(["verify"])
+                "jwk", _js_object(jwk), _rs256(), False, to_js(["verify"])
             )
         except JsException as exc:
             raise ValueError(f"key {jwk.get('kid')!r} cannot be imported: {exc}") from exc
 
     async def verify_rs256(self, key: object, signed: bytes, signature: bytes) -> bool:
         try:
-            return bool(
-                await crypto.subtle.verify(_js_object(_RS256), key, to_js(signature), to_js(signed))
-            )
+            return bool(await crypto.subtle.verify(_rs256(), key, to_js(signature), to_js(signed)))
         except JsException:
             return False
 

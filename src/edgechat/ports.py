@@ -157,9 +157,12 @@ class KvError(Exception):
 class Database(Protocol):
     """A D1 database (``USAGE_DB``): SQL with ``?`` parameters."""
 
-    async def batch(self, statements: list[tuple[str, list[Any]]]) -> list[list[dict[str, Any]]]:
-        """Runs the statements in order, in one transaction; returns each
-        one's rows. Raises ``DatabaseError``."""
+    def batch(
+        self, statements: list[tuple[str, list[Any]]]
+    ) -> Awaitable[list[list[dict[str, Any]]]]:
+        """Sends the statements at once (the call is under way before it is
+        awaited), to run in order in one transaction; the awaitable gives
+        each one's rows, or raises ``DatabaseError``."""
         ...
 
 

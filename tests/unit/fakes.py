@@ -666,9 +666,14 @@ class FakeDb:
             raise DatabaseError("D1_ERROR: the test says so")
         results = []
         self.connection.execute("BEGIN")
-        for sql, params in statements:
-            rows = self.connection.execute(sql, params).fetchall()
-            results.append([dict(row) for row in rows])
+        try:
+            for sql, params in statements:
+                rows = self.connection.execute(sql, params).fetchall()
+                results.append([dict(row) for row in rows])
+        except sqlite3.Error as exc:
+            # D1 reports SQLite's own message ("no such table: spend").
+            self.connection.execute("ROLLBACK")
+            raise DatabaseError(f"D1_ERROR: {exc}") from exc
         self.connection.execute("COMMIT")
         return results
 
@@ -681,6 +686,7 @@ class FakeVerifier:
     def __init__(self, *answers: tuple[int, bytes] | Exception) -> None:
         self.answers = list(answers) or [KeysError("no keys endpoint in this test")]
         self.fetched: list[str] = []
+        self.verifications = 0
 
     async def get(self, url: str) -> tuple[int, bytes]:
         self.fetched.append(url)
@@ -698,6 +704,7 @@ class FakeVerifier:
 
     async def verify_rs256(self, key: object, signed: bytes, signature: bytes) -> bool:
         assert isinstance(key, rsa.RSAPublicKey)
+        self.verifications += 1
         try:
             key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
         except InvalidSignature:

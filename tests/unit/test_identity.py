@@ -304,3 +304,17 @@ def test_access_settings_take_a_domain_or_a_loopback_url() -> None:
     local = settings(ACCESS_TEAM_DOMAIN="http://127.0.0.1:8123/", ACCESS_AUD=AUD)
     assert local.identity.access is not None
     assert local.identity.access.certs_url == "http://127.0.0.1:8123/cdn-cgi/access/certs"
+
+
+def test_a_verified_token_is_kept_until_it_expires() -> None:
+    now = [1_795_000_000.0]
+    keys = AccessKeys(wall=lambda: now[0])
+    verifier = FakeVerifier(jwks(KEY))
+    token = KEY.token(KEY.claims(TEAM, iat=int(now[0]), nbf=int(now[0]), exp=int(now[0]) + 60))
+    for _ in range(3):
+        assert access_user(token, verifier, keys=keys).name == "ann@example.com"
+    # A browser sends the same token with every request: one signature check.
+    assert verifier.verifications == 1
+    now[0] += 60
+    with pytest.raises(Unauthorized):
+        access_user(token, verifier, keys=keys)
