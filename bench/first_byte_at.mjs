@@ -11,10 +11,10 @@
 // per-user budget and the USAGE_DB database, against no identity settings and
 // no database. `--budget` leaves Access out (the budget's read alone).
 import { readFileSync, writeFileSync } from "node:fs";
-import { createServer, request } from "node:http";
+import { request } from "node:http";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { configOf, cpuSeconds, median, percentile, ROOT, startRunner, stopRunner } from "./lib.mjs";
+import { accessTeam, configOf, cpuSeconds, median, percentile, ROOT, startRunner, stopRunner } from "./lib.mjs";
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -49,28 +49,6 @@ function firstByte(url, headers = {}) {
     req.on("error", reject);
     req.end(body);
   });
-}
-
-const b64url = (bytes) => Buffer.from(bytes).toString("base64url");
-
-// A team of one RS256 key: its keys endpoint on loopback, and a token of it.
-async function accessTeam() {
-  const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256", modulusLength: 2048 };
-  const pair = await crypto.subtle.generateKey({ ...algorithm, publicExponent: new Uint8Array([1, 0, 1]) }, true, [
-    "sign",
-    "verify",
-  ]);
-  const jwk = { ...(await crypto.subtle.exportKey("jwk", pair.publicKey)), kid: "bench", use: "sig" };
-  const keys = JSON.stringify({ keys: [jwk] });
-  const server = createServer((_, res) => res.end(keys));
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const team = `http://127.0.0.1:${server.address().port}`;
-  const now = Math.floor(Date.now() / 1000);
-  const head = b64url(JSON.stringify({ alg: "RS256", kid: "bench", typ: "JWT" }));
-  const claims = { aud: ["bench-aud"], email: "ann@example.com", iss: team, iat: now, nbf: now, exp: now + 3600 };
-  const signed = `${head}.${b64url(JSON.stringify(claims))}`;
-  const signature = await crypto.subtle.sign(algorithm, pair.privateKey, new TextEncoder().encode(signed));
-  return { server, team, token: `${signed}.${b64url(new Uint8Array(signature))}` };
 }
 
 // This checkout's config without the D1 database: no budget, nothing counted.

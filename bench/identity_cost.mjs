@@ -14,14 +14,13 @@
 // proxy that costs this process far more than the Worker does. What is
 // measured is the Worker's side of it: the statements, the conversions, the
 // check beside the model call and its verdict.
-import { createServer } from "node:http";
 import { cpus } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { unstable_readConfig } from "wrangler";
 import { createEnv } from "../tools/runner/bindings.mjs";
 import { loadWorker } from "../tools/runner/python.mjs";
-import { configWithoutRateLimiter, median, percentile, ROOT } from "./lib.mjs";
+import { accessTeam, configWithoutRateLimiter, median, percentile, ROOT } from "./lib.mjs";
 
 const { values } = parseArgs({
   options: { requests: { type: "string", default: "200" }, rounds: { type: "string", default: "5" } },
@@ -29,27 +28,6 @@ const { values } = parseArgs({
 const REQUESTS = Number(values.requests);
 const ROUNDS = Number(values.rounds);
 const quiet = () => {};
-const b64url = (bytes) => Buffer.from(bytes).toString("base64url");
-
-async function accessTeam() {
-  const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256", modulusLength: 2048 };
-  const pair = await crypto.subtle.generateKey({ ...algorithm, publicExponent: new Uint8Array([1, 0, 1]) }, true, [
-    "sign",
-    "verify",
-  ]);
-  const jwk = { ...(await crypto.subtle.exportKey("jwk", pair.publicKey)), kid: "bench", use: "sig" };
-  const keys = JSON.stringify({ keys: [jwk] });
-  const server = createServer((_, res) => res.end(keys));
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const team = `http://127.0.0.1:${server.address().port}`;
-  const now = Math.floor(Date.now() / 1000);
-  const head = b64url(JSON.stringify({ alg: "RS256", kid: "bench", typ: "JWT" }));
-  const claims = { aud: ["bench-aud"], email: "ann@example.com", iss: team, iat: now, nbf: now, exp: now + 3600 };
-  const signed = `${head}.${b64url(JSON.stringify(claims))}`;
-  const signature = await crypto.subtle.sign(algorithm, pair.privateKey, new TextEncoder().encode(signed));
-  return { server, team, token: `${signed}.${b64url(new Uint8Array(signature))}` };
-}
-
 // D1's binding, answering at once: every statement returns no rows.
 class D1Database {
   prepare() {

@@ -37,7 +37,7 @@ ACCESS_TEAM_DOMAIN         (none)                      Cloudflare Access team (h
                                                        cloudflareaccess.com); with ACCESS_AUD,
                                                        a valid Access token or a key is required
 ACCESS_AUD                 (none)                      the Access application's AUD tag
-ADMINS                     (none)                      emails or key names that see all usage
+ADMINS                     (none)                      emails or key names that are admins
 USER_DAILY_USD             (none)                      each user's daily budget in USD, at list
                                                        price (needs the USAGE_DB binding)
 USER_DAILY_NEURONS         (none)                      each user's daily budget in Neurons

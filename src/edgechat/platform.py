@@ -457,20 +457,20 @@ class BindingD1:
                 self._binding.prepare(sql).bind(*params) if params else self._binding.prepare(sql)
                 for sql, params in statements
             ]
-            # Under way from here; settles to the results or to ``[reason]``
+            # Under way from here; settles to ``[results]`` or to the reason
             # and never rejects, so one that is never awaited (a cached
             # answer needs no budget) is no unhandled rejection.
-            settled = self._binding.batch(to_js(prepared)).then(Object, Array.of)
+            settled = self._binding.batch(to_js(prepared)).then(Array.of, Object)
         except JsException as exc:
             return _failed(DatabaseError(str(exc)))
         return _rows(settled)
 
 
 async def _rows(settled: Any) -> list[list[dict[str, Any]]]:
-    results = await settled
-    if Array.isArray(results):
-        raise DatabaseError(str(results[0]))
-    return [list(result.results.to_py()) for result in results]
+    outcome = await settled
+    if not Array.isArray(outcome):
+        raise DatabaseError(str(outcome))
+    return [list(result.results.to_py()) for result in outcome[0]]
 
 
 async def _failed(exc: Exception) -> Any:

@@ -83,19 +83,19 @@ def test_concurrent_answers_all_count(servers: ServerPool) -> None:
     server = servers.get({"API_KEYS": f"bo:{BO}", "USER_DAILY_USD": "1000"}, rate_limited=False)
     server.ai.script({"reply": {"content": "ok", "usage": {**BIG, "prompt_tokens": 0}}})
     each = 1_000 * 0.40 / 1e6
-    http = httpx.Client(base_url=server.url, timeout=30.0)
-    before = spent_today(http, BO, -1)["usd"]
-    with concurrent.futures.ThreadPoolExecutor(12) as pool:
-        texts = list(
-            pool.map(
-                lambda _: post_chat(http, user("hi"), headers=auth(BO)).events.text(), range(12)
+    with httpx.Client(base_url=server.url, timeout=30.0) as http:
+        before = spent_today(http, BO, -1)["usd"]
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            texts = list(
+                pool.map(
+                    lambda _: post_chat(http, user("hi"), headers=auth(BO)).events.text(),
+                    range(12),
+                )
             )
-        )
-    assert texts == ["ok"] * 12
-    assert isinstance(before, float)
-    total = spent_today(http, BO, before + 11.5 * each)["usd"]
+        assert texts == ["ok"] * 12
+        assert isinstance(before, float)
+        total = spent_today(http, BO, before + 11.5 * each)["usd"]
     assert total == pytest.approx(before + 12 * each)
-    http.close()
 
 
 def test_past_the_account_limit_no_workers_ai_model_is_asked(servers: ServerPool) -> None:
