@@ -2,6 +2,7 @@
 // CPU time and memory from /proc.
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -100,4 +101,27 @@ export function configOf(root, name) {
   const path = join(ROOT, ".cache", `${name}-${root.replaceAll("/", "_")}.toml`);
   writeFileSync(path, text);
   return path;
+}
+
+const b64url = (bytes) => Buffer.from(bytes).toString("base64url");
+
+// A Cloudflare Access team of one RS256 key, played here: its keys endpoint
+// on loopback (`team` is its origin), and a token of it for `bench-aud`.
+export async function accessTeam() {
+  const algorithm = { name: "RSASSA-PKCS1-v1_5", hash: "SHA-256", modulusLength: 2048 };
+  const pair = await crypto.subtle.generateKey({ ...algorithm, publicExponent: new Uint8Array([1, 0, 1]) }, true, [
+    "sign",
+    "verify",
+  ]);
+  const jwk = { ...(await crypto.subtle.exportKey("jwk", pair.publicKey)), kid: "bench", use: "sig" };
+  const keys = JSON.stringify({ keys: [jwk] });
+  const server = createServer((_, res) => res.end(keys));
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const team = `http://127.0.0.1:${server.address().port}`;
+  const now = Math.floor(Date.now() / 1000);
+  const head = b64url(JSON.stringify({ alg: "RS256", kid: "bench", typ: "JWT" }));
+  const claims = { aud: ["bench-aud"], email: "ann@example.com", iss: team, iat: now, nbf: now, exp: now + 3600 };
+  const signed = `${head}.${b64url(JSON.stringify(claims))}`;
+  const signature = await crypto.subtle.sign(algorithm, pair.privateKey, new TextEncoder().encode(signed));
+  return { server, team, token: `${signed}.${b64url(new Uint8Array(signature))}` };
 }

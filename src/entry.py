@@ -11,10 +11,11 @@ from edgechat.platform import WorkerPlatform, to_response
 
 _settings = app.SettingsOnce()
 _cooling = app.Cooling()
+_access_keys = app.AccessKeys()
 
 
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
         platform = WorkerPlatform(request, self.env, self.ctx)
-        reply = await app.handle(platform.incoming(), platform, _settings, _cooling)
+        reply = await app.handle(platform.incoming(), platform, _settings, _cooling, _access_keys)
         return to_response(reply, self.ctx)

@@ -175,8 +175,10 @@ class EmulatorControl:
         self.script_path.unlink(missing_ok=True)
         self.log_path.write_text("")
 
-    def script(self, *rules: Mapping[str, Any]) -> None:
-        body = json.dumps({"rules": list(rules)})
+    def script(self, *rules: Mapping[str, Any], account: Mapping[str, Any] | None = None) -> None:
+        """Sets the emulator's rules; ``account`` plays the account's state
+        (``{"allocation": "used_up", "code": 4006}``)."""
+        body = json.dumps({"rules": list(rules), **({"account": account} if account else {})})
         if self.control_url:
             import httpx
 

@@ -66,10 +66,19 @@ class Sources:
     # The secrets nothing relayed may hold.
     redaction: Redaction = field(default_factory=lambda: Redaction(()))
 
-    def open(self, model: Model, inputs: dict[str, Any]) -> Awaitable[UpstreamStream]:
+    def open(
+        self, model: Model, inputs: dict[str, Any], *, later: bool = False
+    ) -> Awaitable[UpstreamStream]:
+        """Starts ``model``'s call; ``later``: another candidate comes after
+        it, so a busy Workers AI model fails at once (``rejectIfBusy``, 3040)
+        instead of queueing for capacity
+        (https://developers.cloudflare.com/changelog/post/2026-09-17-reject-if-busy/)."""
         if model.provider is not None and self.providers is not None:
             return self.providers.stream(model.id, inputs, {})
-        return self.ai.stream(model.id, inputs, dict(self.ai_options))
+        options = dict(self.ai_options)
+        if later:
+            options["rejectIfBusy"] = True
+        return self.ai.stream(model.id, inputs, options)
 
 
 class Answer:
@@ -130,7 +139,8 @@ class Answer:
             left = self._deadlines.first_token_left()
             try:
                 self._upstream = await asyncio.wait_for(
-                    self._sources.open(model, inputs), timeout=max(left, 0.0)
+                    self._sources.open(model, inputs, later=bool(self._candidates)),
+                    timeout=max(left, 0.0),
                 )
             except TimeoutError:
                 exc = self._silent(model, left)

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 
-from edgechat import embeddings, guards, openai_api, pipeline, responses, usage
+from edgechat import budget, embeddings, guards, identity, openai_api, pipeline, responses, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -24,8 +24,9 @@ from edgechat.errors import (
     StoreUnavailable,
 )
 from edgechat.http import Incoming, Reply, error_reply, json_reply
+from edgechat.identity import AccessKeys, User
 from edgechat.models import Model, catalog_json
-from edgechat.ports import KvError, Platform
+from edgechat.ports import DatabaseError, KvError, Platform
 from edgechat.requests import Limits, OpenAIRequest
 from edgechat.validation import (
     body_cap,
@@ -35,7 +36,7 @@ from edgechat.validation import (
     parse_responses_request,
 )
 
-__all__ = ["ROUTES", "Cooling", "SettingsOnce", "handle"]
+__all__ = ["ROUTES", "AccessKeys", "Cooling", "SettingsOnce", "handle"]
 
 
 Handler = Callable[[Context], Awaitable[Reply]]
@@ -80,7 +81,7 @@ async def preflight(ctx: Context) -> Reply:
 async def chat(ctx: Context) -> Reply:
     settings = ctx.settings
     cors = _cors(ctx)
-    body = await _body(ctx, guards.check_token(ctx.request, settings))
+    body = await _body(ctx, await _who(ctx))
     request = parse_chat_request(body, settings.limits, settings.models, settings.default_model)
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
 
@@ -97,7 +98,7 @@ async def _openai_question(
     its facts, the time it was asked and the CORS headers."""
     settings = ctx.settings
     cors = _cors(ctx)
-    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
+    body = await _body(ctx, await _who(ctx, api=True))
     parsed = parse(body, settings.limits, settings.models, settings.default_model)
     facts = (ctx.request_id, parsed.chat.model, parsed.chat.max_tokens)
     return parsed, facts, int(time.time()), cors
@@ -127,7 +128,7 @@ async def v1_embeddings(ctx: Context) -> Reply:
     """``POST /v1/embeddings``: one binding call for the request's texts."""
     settings = ctx.settings
     cors = _cors(ctx)
-    body = await _body(ctx, guards.check_api_token(ctx.request, settings))
+    body = await _body(ctx, await _who(ctx, api=True))
     request = parse_embeddings_request(body, settings.limits)
     ctx.log["model"] = request.model.id
     ctx.log["inputs"] = len(request.texts)
@@ -139,13 +140,13 @@ async def v1_embeddings(ctx: Context) -> Reply:
 
 
 async def v1_models(ctx: Context) -> Reply:
-    guards.check_api_token(ctx.request, ctx.settings)
+    await _who(ctx, api=True)
     return json_reply(200, openai_api.models_json(ctx.settings.models))
 
 
 async def api_usage(ctx: Context) -> Reply:
     """Today's (UTC) requests, tokens, dollars and Neurons per model."""
-    guards.check_token(ctx.request, ctx.settings)
+    await _who(ctx)
     kv = ctx.platform.kv
     if kv is None:
         raise NotFound(
@@ -158,12 +159,39 @@ async def api_usage(ctx: Context) -> Reply:
         raise StoreUnavailable(detail=f"list: {exc}") from exc
 
 
-async def _body(ctx: Context, token: str | None) -> bytes:
+async def me(ctx: Context) -> Reply:
+    """``GET /api/me``: who the page is talking to, and what they may do."""
+    user = await _who(ctx)
+    body = user.to_json()
+    db, limits = ctx.platform.db, ctx.settings.budget
+    if db is not None and limits:
+        now = ctx.cooling.wall()
+        day = usage.day_of(now)
+        try:
+            mine, _ = await budget.spent(db, day, user.id)
+        except DatabaseError as exc:
+            raise StoreUnavailable(detail=f"spend: {exc}") from exc
+        body["budget"] = budget.status(limits, mine, day, now)
+    return json_reply(200, body)
+
+
+async def _who(ctx: Context, *, api: bool = False) -> User:
+    """Who the request is (``identity``); raises what refuses it."""
+    rules = ctx.settings.identity
+    ctx.user = await identity.identify(
+        ctx.request, rules, ctx.platform.verifier, ctx.access_keys, api=api
+    )
+    ctx.log["user"] = ctx.user.id
+    return ctx.user
+
+
+async def _body(ctx: Context, user: User) -> bytes:
     """The checks every POST of a question passes before it may cost
-    anything (its token is checked by the caller), then its body."""
+    anything (who asks is checked by the caller), then its body."""
     request = ctx.request
     guards.check_json(request)
-    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, token))
+    known = None if user.via == "anonymous" else user.id
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, known))
     return await ctx.platform.read_body(body_cap(ctx.settings.limits, ctx.settings.models))
 
 
@@ -181,6 +209,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/models": {"GET": models},
     "/api/limits": {"GET": limits},
     "/api/usage": {"GET": api_usage},
+    "/api/me": {"GET": me},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
@@ -223,10 +252,12 @@ async def handle(
     platform: Platform,
     settings: SettingsOnce | None = None,
     cooling: Cooling | None = None,
+    access_keys: AccessKeys | None = None,
 ) -> Reply:
     """Answers one request. Never raises: every failure becomes an error reply.
-    ``settings`` and ``cooling`` are the isolate's (``entry.py``); without
-    them the ``[vars]`` are read, and models cool down, for this request alone."""
+    ``settings``, ``cooling`` and ``access_keys`` are the isolate's
+    (``entry.py``); without them the ``[vars]`` are read, models cool down
+    and Access's keys are fetched for this request alone."""
     ctx = Context(
         request=request,
         platform=platform,
@@ -235,6 +266,7 @@ async def handle(
         started=time.monotonic(),
         log={"route": request.path, "method": request.method},
         cooling=cooling or Cooling(),
+        access_keys=access_keys or AccessKeys(),
     )
     try:
         ctx.settings = (settings or SettingsOnce()).get(platform)

@@ -29,14 +29,28 @@ IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer
 HEARTBEAT_S                15                          ": ping" interval while silent
 ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
-API_TOKEN (secret)         (none)                      bearer token required when set
+API_TOKEN (secret)         (none)                      bearer token required when set (the
+                                                       key named api_token)
+API_KEYS (secret)          (none)                      named keys, name:token, comma-separated;
+                                                       each key is a user
+ACCESS_TEAM_DOMAIN         (none)                      Cloudflare Access team (https://<team>.
+                                                       cloudflareaccess.com); with ACCESS_AUD,
+                                                       a valid Access token or a key is required
+ACCESS_AUD                 (none)                      the Access application's AUD tag
+ADMINS                     (none)                      emails or key names that are admins
+USER_DAILY_USD             (none)                      each user's daily budget in USD, at list
+                                                       price (needs the USAGE_DB binding)
+USER_DAILY_NEURONS         (none)                      each user's daily budget in Neurons
+DAILY_NEURON_LIMIT         (none)                      the account's Workers AI Neurons a day
+                                                       (10000: the free allocation)
 LOG_PROMPTS                false                       log prompt text (privacy!)
 CACHE_MODE                 deterministic               answers kept in KV: off, deterministic
                                                        (temperature 0 or a seed), all
 CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
 AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
 COOLDOWN_MAX_S             3600                        the longest a model that answered 3040
-                                                       or 3036 is skipped (0: never skipped)
+                                                       is skipped (3036/4006: all Workers AI
+                                                       models until 00:00 UTC; 0: none)
 USAGE_COUNTING             true                        count answers in KV for /api/usage
                                                        (one KV write per answer)
 MODERATION                 off                         Llama Guard checks: off, input,
@@ -53,11 +67,14 @@ PROVIDERS                  (none)                      providers' own APIs tried
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
+from edgechat.budget import Limits as BudgetLimits
 from edgechat.http import normalize_origin
+from edgechat.identity import Access, ApiKey, Rules
 from edgechat.models import CATALOG, Model, find
 from edgechat.providers import BUILTIN, NAME, Provider
 from edgechat.requests import JSON_DEPTH_CEILING, Limits
@@ -102,8 +119,15 @@ class Settings:
     moderate_output: bool = False
     moderation_fail_closed: bool = False
     providers: tuple[Provider, ...] = ()
+    # Who may ask: the keys (API_TOKEN, API_KEYS), Access, ADMINS.
+    identity: Rules = field(default_factory=Rules, repr=False)
+    budget: BudgetLimits = field(default_factory=BudgetLimits)
 
     def __post_init__(self) -> None:
+        if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
+            # API_TOKEN is one key, however the settings were made.
+            keys = (ApiKey("api_token", self.api_token), *self.identity.keys)
+            object.__setattr__(self, "identity", replace(self.identity, keys=keys))
         if not self.models:
             raise ValueError("MODELS must list at least one model")
         for name in self.models:
@@ -187,6 +211,12 @@ class Settings:
             **_moderation("MODERATION", get),
             moderation_fail_closed=_choice("MODERATION_FAIL", get, ("open", "closed")) == "closed",
             providers=_providers("PROVIDERS", get),
+            identity=_identity(get),
+            budget=BudgetLimits(
+                user_usd=_usd("USER_DAILY_USD", get),
+                user_neurons=_int("USER_DAILY_NEURONS", get, 0) or None,
+                account_neurons=_int("DAILY_NEURON_LIMIT", get, 0) or None,
+            ),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
@@ -360,6 +390,19 @@ def _check_base_url(var: str, url: str) -> None:
         raise ValueError(f"{var} must be an https:// URL (http:// only for a local server)")
 
 
+def _usd(var: str, get: Callable[[str], object]) -> float | None:
+    text = _text(var, get)
+    if text is None:
+        return None
+    try:
+        amount = float(text)
+    except ValueError:
+        amount = math.nan
+    if not math.isfinite(amount) or amount <= 0:
+        raise ValueError(f"{var} must be a positive amount of US dollars")
+    return amount
+
+
 def _price(var: str, get: Callable[[str], object]) -> float | None:
     text = _text(var, get)
     if text is None:
@@ -371,3 +414,52 @@ def _price(var: str, get: Callable[[str], object]) -> float | None:
     if not math.isfinite(price) or price < 0:
         raise ValueError(f"{var} must be a price in USD per million tokens")
     return price
+
+
+_KEY_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+MIN_KEY_CHARS = 16
+
+
+def _api_keys(get: Callable[[str], object]) -> tuple[ApiKey, ...]:
+    """``API_TOKEN`` (the key ``api_token``) and ``API_KEYS``' ``name:token``
+    pairs; a refusal names the entry by position, never its token."""
+    keys: list[ApiKey] = []
+    token = _text("API_TOKEN", get)
+    if token is not None:
+        keys.append(ApiKey("api_token", token))
+    text = _text("API_KEYS", get) or ""
+    for number, entry in enumerate(re.split(r"[,\s]+", text.strip()), 1):
+        if not entry:
+            continue
+        name, _, token = entry.partition(":")
+        if not _KEY_NAME.fullmatch(name) or len(token) < MIN_KEY_CHARS:
+            raise ValueError(
+                f"API_KEYS entry {number} must be name:token (a name of letters, digits, "
+                f"_ . @ -, and a token of at least {MIN_KEY_CHARS} characters)"
+            )
+        keys.append(ApiKey(name, token))
+    if len({key.name for key in keys}) != len(keys) or len({k.token for k in keys}) != len(keys):
+        raise ValueError("API_KEYS names and tokens must each be unique (api_token is API_TOKEN)")
+    return tuple(keys)
+
+
+def _access(get: Callable[[str], object]) -> Access | None:
+    team, aud = _text("ACCESS_TEAM_DOMAIN", get), _text("ACCESS_AUD", get)
+    if team is None and aud is None:
+        return None
+    if team is None or aud is None:
+        raise ValueError("ACCESS_TEAM_DOMAIN and ACCESS_AUD go together: set both or neither")
+    url = team if "://" in team else "https://" + team
+    _check_base_url("ACCESS_TEAM_DOMAIN", url)
+    parts = urlsplit(url)
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError("ACCESS_TEAM_DOMAIN must be a domain like <team>.cloudflareaccess.com")
+    return Access(f"{parts.scheme}://{parts.netloc}".lower(), aud)
+
+
+def _identity(get: Callable[[str], object]) -> Rules:
+    return Rules(
+        keys=_api_keys(get),
+        access=_access(get),
+        admins=frozenset(_list("ADMINS", get) or ()),
+    )

@@ -15,6 +15,7 @@ from edgechat.candidates import Cooling
 from edgechat.config import Settings
 from edgechat.framing import Outcome
 from edgechat.http import Incoming
+from edgechat.identity import AccessKeys, User
 from edgechat.ports import Platform
 
 __all__ = ["Context"]
@@ -34,6 +35,9 @@ class Context:
     reply_headers: dict[str, str] = field(default_factory=dict)
     # The answer's, for the log line (requests that ask a model).
     outcome: Outcome | None = None
+    # The isolate's Cloudflare Access keys, and who this request is.
+    access_keys: AccessKeys = field(default_factory=AccessKeys)
+    user: User | None = None
 
     def emit(self, status: int) -> None:
         """Writes the request's log line."""

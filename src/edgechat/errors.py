@@ -15,13 +15,16 @@ into a plain ``EdgechatError`` (500). The tree::
     │   ├── MethodNotAllowed           405 method_not_allowed     (+ Allow)
     │   ├── PayloadTooLarge            413 payload_too_large
     │   ├── UnsupportedMediaType       415 unsupported_media_type
-    │   └── RateLimited                429 rate_limited           (+ Retry-After)
+    │   ├── RateLimited                429 rate_limited           (+ Retry-After)
+    │   └── BudgetExhausted            429 budget_exhausted       a user's daily budget is spent
     ├── Misconfigured                  500 misconfigured          the operator's [vars] are invalid
     ├── StoreUnavailable               503 store_unavailable      KV failed where it was needed
     ├── ModerationUnavailable          503 moderation_unavailable no verdict, MODERATION_FAIL=closed
+    ├── IdentityUnavailable            503 identity_unavailable   Access's keys could not be read
     └── UpstreamError                  502 upstream_error         Workers AI failed us
         ├── UpstreamBusy               503 model_busy             3040, retryable, fallback
-        ├── UpstreamQuotaExhausted     429 quota_exhausted        3036, retryable, fallback
+        ├── UpstreamQuotaExhausted     429 quota_exhausted        3036/4006: the account's daily
+        │                                                         allocation, providers only
         ├── UpstreamRateLimited        429 upstream_rate_limited  3021, retryable
         ├── UpstreamTimeout            504 upstream_timeout       3007/3008, retryable, fallback
         ├── UpstreamRequestTooLarge    413 conversation_too_large 3006
@@ -54,6 +57,7 @@ first token reached the client.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -62,11 +66,13 @@ __all__ = [
     "BINDING_CODES",
     "ApiDisabled",
     "BadRequest",
+    "BudgetExhausted",
     "ClientError",
     "ContentRefused",
     "DeadlineExceeded",
     "EdgechatError",
     "Forbidden",
+    "IdentityUnavailable",
     "MethodNotAllowed",
     "Misconfigured",
     "ModelNotFound",
@@ -92,6 +98,7 @@ __all__ = [
     "UpstreamTimeout",
     "body_too_large",
     "from_binding_error",
+    "utc_iso",
 ]
 
 
@@ -255,6 +262,36 @@ class RateLimited(ClientError):
     default_retry_after = 60
 
 
+class ResetsAtMidnight:
+    """A refusal that lasts until the next 00:00 UTC: ``resets_at`` (epoch
+    seconds, set where a clock is at hand) goes into the body."""
+
+    resets_at: float | None = None
+
+    def reset_json(self, body: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        if self.resets_at is not None:
+            body["error"]["resets_at"] = utc_iso(self.resets_at)
+        return body
+
+
+def utc_iso(epoch_s: float) -> str:
+    """``epoch_s`` as an ISO 8601 UTC time: ``2026-12-03T00:00:00Z``."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
+
+
+class BudgetExhausted(ResetsAtMidnight, ClientError):
+    """The user spent today's ``USER_DAILY_USD`` or ``USER_DAILY_NEURONS``."""
+
+    status = 429
+    code = "budget_exhausted"
+    public_message = "Your daily budget is used up; it resets at 00:00 UTC."
+    retryable = True
+    default_retry_after = 3600
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        return self.reset_json(super().to_json())
+
+
 # --- the operator's fault ----------------------------------------------------
 
 
@@ -287,6 +324,17 @@ class ModerationUnavailable(EdgechatError):
     default_retry_after = 10
 
 
+class IdentityUnavailable(EdgechatError):
+    """Cloudflare Access's signing keys could not be fetched or read, so no
+    token can be checked: requests fail closed."""
+
+    status = 503
+    code = "identity_unavailable"
+    public_message = "Sign-in cannot be checked right now. Please try again shortly."
+    retryable = True
+    default_retry_after = 10
+
+
 # --- Workers AI's fault -----------------------------------------------------
 
 
@@ -315,15 +363,24 @@ class UpstreamBusy(UpstreamError):
     default_retry_after = 10
 
 
-class UpstreamQuotaExhausted(UpstreamError):
+class UpstreamQuotaExhausted(ResetsAtMidnight, UpstreamError):
+    """The account's daily free allocation is used up (3036, 4006): every
+    Workers AI model answers the same until 00:00 UTC, so only the providers'
+    own APIs may take over. ``resets_at`` (epoch seconds) is that midnight,
+    set where a clock is at hand (``candidates``)."""
+
     status = 429
     code = "quota_exhausted"
-    public_message = "Today's model allowance is used up. Please try again later."
+    public_message = (
+        "Today's model allocation is used up; it resets at 00:00 UTC. Please try again after that."
+    )
     retryable = True
     fallback_worthy = True
-    # The free allocation resets daily (00:00 UTC); an hour is a polite guess
-    # that does not need a clock in the pure core.
+    # Until a clock says how long it is to midnight, an hour is a polite guess.
     default_retry_after = 3600
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        return self.reset_json(super().to_json())
 
 
 class UpstreamRateLimited(UpstreamError):
@@ -421,6 +478,9 @@ BINDING_CODES: Mapping[int, type[UpstreamError]] = MappingProxyType(
     {
         3040: UpstreamBusy,
         3036: UpstreamQuotaExhausted,
+        # Not in the table, same message ("used up your daily free
+        # allocation"): seen in practice (OmniRoute #6980, Mail-Otter #88).
+        4006: UpstreamQuotaExhausted,
         3021: UpstreamRateLimited,
         3007: UpstreamTimeout,
         3008: UpstreamTimeout,

@@ -2,8 +2,9 @@
 the input check beside the model call, the model (``answer.Answer``), the
 reply, and what is kept after it.
 
-The input check (``MODERATION=input``) starts with the model call, not
-before it, and nothing is released until it passes. What follows an answer
+The checks that may refuse a request - the input check (``MODERATION=input``)
+and the daily budgets (``budget``) - start with the model call, not before
+it, and nothing is released until they pass; a refusal aborts the call. What follows an answer
 (storing it in the cache, counting it for ``/api/usage``) runs through
 ``waitUntil``: the stream never waits on storage.
 """
@@ -13,18 +14,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from edgechat import cache, moderation, recording, usage
+from edgechat import budget, cache, moderation, recording, usage
 from edgechat.answer import Answer, CheckAnswer, Sources
 from edgechat.candidates import Candidates
 from edgechat.config import Settings
 from edgechat.context import Context
 from edgechat.deadlines import Deadlines
 from edgechat.errors import ContentRefused, ModerationUnavailable
-from edgechat.framing import Document, Framing
+from edgechat.framing import Document, Framing, Outcome
 from edgechat.http import Reply, json_reply, stream_reply
-from edgechat.ports import Sink
+from edgechat.ports import DatabaseError, Sink
 from edgechat.providers import ProviderAi
 from edgechat.requests import ChatRequest
 from edgechat.upstream import Redaction
@@ -74,6 +76,7 @@ async def _begin(
     )
     answered = _answer(ctx, request, framing, options, record=key is not None)
     guard = _input_check(ctx, request, options)
+    spent = _budget_check(ctx)
     headers = {**headers, "X-Request-Id": ctx.request_id}
     try:
         hit = None
@@ -84,11 +87,17 @@ async def _begin(
                 "hit" if hit else "refresh" if refresh else "miss"
             )
         if hit is not None:
+            # A cached answer costs nothing: no budget to keep.
             answered.replay(hit.model, cache.CachedUpstream(hit.body))
-        await _open_checked(ctx, answered, guard, opened=hit is not None)
+            if spent is not None:
+                spent.close()  # its read settles by itself, never awaited
+                spent = None
+        await _open_checked(ctx, answered, _checks(ctx, guard, spent), opened=hit is not None)
     finally:
         if guard is not None and not guard.done():
             guard.cancel()
+        if spent is not None:
+            spent.close()  # a no-op once it ran; else its read is dropped
     return answered, key, headers
 
 
@@ -126,7 +135,8 @@ def _answer(
 
 
 def _redaction(settings: Settings) -> Redaction:
-    return Redaction([settings.api_token, *(p.api_key for p in settings.providers)])
+    keys = (key.token for key in settings.identity.keys)
+    return Redaction([*keys, *(p.api_key for p in settings.providers)])
 
 
 def _input_check(
@@ -143,24 +153,45 @@ def _input_check(
     return asyncio.ensure_future(moderation.check(ctx.platform.ai, turns, options))
 
 
+def _checks(
+    ctx: Context,
+    guard: asyncio.Future[moderation.Verdict] | None,
+    spent: Coroutine[Any, Any, None] | None,
+) -> Awaitable[None] | None:
+    """Every verdict the answer waits for, as one awaitable that raises the
+    first refusal; None when there is nothing to wait for. The budget's
+    alone is a coroutine (its read is already under way: no task); with the
+    input check, both run in one task."""
+    if guard is None:
+        return spent
+
+    async def verdicts() -> None:
+        await asyncio.gather(_input_verdict(ctx, guard), *([spent] if spent is not None else []))
+
+    return asyncio.ensure_future(verdicts())
+
+
 async def _open_checked(
     ctx: Context,
     answered: Answer,
-    guard: asyncio.Future[moderation.Verdict] | None,
+    guard: Awaitable[None] | None,
     *,
     opened: bool,
 ) -> None:
-    """Opens the answer (unless the cache did) while the input check runs,
-    then keeps the verdict: unsafe refuses the request and aborts the call."""
+    """Opens the answer (unless the cache did) while the checks run, then
+    keeps their verdicts: a refusal refuses the request and aborts the call."""
     if guard is None:
         # Nothing to wait for, so no task (each costs Pyodide's event loop a
         # few turns on the way to the first byte).
         if not opened:
             await answered.open()
         return
+    if not asyncio.isfuture(guard):
+        await _open_then_check(answered, guard, opened=opened)
+        return
     opening = None if opened else asyncio.ensure_future(answered.open())
     try:
-        await _input_verdict(ctx, guard)
+        await guard
         if opening is not None:
             await opening
     except BaseException:
@@ -169,6 +200,23 @@ async def _open_checked(
             # Awaited even when done: a failed call's exception is retrieved.
             with contextlib.suppress(BaseException):
                 await opening
+        await answered.abandon()
+        raise
+
+
+async def _open_then_check(answered: Answer, guard: Awaitable[None], *, opened: bool) -> None:
+    """The budget's check alone: its read is I/O under way, so the model is
+    asked meanwhile without a task, and the verdict kept once it is open."""
+    try:
+        if not opened:
+            await answered.open()
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await guard  # its read was under way; nothing is left unawaited
+        raise
+    try:
+        await guard
+    except BaseException:
         await answered.abandon()
         raise
 
@@ -184,6 +232,35 @@ async def _input_verdict(ctx: Context, guard: asyncio.Future[moderation.Verdict]
     ctx.log["moderation"] = "safe" if verdict.safe else "unsafe:" + ",".join(verdict.categories)
     if not verdict.safe:
         raise ContentRefused(categories=verdict.categories)
+
+
+def _budget_check(ctx: Context) -> Coroutine[Any, Any, None] | None:
+    """The verdict on today's spend, its read under way; None without
+    limits or a store."""
+    db, limits = ctx.platform.db, ctx.settings.budget
+    if db is None or not limits or ctx.user is None:
+        return None
+    now = ctx.cooling.wall()
+    return _budget_verdict(ctx, budget.check(db, limits, usage.day_of(now), ctx.user.id, now))
+
+
+async def _budget_verdict(ctx: Context, read: Awaitable[budget.Verdict]) -> None:
+    try:
+        verdict = await read
+    except DatabaseError as exc:
+        ctx.log["budget_error"] = f"read: {exc}"
+        return  # a failed store lets the request through, logged
+    if verdict.account is not None:
+        # Workers AI is not asked again today (the providers may be); this
+        # answer is refused unless a provider could have taken it.
+        ctx.log["budget"] = "account_limit"
+        assert verdict.account.resets_at is not None
+        ctx.cooling.exhaust(verdict.account.resets_at)
+        if not ctx.settings.providers:
+            raise verdict.account
+    if verdict.user is not None:
+        ctx.log["budget"] = "user_limit"
+        raise verdict.user
 
 
 def ai_options(ctx: Context, *, refresh: bool) -> dict[str, Any]:
@@ -204,7 +281,10 @@ def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
     """After a complete answer: store it in the cache and count it for
     ``/api/usage``, both in the background."""
     kv, outcome = ctx.platform.kv, answered.outcome
-    if kv is None or outcome.model is None or outcome.error is not None or outcome.client_gone:
+    if outcome.model is None or outcome.error is not None or outcome.client_gone:
+        return
+    _count_spend(ctx, outcome)
+    if kv is None:
         return
     if key is not None and outcome.model.provider is None:
         body = cache.keepable(answered.recording.body(), outcome)
@@ -226,3 +306,13 @@ def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
             request_id=ctx.request_id,
         )
     )
+
+
+def _count_spend(ctx: Context, outcome: Outcome) -> None:
+    """Adds a complete answer's cost to its user's day (``USAGE_DB``)."""
+    db, cost = ctx.platform.db, outcome.cost_usd()
+    if db is None or ctx.user is None or outcome.model is None or not cost:
+        return
+    spend = budget.spend_of(outcome.model, cost)
+    day = usage.day_of(ctx.cooling.wall())
+    ctx.platform.wait_until(budget.count(db, day, ctx.user.id, spend, ctx.request_id))

@@ -39,6 +39,7 @@ from js import (
     Uint8Array,
     WritableStream,
     clearTimeout,
+    crypto,
     scheduler,
     setTimeout,
 )
@@ -49,7 +50,7 @@ from workers import Request
 
 from edgechat.errors import UpstreamError, UpstreamMalformed, body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import TIMED_OUT, ClientGone, KvError, TimedOut
+from edgechat.ports import TIMED_OUT, ClientGone, DatabaseError, KeysError, KvError, TimedOut
 
 # One read takes up to this much of what has arrived. workerd detaches the
 # buffer a BYOB read fills and hands it back as ``result.value.buffer``
@@ -450,6 +451,83 @@ class BindingKv:
         return keys, None if done else page.get("cursor")
 
 
+class BindingD1:
+    """``ports.Database`` over a D1 binding: ``prepare(sql).bind(...)`` per
+    statement, all sent in one ``batch`` (one round trip, one transaction)."""
+
+    def __init__(self, binding: Any) -> None:
+        self._binding = _raw(binding)
+
+    def batch(
+        self, statements: list[tuple[str, list[Any]]]
+    ) -> Awaitable[list[list[dict[str, Any]]]]:
+        try:
+            prepared = [
+                self._binding.prepare(sql).bind(*params) if params else self._binding.prepare(sql)
+                for sql, params in statements
+            ]
+            # Under way from here; settles to ``[results]`` or to the reason
+            # and never rejects, so one that is never awaited (a cached
+            # answer needs no budget) is no unhandled rejection.
+            settled = self._binding.batch(to_js(prepared)).then(Array.of, Object)
+        except JsException as exc:
+            return _failed(DatabaseError(str(exc)))
+        return _rows(settled)
+
+
+async def _rows(settled: Any) -> list[list[dict[str, Any]]]:
+    outcome = await settled
+    if not Array.isArray(outcome):
+        raise DatabaseError(str(outcome))
+    return [list(result.results.to_py()) for result in outcome[0]]
+
+
+async def _failed(exc: Exception) -> Any:
+    raise exc
+
+
+# RS256 is RSASSA-PKCS1-v1_5 with SHA-256 (RFC 7518, section 3.3).
+_RS256 = {"name": "RSASSA-PKCS1-v1_5", "hash": "SHA-256"}
+_rs256_js: list[Any] = []  # the JS object of it, made on first use (not at import)
+
+
+def _rs256() -> Any:
+    if not _rs256_js:
+        _rs256_js.append(_js_object(_RS256))
+    return _rs256_js[0]
+
+
+# How long Access's keys endpoint may take before requests fail closed.
+KEYS_TIMEOUT_MS = 5000
+
+
+class WebCryptoVerifier:
+    """``ports.Verifier``: the runtime's ``fetch`` for Access's keys, and
+    WebCrypto (``crypto.subtle``) for their signatures."""
+
+    async def get(self, url: str) -> tuple[int, bytes]:
+        init = _js_object({"redirect": "manual", "signal": AbortSignal.timeout(KEYS_TIMEOUT_MS)})
+        try:
+            response = await js_fetch(url, init)
+            return int(response.status), bytes((await response.arrayBuffer()).to_bytes())
+        except JsException as exc:
+            raise KeysError(f"fetch failed: {exc}") from exc
+
+    async def import_rs256(self, jwk: dict[str, Any]) -> object:
+        try:
+            return await crypto.subtle.importKey(
+                "jwk", _js_object(jwk), _rs256(), False, to_js(["verify"])
+            )
+        except JsException as exc:
+            raise ValueError(f"key {jwk.get('kid')!r} cannot be imported: {exc}") from exc
+
+    async def verify_rs256(self, key: object, signed: bytes, signature: bytes) -> bool:
+        try:
+            return bool(await crypto.subtle.verify(_rs256(), key, to_js(signature), to_js(signed)))
+        except JsException:
+            return False
+
+
 class WorkerPlatform:
     """``ports.Platform`` for one request on the Workers runtime."""
 
@@ -463,10 +541,13 @@ class WorkerPlatform:
         client_signal = getattr(self._request, "signal", None)
         self.ai = BindingAi(env.AI, client_signal)
         self.fetch = BindingFetch(client_signal)
+        self.verifier = WebCryptoVerifier()
         limiter = getattr(env, "RATE_LIMITER", None)
         self.rate_limiter = BindingRateLimiter(limiter) if limiter is not None else None
         cache = getattr(env, "CACHE", None)
         self.kv = BindingKv(cache) if cache is not None else None
+        usage_db = getattr(env, "USAGE_DB", None)
+        self.db = BindingD1(usage_db) if usage_db is not None else None
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)

@@ -154,6 +154,44 @@ class KvError(Exception):
     """The KV store failed (a limit, an outage): the detail is for the log."""
 
 
+class Database(Protocol):
+    """A D1 database (``USAGE_DB``): SQL with ``?`` parameters."""
+
+    def batch(
+        self, statements: list[tuple[str, list[Any]]]
+    ) -> Awaitable[list[list[dict[str, Any]]]]:
+        """Sends the statements at once (the call is under way before it is
+        awaited), to run in order in one transaction; the awaitable gives
+        each one's rows, or raises ``DatabaseError``."""
+        ...
+
+
+class DatabaseError(Exception):
+    """The database failed (a limit, an outage): the detail is for the log."""
+
+
+class Verifier(Protocol):
+    """Cloudflare Access's signing keys and the runtime's WebCrypto, for
+    ``identity``: no signature is checked in Python."""
+
+    async def get(self, url: str) -> tuple[int, bytes]:
+        """GETs ``url`` (no redirect followed, a few seconds at most);
+        raises ``KeysError`` when no answer came."""
+        ...
+
+    async def import_rs256(self, jwk: dict[str, Any]) -> object:
+        """An RSA public key (a JWK) imported for RS256; raises ``ValueError``."""
+        ...
+
+    async def verify_rs256(self, key: object, signed: bytes, signature: bytes) -> bool:
+        """Whether ``signature`` is ``key``'s RSASSA-PKCS1-v1_5 SHA-256 over ``signed``."""
+        ...
+
+
+class KeysError(Exception):
+    """Access's keys endpoint gave no answer: the detail is for the log."""
+
+
 class Platform(Protocol):
     """One request's view of the runtime: its body, settings and bindings."""
 
@@ -165,6 +203,14 @@ class Platform(Protocol):
 
     @property
     def fetch(self) -> Fetch: ...
+
+    @property
+    def verifier(self) -> Verifier: ...
+
+    @property
+    def db(self) -> Database | None:
+        """The ``USAGE_DB`` database, when bound."""
+        ...
 
     @property
     def kv(self) -> Kv | None:

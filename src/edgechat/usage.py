@@ -17,7 +17,7 @@ from typing import Any
 from edgechat.models import Model
 from edgechat.ports import Kv, KvError
 
-__all__ = ["NEURONS_PER_USD", "count", "day_of", "read_day"]
+__all__ = ["NEURONS_PER_USD", "count", "day_of", "next_midnight", "read_day"]
 
 PREFIX = "usage:v1:"
 # Workers AI bills $0.011 per 1,000 Neurons, so a dollar at list price is
@@ -31,6 +31,13 @@ MAX_PAGES = 20
 
 def day_of(now: float | None = None) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
+
+
+def next_midnight(now: float) -> float:
+    """The next 00:00 UTC after ``now`` (epoch seconds), when Workers AI's
+    free allocation and edgechat's daily budgets reset. POSIX time has no
+    leap seconds, so every UTC day is 86,400 of its seconds."""
+    return (now // 86_400 + 1) * 86_400
 
 
 async def count(

@@ -128,6 +128,7 @@ async function refused(message, res) {
     message: typeof error.message === "string" ? error.message : "",
     retryAfter: Number.parseInt(res.headers.get("Retry-After") || "", 10) || undefined,
     categories: error.categories,
+    ...(typeof error.resets_at === "string" ? { resetsAt: error.resets_at } : {}),
   };
 }
 

@@ -279,6 +279,11 @@ function errorText(error = {}) {
   if (error.code === "content_refused") return t.refused(categoryNames(error.categories, t));
   const base = t.errors[error.code] || t.errors[error.status] || error.message || t.errors[500];
   if (error.offline) return t.offline;
+  // A daily limit says when it resets (00:00 UTC), shown in local time.
+  const resets = error.resetsAt ? new Date(error.resetsAt) : null;
+  if (resets && !Number.isNaN(resets.getTime())) {
+    return `${base} ${t.resetsAt(resets.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" }))}`;
+  }
   return error.retryAfter ? `${base} ${t.waitSeconds(error.retryAfter)}` : base;
 }
 

@@ -89,6 +89,7 @@ const en = {
   cancel: "Cancel",
   save: "Save",
   waitSeconds: (s) => `Try again in ${s >= 120 ? `${Math.round(s / 60)} min` : `${s} s`}.`,
+  resetsAt: (time) => `It resets at ${time} your time.`,
   errors: {
     400: "The request was not accepted.",
     401: "An API token is needed to chat.",
@@ -101,6 +102,7 @@ const en = {
     504: "The model took too long to answer.",
     model_busy: "The model is busy right now.",
     quota_exhausted: "Today's free model quota is used up.",
+    budget_exhausted: "Your daily budget is used up.",
     rate_limited: "Too many requests right now.",
     upstream_rate_limited: "The model is receiving too many requests.",
     upstream_timeout: "The model took too long to answer.",
@@ -200,6 +202,7 @@ const zh = {
   cancel: "取消",
   save: "保存",
   waitSeconds: (s) => `请 ${s >= 120 ? `${Math.round(s / 60)} 分钟` : `${s} 秒`}后再试。`,
+  resetsAt: (time) => `将于你的当地时间 ${time} 重置。`,
   errors: {
     400: "请求未被接受。",
     401: "需要 API 令牌才能聊天。",
@@ -212,6 +215,7 @@ const zh = {
     504: "模型响应超时。",
     model_busy: "模型正忙。",
     quota_exhausted: "今天的免费模型额度已用完。",
+    budget_exhausted: "你今天的额度已用完。",
     rate_limited: "请求太频繁。",
     upstream_rate_limited: "模型收到的请求太多。",
     upstream_timeout: "模型响应超时。",

@@ -114,6 +114,9 @@ def assert_error(response: httpx.Response, status: int, code: str, *markers: str
     assert set(body) == {"error"}, body
     # content_refused also names the hazard categories.
     extra = {"categories"} if code == "content_refused" else set()
+    # A used-up allocation or budget says when it resets.
+    daily = code in ("quota_exhausted", "budget_exhausted")
+    extra |= {"resets_at"} if daily and "resets_at" in body["error"] else set()
     assert set(body["error"]) == {"code", "message"} | extra, body
     assert body["error"]["code"] == code, body
     message = body["error"]["message"]

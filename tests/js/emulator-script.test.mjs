@@ -86,6 +86,34 @@ test("error rule: thrown before any byte, even for stream calls, and logged", as
   assert.equal(io.log[0].aborted, false);
 });
 
+test("account used_up: every model, Llama Guard included, throws the allocation's code before any rule", async () => {
+  for (const code of [3036, 4006]) {
+    const io = memoryIo({ script: { account: { allocation: "used_up", code }, rules: [{ json: { response: "never" } }] } });
+    const ai = new Ai(io);
+    for (const model of [GLM, LLAMA, KIMI, "@cf/meta/llama-guard-3-8b"]) {
+      await assert.rejects(ai.run(model, { ...user("a"), stream: true }), (e) => {
+        assert.equal(e.message, `${code}: You have used up your daily free allocation of 10,000 neurons.`);
+        return true;
+      });
+    }
+    assert.deepEqual(
+      io.log.map((call) => call.error.slice(0, 4)),
+      [String(code), String(code), String(code), String(code)],
+    );
+  }
+  const bad = new Ai(memoryIo({ script: { account: { allocation: "plenty" }, rules: [] } }));
+  await assert.rejects(bad.run(GLM, user("a")), /`account` must be like/);
+});
+
+test("queued_ms: with rejectIfBusy the call fails at once with 3040; without, it waits in the queue", mocked, async (t) => {
+  mockTimers(t);
+  const { io, ai } = scripted([{ queued_ms: 5000, json: { response: "after the queue" } }]);
+  await assert.rejects(ai.run(GLM, user("a"), { rejectIfBusy: true }), /^Error: 3040: Capacity/);
+  assert.equal(io.log[0].options.rejectIfBusy, true);
+  const answer = await settlesAfter(t, 5000, ai.run(GLM, user("a")), "the answer after queued_ms 5000");
+  assert.deepEqual(answer, { response: "after the queue" });
+});
+
 test("json rule: returned as-is, even when stream was asked", async () => {
   const body = { id: "x", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: "ok" } }] };
   const { io, ai } = scripted([{ json: body }]);

@@ -257,6 +257,23 @@ describe("streamAnswer: what a /chat stream leaves in the message", () => {
     });
   });
 
+  test("a daily limit refused: the reset time it names is kept", async () => {
+    const spent = await read(() =>
+      Response.json(
+        { error: { code: "budget_exhausted", message: "Spent.", resets_at: "2026-12-03T00:00:00Z" } },
+        { status: 429, headers: { "Retry-After": "3600" } },
+      ),
+    );
+    assert.deepEqual(spent.error, {
+      code: "budget_exhausted",
+      status: 429,
+      message: "Spent.",
+      retryAfter: 3600,
+      categories: undefined,
+      resetsAt: "2026-12-03T00:00:00Z",
+    });
+  });
+
   test("a connection that fails: offline before any text, cut off after some", async () => {
     const offline = await read(() => Promise.reject(new TypeError("Failed to fetch")));
     assert.equal(offline.status, "error");

@@ -23,7 +23,11 @@ class Promised(NamedTuple):
 
 BINDING_ERRORS: dict[int, Promised] = {
     3040: Promised(503, "model_busy", True, True),  # out of capacity
-    3036: Promised(429, "quota_exhausted", True, True),  # daily free allocation used up
+    # The account's daily free allocation is used up: every Workers AI model
+    # answers the same, so no other model of the chain is asked (only the
+    # providers' own APIs, when configured).
+    3036: Promised(429, "quota_exhausted", True, False),
+    4006: Promised(429, "quota_exhausted", True, False),  # not in the table; seen in practice
     3021: Promised(429, "upstream_rate_limited", True, False),  # per-minute rate reached
     3007: Promised(504, "upstream_timeout", False, True),  # timeout
     3008: Promised(504, "upstream_timeout", False, True),  # aborted

@@ -10,13 +10,19 @@ runtime would. Upstream byte streams in both wire formats come from
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import json
 import math
+import sqlite3
 import time
 from collections.abc import Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from edgechat import cache
 from edgechat.answer import Answer, CheckAnswer, Sources
@@ -27,7 +33,16 @@ from edgechat.deadlines import Deadlines
 from edgechat.errors import PayloadTooLarge, UpstreamError
 from edgechat.framing import Framing
 from edgechat.models import Model, Usage, find
-from edgechat.ports import TIMED_OUT, ClientGone, KvError, Sink, Streams, TimedOut
+from edgechat.ports import (
+    TIMED_OUT,
+    ClientGone,
+    DatabaseError,
+    KeysError,
+    KvError,
+    Sink,
+    Streams,
+    TimedOut,
+)
 from edgechat.requests import ChatRequest, Message
 from tests.kit import upstream as wire
 
@@ -635,6 +650,72 @@ class FakeKv:
         return keys, str(after) if after < len(names) else None
 
 
+class FakeDb:
+    """``ports.Database`` over CPython's SQLite (D1 is SQLite): each batch
+    one transaction; ``fail`` makes every batch raise ``DatabaseError``."""
+
+    def __init__(self) -> None:
+        self.connection = sqlite3.connect(":memory:", isolation_level=None)
+        self.connection.row_factory = sqlite3.Row
+        self.fail = False
+        self.batches: list[list[str]] = []
+
+    async def batch(self, statements: list[tuple[str, list[Any]]]) -> list[list[dict[str, Any]]]:
+        self.batches.append([sql for sql, _ in statements])
+        if self.fail:
+            raise DatabaseError("D1_ERROR: the test says so")
+        results = []
+        self.connection.execute("BEGIN")
+        try:
+            for sql, params in statements:
+                rows = self.connection.execute(sql, params).fetchall()
+                results.append([dict(row) for row in rows])
+        except sqlite3.Error as exc:
+            # D1 reports SQLite's own message ("no such table: spend").
+            self.connection.execute("ROLLBACK")
+            raise DatabaseError(f"D1_ERROR: {exc}") from exc
+        self.connection.execute("COMMIT")
+        return results
+
+
+class FakeVerifier:
+    """``ports.Verifier`` with real RS256 (``cryptography``, as WebCrypto
+    would): ``answers`` are what Access's keys endpoint gives, one per
+    fetch, the last one again; an exception is a fetch that got no answer."""
+
+    def __init__(self, *answers: tuple[int, bytes] | Exception) -> None:
+        self.answers = list(answers) or [KeysError("no keys endpoint in this test")]
+        self.fetched: list[str] = []
+        self.verifications = 0
+
+    async def get(self, url: str) -> tuple[int, bytes]:
+        self.fetched.append(url)
+        answer = self.answers.pop(0) if len(self.answers) > 1 else self.answers[0]
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    async def import_rs256(self, jwk: dict[str, Any]) -> object:
+        try:
+            numbers = rsa.RSAPublicNumbers(_jwk_int(jwk["e"]), _jwk_int(jwk["n"]))
+            return numbers.public_key()
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ValueError("not an RSA public key") from exc
+
+    async def verify_rs256(self, key: object, signed: bytes, signature: bytes) -> bool:
+        assert isinstance(key, rsa.RSAPublicKey)
+        self.verifications += 1
+        try:
+            key.verify(signature, signed, padding.PKCS1v15(), hashes.SHA256())
+        except InvalidSignature:
+            return False
+        return True
+
+
+def _jwk_int(text: str) -> int:
+    return int.from_bytes(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4)), "big")
+
+
 @dataclass
 class FakePlatform:
     """``ports.Platform`` for one request: ``[vars]``, a body and the bindings."""
@@ -649,6 +730,8 @@ class FakePlatform:
     body_reads: list[int] = field(default_factory=list)
     kv: FakeKv | None = None
     fetch: FakeFetch = field(default_factory=FakeFetch)
+    verifier: FakeVerifier = field(default_factory=lambda: FakeVerifier())
+    db: FakeDb | None = None
     # What the request left to run after its reply (``wait_until``).
     background: list[asyncio.Future[None]] = field(default_factory=list)
 

@@ -294,6 +294,7 @@ def test_chat_streams_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
         "request_id": request_id,
         "route": "/chat",
         "method": "POST",
+        "user": "anonymous",
         "model": GLM_ID,
         "prompt_tokens": 20,
         "completion_tokens": 2,
@@ -366,7 +367,8 @@ def test_chat_with_the_configured_token() -> None:
     )
     assert reply.status == 200
     # A verified token chooses the rate-limit bucket.
-    assert limiter.keys == ["token:" + hashlib.sha256(b"tok-123").hexdigest()[:32]]
+    # The key's user (API_TOKEN is the key api_token) chooses the bucket.
+    assert limiter.keys == ["user:" + hashlib.sha256(b"key:api_token").hexdigest()[:32]]
 
 
 def test_chat_rate_limits_by_client_ip() -> None:

@@ -169,7 +169,13 @@ MALFORMED = public(
 
 
 def error_event(error: UpstreamError) -> Event:
-    return Event("error", public(error.code, error.public_message, error.retryable))
+    data = public(error.code, error.public_message, error.retryable)
+    resets_at = getattr(error, "resets_at", None)
+    if resets_at is not None:
+        # A used-up allocation says when it resets: the next 00:00 UTC.
+        assert resets_at % 86_400 == 0
+        data["resets_at"] = time.strftime("%Y-%m-%dT00:00:00Z", time.gmtime(resets_at))
+    return Event("error", data)
 
 
 USAGE = usage(12, 3)

@@ -51,6 +51,7 @@ GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
 KEY = "sk-provider-SECRET-7f3a"
 OTHER_KEY = "sk-moonshot-SECRET-91bb"
 HELLO = openai_stream(("content", "Hi!"), usage=usage(20, 2))
+NATIVE_HELLO = native_stream("Hi", usage=usage(20, 1))
 BUSY = from_binding_error("3040: Capacity temporarily exceeded")
 QUOTA = from_binding_error("3036: daily allocation used")
 HANG_S = 5.0
@@ -363,14 +364,29 @@ def test_a_busy_model_cools_for_its_retry_after() -> None:
     assert not cooling.is_cooling(GLM)
 
 
-def test_a_model_out_of_quota_cools_for_an_hour() -> None:
-    clock = Clock()
-    cooling = Cooling(clock)
+def test_a_used_up_allocation_keeps_workers_ai_out_until_midnight_utc() -> None:
+    clock, wall = Clock(), Clock()
+    wall.now = 1_795_000_000.0 - 86_400 + 10  # ten seconds into a UTC day
+    cooling = Cooling(clock, wall)
+    midnight = (wall.now // 86_400 + 1) * 86_400
+    assert cooling.allocation_resets() is None
     cooling.mark(KIMI, QUOTA)
-    clock.now += 3599
-    assert cooling.is_cooling(KIMI)
-    clock.now += 1
+    # The account's allocation, not one model: none cools by itself, and the
+    # reset is the next 00:00 UTC whatever the Retry-After said.
     assert not cooling.is_cooling(KIMI)
+    assert cooling.allocation_resets() == midnight
+    wall.now = midnight - 1
+    assert cooling.allocation_resets() == midnight
+    wall.now = midnight
+    assert cooling.allocation_resets() is None
+
+
+def test_a_provider_s_quota_marks_nothing() -> None:
+    wall = Clock()
+    cooling = Cooling(Clock(), wall)
+    provider = Provider("zhipu", "https://example.test/v4", "glm-4.7-flash", "k", None, None)
+    cooling.mark(provider.model, QUOTA)
+    assert cooling.allocation_resets() is None
 
 
 def test_the_binding_s_retry_after_counts() -> None:
@@ -470,6 +486,54 @@ def test_providers_come_after_the_chain_in_their_order() -> None:
     assert done["fallback_from"] == GLM.id
     assert done["cost_usd"] is None  # no prices configured
     assert parsed.meta["model"] == "moonshot/kimi-k2.6"
+
+
+@pytest.mark.parametrize("code", [3036, 4006])
+def test_a_used_up_allocation_goes_straight_to_the_providers(code: int) -> None:
+    ai = FakeAi({GLM.id: from_binding_error(f"{code}: used up your daily free allocation")})
+    fetch = FakeFetch([FetchReply(200, HELLO)])
+    cooling = Cooling()
+    parsed = pumped(session_for(ai, TWO, fetch=fetch, cooling=cooling))
+    # Llama, next in the chain, would answer the same: it is not asked.
+    assert ai.models_called == [GLM.id]
+    assert parsed.final.data["model"] == "zhipu/glm-4.7-flash"
+    assert cooling.allocation_resets() is not None
+    # The next request asks no Workers AI model at all.
+    again = FakeAi({})
+    pumped(session_for(again, TWO, fetch=FakeFetch([FetchReply(200, HELLO)]), cooling=cooling))
+    assert again.models_called == []
+
+
+def test_a_used_up_allocation_without_providers_is_one_429_until_midnight() -> None:
+    ai = FakeAi({GLM.id: QUOTA, LLAMA.id: NATIVE_HELLO})
+    wall = [1_795_000_000.0 + 3600]  # one hour into a UTC day
+    cooling = Cooling(wall=lambda: wall[0])
+    exc = opened_error(session_for(ai, settings(), cooling=cooling))
+    assert isinstance(exc, UpstreamQuotaExhausted)
+    assert ai.models_called == [GLM.id]
+    midnight = (wall[0] // 86_400 + 1) * 86_400
+    assert exc.headers() == {"Retry-After": str(int(midnight - wall[0]))}
+    assert exc.to_json()["error"]["resets_at"].endswith("T00:00:00Z")
+    # Later requests are refused the same way without a call, until midnight.
+    later = FakeAi({GLM.id: HELLO})
+    wall[0] = midnight - 10
+    refused = opened_error(session_for(later, settings(), cooling=cooling))
+    assert isinstance(refused, UpstreamQuotaExhausted)
+    assert refused.headers() == {"Retry-After": "10"}
+    assert later.models_called == []
+    wall[0] = midnight
+    pumped(session_for(later, settings(), cooling=cooling))
+    assert later.models_called == [GLM.id]
+
+
+def test_reject_if_busy_only_while_a_later_candidate_exists() -> None:
+    ai = FakeAi({GLM.id: BUSY, LLAMA.id: NATIVE_HELLO})
+    pumped(session_for(ai, settings()))
+    assert [call.options for call in ai.calls] == [{"rejectIfBusy": True}, {}]
+    # The last of the chain queues for capacity rather than fail.
+    alone = FakeAi({LLAMA.id: NATIVE_HELLO})
+    pumped(session_for(alone, settings(), chosen=LLAMA))
+    assert [call.options for call in alone.calls] == [{}]
 
 
 def test_providers_only_when_given() -> None:
@@ -739,14 +803,17 @@ def test_an_image_request_is_not_sent_to_a_provider_that_cannot_see() -> None:
 def test_cooldown_max_s_caps_the_skip_and_0_turns_it_off() -> None:
     now = [100.0]
     cooling = Cooling(clock=lambda: now[0])
-    quota = UpstreamQuotaExhausted(detail="3036", binding_code=3036)  # Retry-After 3600
-    cooling.mark(GLM, quota, 60)
+    busy = UpstreamBusy(detail="3040", binding_code=3040, retry_after=3600)
+    cooling.mark(GLM, busy, 60)
     now[0] += 59
     assert cooling.is_cooling(GLM)
     now[0] += 2
     assert not cooling.is_cooling(GLM)
-    cooling.mark(GLM, quota, 0)
+    cooling.mark(GLM, busy, 0)
     assert not cooling.is_cooling(GLM)
+    # 0 keeps no memory of a used-up allocation either: each request asks.
+    cooling.mark(GLM, UpstreamQuotaExhausted(detail="3036", binding_code=3036), 0)
+    assert cooling.allocation_resets() is None
     assert Settings.from_mapping({"COOLDOWN_MAX_S": "0"}).cooldown_max_s == 0
     assert Settings().cooldown_max_s == 3600
     with pytest.raises(ValueError, match="COOLDOWN_MAX_S"):

@@ -569,7 +569,32 @@ function checkScript(script) {
   if (typeof script !== "object" || Array.isArray(script) || !Array.isArray(script.rules)) {
     throw new Error('edgechat emulator script: expected an object like {"rules": [...]}');
   }
+  const account = script.account;
+  if (account !== undefined && (account?.allocation !== "used_up" || ![3036, 4006].includes(account.code ?? 3036))) {
+    throw new Error('edgechat emulator script: `account` must be like {"allocation": "used_up", "code": 3036 or 4006}');
+  }
   return script;
+}
+
+// An account whose daily free allocation is used up: the allocation is
+// account-wide, so every model answers the same, before anything else is
+// looked at. Cloudflare's errors page lists 3036 "Account limited" (HTTP 429,
+// https://developers.cloudflare.com/workers-ai/platform/errors/); projects
+// in the wild report 4006 with the same message (OmniRoute #6980, Mail-Otter #88).
+function allocationError(script) {
+  if (script?.account === undefined) return null;
+  const code = script.account.code ?? 3036;
+  return apiError(code, "You have used up your daily free allocation of 10,000 neurons.");
+}
+
+// A rule's model at capacity (`queued_ms`): the call waits in the capacity
+// queue, unless the caller asked `rejectIfBusy`, which fails at once with
+// 3040 (https://developers.cloudflare.com/changelog/post/2026-09-17-reject-if-busy/).
+function queueWait(rule, options) {
+  const queued = delayOf(rule?.queued_ms);
+  if (queued === 0) return 0;
+  if (options?.rejectIfBusy === true) throw apiError(3040, "Capacity temporarily exceeded, please try again.");
+  return queued;
 }
 
 /** A call's pending timers and stall waits, woken all at once when it stops. */
@@ -697,6 +722,8 @@ export class Ai {
     try {
       if (signal?.aborted) throw abortReason(signal);
       const script = await this._script();
+      const usedUp = allocationError(script);
+      if (usedUp) throw usedUp;
       // A model id outside MODELS is known only if a rule names it exactly.
       const named = !!script?.rules.some((r) => r?.match?.model === model);
       if (!(model in MODELS) && !named) {
@@ -726,8 +753,9 @@ export class Ai {
         };
         signal.addEventListener("abort", onAbort, { once: true });
       }
-      // `delay_ms` on the rule (or in its reply): a wait before the rule acts.
-      const ruleDelay = delayOf(rule?.delay_ms) + delayOf(rule?.reply?.delay_ms);
+      // `delay_ms` on the rule (or in its reply): a wait before the rule acts;
+      // `queued_ms`: the same wait, as a queue for capacity.
+      const ruleDelay = delayOf(rule?.delay_ms) + delayOf(rule?.reply?.delay_ms) + queueWait(rule, options);
       const waitRuleDelay = async () => {
         if (ruleDelay > 0) await stopper.sleep(ruleDelay);
         if (signal?.aborted) throw abortReason(signal);

@@ -1,0 +1,155 @@
+"""Daily budgets (``budget``), over SQLite as D1 runs it, and through ``app.handle``:
+the read runs beside the model call, a refusal aborts it, counts add up."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from edgechat import app, budget
+from edgechat.candidates import Cooling
+from edgechat.errors import BudgetExhausted, UpstreamQuotaExhausted
+from edgechat.http import Incoming
+from edgechat.models import find
+from edgechat.usage import NEURONS_PER_USD, day_of
+
+from .fakes import FakeAi, FakeDb, FakePlatform, FakeSink, openai_stream, usage
+
+GLM = find("glm")
+assert GLM is not None
+DAY = "2026-12-02"
+NOON = 1_795_000_000.0 - 1_795_000_000.0 % 86_400 + 43_200
+
+
+def run(coro: Any) -> Any:
+    return asyncio.run(coro)
+
+
+def test_counts_add_up_per_user_and_for_the_account() -> None:
+    db = FakeDb()
+    for user, usd in (("key:a", 0.5), ("key:a", 0.25), ("key:b", 1.0)):
+        run(budget.count(db, DAY, user, budget.spend_of(GLM, usd), "r"))
+    rows = db.connection.execute("SELECT user, requests, usd FROM spend ORDER BY user").fetchall()
+    assert [tuple(row) for row in rows] == [("*", 3, 1.75), ("key:a", 2, 0.75), ("key:b", 1, 1.0)]
+    neurons = db.connection.execute("SELECT neurons FROM spend WHERE user = '*'").fetchone()[0]
+    assert neurons == pytest.approx(1.75 * NEURONS_PER_USD)
+
+
+def test_a_provider_s_answer_costs_dollars_but_no_neurons() -> None:
+    provider = budget.spend_of(GLM, 1.0)
+    assert provider.neurons > 0
+    from edgechat.providers import Provider
+
+    model = Provider("acme", "https://acme.example/v1", "m", "k", 1.0, 1.0).model
+    assert budget.spend_of(model, 1.0) == budget.Spend(1.0, 0.0)
+
+
+def test_the_check_refuses_past_a_limit_until_midnight() -> None:
+    db = FakeDb()
+    run(budget.count(db, DAY, "key:a", budget.spend_of(GLM, 0.10), "r"))
+    limits = budget.Limits(user_usd=0.10, account_neurons=20_000)
+    verdict = run(budget.check(db, limits, DAY, "key:a", NOON))
+    assert isinstance(verdict.user, BudgetExhausted)
+    assert verdict.user.headers() == {"Retry-After": str(43_200)}
+    assert verdict.user.to_json()["error"]["resets_at"].endswith("T00:00:00Z")
+    assert verdict.account is None  # 9,091 Neurons of 20,000
+    other = run(budget.check(db, limits, DAY, "key:b", NOON))
+    assert other == budget.Verdict()
+    # Another day starts afresh; the account limit counts everyone.
+    assert run(budget.check(db, limits, "2026-12-03", "key:a", NOON)) == budget.Verdict()
+    run(budget.count(db, DAY, "key:b", budget.spend_of(GLM, 0.15), "r"))
+    account = run(budget.check(db, limits, DAY, "key:c", NOON)).account
+    assert isinstance(account, UpstreamQuotaExhausted)
+    assert account.status == 429
+
+
+def test_neurons_limit_a_user_too() -> None:
+    db = FakeDb()
+    run(budget.count(db, DAY, "anonymous", budget.Spend(0.0, 500.0), "r"))
+    verdict = run(budget.check(db, budget.Limits(user_neurons=500), DAY, "anonymous", NOON))
+    assert verdict.user is not None
+
+
+def test_limits_are_read_from_vars() -> None:
+    from edgechat.config import Settings
+
+    s = Settings.from_mapping(
+        {"USER_DAILY_USD": "0.5", "USER_DAILY_NEURONS": "2000", "DAILY_NEURON_LIMIT": "10000"}
+    )
+    assert s.budget == budget.Limits(0.5, 2000, 10_000)
+    assert not Settings().budget
+    for var in ("USER_DAILY_USD", "USER_DAILY_NEURONS", "DAILY_NEURON_LIMIT"):
+        with pytest.raises(ValueError, match=var):
+            Settings.from_mapping({var: "-1"})
+
+
+# --- through app.handle -------------------------------------------------------------
+
+BODY = json.dumps({"messages": [{"role": "user", "content": "Hi"}]}).encode()
+HEADERS = {"content-type": "application/json", "authorization": "Bearer tok-0123456789abcdef"}
+
+
+def platform(db: FakeDb, ai: FakeAi | None = None, **vars: str) -> FakePlatform:
+    hello = openai_stream(("content", "Hi!"), usage=usage(1000, 1000))
+    return FakePlatform(
+        vars={"API_KEYS": "ann:tok-0123456789abcdef", **vars},
+        body=BODY,
+        ai=ai or FakeAi({GLM.id: hello}),
+        db=db,
+    )
+
+
+def serve(where: FakePlatform, cooling: Cooling | None = None) -> tuple[int, bytes]:
+    async def go() -> tuple[int, bytes]:
+        request = Incoming("POST", "/chat", "https://chat.example", HEADERS)
+        reply = await app.handle(request, where, cooling=cooling)
+        sink = FakeSink()
+        if reply.stream is not None:
+            await reply.stream(sink)
+        await where.settle()
+        return reply.status, reply.body or sink.body
+
+    return asyncio.run(go())
+
+
+def test_an_answer_is_counted_and_the_next_one_refused_once_over_budget() -> None:
+    db = FakeDb()
+    status, _ = serve(platform(db, USER_DAILY_USD="0.0001"))
+    assert status == 200
+    row = db.connection.execute("SELECT usd FROM spend WHERE user = 'key:ann'").fetchone()
+    assert row[0] == pytest.approx((1000 * 0.06 + 1000 * 0.40) / 1e6)
+    ai = FakeAi({GLM.id: openai_stream(("content", "never"))})
+    status, body = serve(platform(db, ai, USER_DAILY_USD="0.0001"))
+    assert status == 429
+    assert json.loads(body)["error"]["code"] == "budget_exhausted"
+    # The model call started with the read, and was aborted by the refusal.
+    assert [call.model_id for call in ai.calls] == [GLM.id]
+    assert all(call.cancelled or call.abandoned for call in ai.calls)
+
+
+def test_past_the_account_limit_workers_ai_is_not_asked_again_today() -> None:
+    db = FakeDb()
+    run(budget.count(db, day_of(), "key:x", budget.Spend(0.0, 10_000.0), "r"))
+    cooling = Cooling()
+    ai = FakeAi({GLM.id: openai_stream(("content", "never"))})
+    status, body = serve(platform(db, ai, DAILY_NEURON_LIMIT="10000"), cooling)
+    assert status == 429
+    assert json.loads(body)["error"]["code"] == "quota_exhausted"
+    assert cooling.allocation_resets() is not None
+    later = FakeAi({})
+    status, _ = serve(platform(db, later, DAILY_NEURON_LIMIT="10000"), cooling)
+    assert status == 429
+    assert later.calls == []
+
+
+def test_a_failing_store_lets_the_request_through(capsys: pytest.CaptureFixture[str]) -> None:
+    db = FakeDb()
+    db.fail = True
+    status, _ = serve(platform(db, USER_DAILY_USD="0.0001"))
+    assert status == 200
+    out = capsys.readouterr().out
+    assert '"budget_error":"read: D1_ERROR' in out
+    assert '"budget_error": "count: D1_ERROR' in out
