@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
-from edgechat import guards, openai_api, pipeline, usage
+from edgechat import guards, openai_api, pipeline, presets, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -48,6 +48,11 @@ async def limits(ctx: Context) -> Reply:
     return json_reply(200, ctx.settings.limits.to_json())
 
 
+async def api_presets(ctx: Context) -> Reply:
+    # The page offers these when a conversation starts; their prompts stay here.
+    return json_reply(200, presets.presets_json(ctx.settings.presets))
+
+
 async def page(ctx: Context) -> Reply:
     # The page is a static asset served before the Worker runs; reaching here
     # means it is missing from the deployment.
@@ -74,7 +79,9 @@ async def chat(ctx: Context) -> Reply:
     settings = ctx.settings
     cors = _cors(ctx)
     body = await _body(ctx, guards.check_token(ctx.request, settings))
-    request = parse_chat_request(body, settings.limits, settings.models, settings.default_model)
+    request = parse_chat_request(
+        body, settings.limits, settings.models, settings.default_model, settings.presets
+    )
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
 
 
@@ -135,6 +142,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/chat": {"POST": chat, "OPTIONS": preflight},
     "/api/models": {"GET": models},
     "/api/limits": {"GET": limits},
+    "/api/presets": {"GET": api_presets},
     "/api/usage": {"GET": api_usage},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},

@@ -125,6 +125,8 @@ class ChatRequest:
     # /chat conversations go under the operator's SYSTEM_PROMPT; OpenAI API
     # callers bring their own system messages.
     server_prompt: bool = True
+    # A preset's system prompt, in place of the operator's SYSTEM_PROMPT.
+    preset_prompt: str | None = None
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not
@@ -147,7 +149,8 @@ class ChatRequest:
         """What the binding is sent for ``model`` (a fallback switches shape
         with the model): the conversation as chat messages, under
         ``system_prompt`` for ``/chat``, and the generation parameters."""
-        messages = [{"role": "system", "content": system_prompt}] if self.server_prompt else []
+        prompt = self.preset_prompt or system_prompt
+        messages = [{"role": "system", "content": prompt}] if self.server_prompt else []
         messages += [m.wire() for m in self.messages]
         inputs: dict[str, Any] = {"messages": messages, "stream": True}
         if model.wire_format is WireFormat.OPENAI:

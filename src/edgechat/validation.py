@@ -12,7 +12,12 @@ the model lookup.
 Accepted ``/chat`` body::
 
     {"messages": [{"role": "user" | "assistant", "content": str}, ...],
-     "model": str?, "temperature": number?, "max_tokens": int?, "reasoning": bool?}
+     "model": str?, "temperature": number?, "max_tokens": int?, "reasoning": bool?,
+     "preset": str?}
+
+A ``preset`` names one of the operator's presets (``presets.py``): its system
+prompt replaces ``SYSTEM_PROMPT``, its model and temperature apply unless the
+body gives its own.
 
 ``null`` for an optional field means "not given". Unknown fields are refused,
 so a typo (``max_token``) is an error instead of a silently ignored setting.
@@ -33,17 +38,22 @@ from edgechat import json_body
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
 from edgechat.models import Model, allowed_models, lookup
+from edgechat.presets import Preset
 from edgechat.requests import PARAMS, ChatRequest, Limits, Message, OpenAIRequest, Role
 
 __all__ = ["body_cap", "parse_chat_request", "parse_openai_request"]
 
-_FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
+_FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning", "preset")
 _FIELD_SET = frozenset(_FIELDS)
 _MESSAGE_FIELD_SET = frozenset(("role", "content"))
 
 
 def parse_chat_request(
-    body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
+    body: bytes,
+    limits: Limits,
+    allowed_models: Sequence[str],
+    default_model: str,
+    presets: Sequence[Preset] = (),
 ) -> ChatRequest:
     """Validate a ``/chat`` body; raises only ``PayloadTooLarge`` or ``BadRequest``."""
     data = _json_object(body, limits, body_cap(limits, allowed_models))
@@ -54,15 +64,35 @@ def parse_chat_request(
     images = _Images(limits)
     messages = _messages(data.get("messages"), limits, images)
     images.check_body(len(body))
+    preset = _preset(data.get("preset"), presets)
+    model, temperature = data.get("model"), _temperature(data.get("temperature"))
+    if preset is not None:
+        model = preset.model if model is None else model
+        temperature = preset.temperature if temperature is None else temperature
     request = ChatRequest(
         messages=messages,
-        model=_model(data.get("model"), allowed_models, default_model),
-        temperature=_temperature(data.get("temperature")),
+        model=_model(model, allowed_models, default_model),
+        temperature=temperature,
         max_tokens=_max_tokens(data.get("max_tokens"), limits),
         reasoning=_reasoning(data.get("reasoning")),
+        preset_prompt=None if preset is None else preset.system_prompt,
     )
     _check_fit(request, allowed_models)
     return request
+
+
+def _preset(value: Any, presets: Sequence[Preset]) -> Preset | None:
+    if value is None:
+        return None
+    found = next((p for p in presets if p.name == value), None) if type(value) is str else None
+    if found is None:
+        names = ", ".join(p.name for p in presets)
+        raise BadRequest(
+            public=f"preset must name one of this deployment's presets ({names})."
+            if names
+            else "preset is not accepted: this deployment has no presets."
+        )
+    return found
 
 
 def body_cap(limits: Limits, allowed: Sequence[str]) -> int:

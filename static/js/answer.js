@@ -21,6 +21,7 @@ export async function answer(conversation, { fresh = false } = {}) {
   renderSidebar();
   renderConversation();
   const { body, headers } = await request(history, alias, sees, fresh);
+  if (conversation.preset) body.preset = conversation.preset;
   let frame = 0;
   const onText = () => {
     frame ||= requestAnimationFrame(() => {

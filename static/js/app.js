@@ -19,6 +19,7 @@ import { copyCode, followScroll, renderConversation } from "./conversation.js";
 import { ui } from "./dom.js";
 import { applyStrings, saveLang, strings } from "./i18n.js";
 import { exportAll, exportJson, exportMarkdown, importFile } from "./import-export.js";
+import { loadPresets } from "./presets.js";
 import { closeOnBackdrop, openSearch, runSearch, searchKey } from "./search-dialog.js";
 import { closeSidebar, newChat, renderSidebar, toggleSidebar } from "./sidebar.js";
 import { MODEL_KEY, state, store, THINK_KEY } from "./state.js";
@@ -116,5 +117,5 @@ for (const c of store.conversations) {
 }
 if (!store.current && store.conversations.length) store.select(store.sorted()[0].id);
 applyLang();
-loadModels();
+loadModels().then(loadPresets);
 ui.input.focus();

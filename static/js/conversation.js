@@ -5,6 +5,7 @@ import { isSendKey, modelLabel, picture } from "./composer.js";
 import { button, el, ui } from "./dom.js";
 import { categoryNames } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
+import { renderPresets } from "./presets.js";
 import { state, store } from "./state.js";
 import { addVersion, dropVersion, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
 
@@ -23,6 +24,7 @@ export function renderConversation() {
   });
   ui.empty.hidden = articles.length > 0;
   ui.messages.replaceChildren(ui.empty, ...articles);
+  renderPresets();
   state.stick = true;
   scrollDown();
 }

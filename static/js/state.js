@@ -15,6 +15,7 @@ export const state = {
   lang,
   t: strings(lang),
   models: [],
+  presets: [], // the operator's, from /api/presets
   limits: null, // null until read, or unreadable
   limitsReady: Promise.resolve(),
   active: null, // {controller, conversation, message}
