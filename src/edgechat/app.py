@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
-from edgechat import guards, openai_api, pipeline, presets, usage
+from edgechat import documents, guards, openai_api, pipeline, presets, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -82,6 +82,7 @@ async def chat(ctx: Context) -> Reply:
     request = parse_chat_request(
         body, settings.limits, settings.models, settings.default_model, settings.presets
     )
+    request = await documents.attach(ctx.platform.ai, request, settings.limits, settings.models)
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
 
 
@@ -91,7 +92,8 @@ async def completions(ctx: Context) -> Reply:
     cors = _cors(ctx)
     body = await _body(ctx, guards.check_api_token(ctx.request, settings))
     parsed = parse_openai_request(body, settings.limits, settings.models, settings.default_model)
-    request, created = parsed.chat, int(time.time())
+    request = await documents.attach(ctx.platform.ai, parsed.chat, settings.limits, settings.models)
+    created = int(time.time())
     facts = (ctx.request_id, request.model, request.max_tokens)
     if not parsed.stream:
         whole = openai_api.CompletionFraming(*facts, created=created)

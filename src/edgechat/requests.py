@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
+from edgechat.documents import DocumentFile, document_url_size
 from edgechat.images import data_url_size
 from edgechat.models import Model, WireFormat
 
@@ -49,6 +50,11 @@ class Limits:
     max_image_bytes: int = 3 << 20
     # Nesting of arrays and objects in a JSON body.
     max_json_depth: int = 32
+    # Documents per request (the whole conversation), each one's decoded
+    # size, and their tokens together once converted.
+    max_documents: int = 2
+    max_document_bytes: int = 2 << 20
+    max_document_tokens: int = 32_000
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():
@@ -63,12 +69,16 @@ class Limits:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def body_cap(self, vision: bool) -> int:
-        """The most a body may hold: ``max_body_bytes`` of text, and where a
-        model can see, exactly what ``max_images`` images of the largest
-        size take on top (their data URLs)."""
+        """The most a body may hold: ``max_body_bytes`` of text, what
+        ``max_documents`` documents of the largest size take as data URLs,
+        and where a model can see, exactly what ``max_images`` images of the
+        largest size take on top."""
+        documents = self.max_documents * document_url_size(self.max_document_bytes)
         if not vision:
-            return self.max_body_bytes
-        return self.max_body_bytes + self.max_images * data_url_size(self.max_image_bytes)
+            return self.max_body_bytes + documents
+        return (
+            self.max_body_bytes + documents + self.max_images * data_url_size(self.max_image_bytes)
+        )
 
 
 class Param(NamedTuple):
@@ -106,9 +116,18 @@ class Message:
     # A user message with images: its text and image parts in their order
     # (``content`` is then the text alone, for limits, logs and moderation).
     parts: tuple[dict[str, Any], ...] = ()
+    # A user message's documents as sent (``documents.py``), and once
+    # converted their text, which the model reads before the message's own.
+    documents: tuple[DocumentFile, ...] = ()
+    attached: str = ""
 
     def wire(self) -> dict[str, Any]:
         content: Any = list(self.parts) if self.parts else self.content
+        if self.attached:
+            if self.parts:
+                content = [{"type": "text", "text": self.attached}, *content]
+            else:
+                content = f"{self.attached}\n\n{self.content}".rstrip()
         return {"role": self.role, "content": content, **self.extra}
 
 

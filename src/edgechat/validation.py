@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from edgechat import json_body
+from edgechat.documents import DocumentFile, check_file_part
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
 from edgechat.models import Model, allowed_models, lookup
@@ -115,14 +116,27 @@ def _check_fit(request: ChatRequest, allowed: Sequence[str]) -> None:
 
 
 class _Images:
-    """The images of one request, counted against the limits as they are read."""
+    """The images and documents of one request, counted against the limits
+    as they are read."""
 
-    __slots__ = ("_limits", "count", "url_chars")
+    __slots__ = ("_limits", "count", "documents", "url_chars")
 
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
         self.count = 0
+        self.documents = 0
         self.url_chars = 0
+
+    def document(self, part: Any, where: str) -> DocumentFile:
+        checked = check_file_part(part, where, self._limits.max_document_bytes)
+        self.documents += 1
+        if self.documents > self._limits.max_documents:
+            raise BadRequest(
+                public=f"The conversation has more than {self._limits.max_documents} documents "
+                "(MAX_DOCUMENTS)."
+            )
+        self.url_chars += checked.url_chars
+        return checked
 
     def part(self, part: Any, where: str) -> dict[str, Any]:
         checked = check_image_part(part, where, self._limits.max_image_bytes)
@@ -143,34 +157,38 @@ class _Images:
 
 def _content(
     value: Any, where: str, images: _Images | None
-) -> tuple[str, tuple[dict[str, Any], ...]]:
+) -> tuple[str, tuple[dict[str, Any], ...], tuple[DocumentFile, ...]]:
     """A message's content: a string, or a non-empty list of text parts and,
-    where ``images`` counts them (user messages), image parts. Returns the
-    text (parts joined by newlines) and, when there are images, the parts."""
+    where ``images`` counts them (user messages), image and file parts.
+    Returns the text (parts joined by newlines), the parts when there are
+    images, and the documents."""
     if type(value) is str:
-        return value, ()
-    kinds = "text and image parts" if images is not None else "text parts"
+        return value, (), ()
+    kinds = "text, image and file parts" if images is not None else "text parts"
     if type(value) is not list or not value:
         raise BadRequest(public=f"{where} must be a string or a non-empty list of {kinds}.")
     texts: list[str] = []
     parts: list[dict[str, Any]] = []
+    documents: list[DocumentFile] = []
     for index, part in enumerate(value):
         at = f"{where}[{index}]"
         kind = part.get("type") if type(part) is dict else None
         if kind == "image_url" and images is not None:
             parts.append(images.part(part, at))
+        elif kind == "file" and images is not None:
+            documents.append(images.document(part, at))
         elif kind == "text" and type(part.get("text")) is str and part.keys() <= {"type", "text"}:
             texts.append(part["text"])
             parts.append({"type": "text", "text": part["text"]})
         else:
             raise BadRequest(public=f'{at} must be a text part {{"type": "text", "text": "..."}}.')
     has_images = any(p["type"] == "image_url" for p in parts)
-    return "\n".join(texts), tuple(parts) if has_images else ()
+    return "\n".join(texts), tuple(parts) if has_images else (), tuple(documents)
 
 
 def _json_object(body: bytes, limits: Limits, cap: int) -> dict[str, Any]:
-    # Over the text cap with no image in it: refused before it is parsed.
-    if len(body) > cap or (len(body) > limits.max_body_bytes and b"data:image/" not in body):
+    # Over the text cap with no image or document in it: refused before it is parsed.
+    if len(body) > cap or (len(body) > limits.max_body_bytes and b'"data:' not in body):
         limit = cap if len(body) > cap else limits.max_body_bytes
         raise body_too_large(limit, detail=f"body of {len(body)} bytes")
     data = json_body.loads(
@@ -227,17 +245,19 @@ def _messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...
         if role != "user" and role != "assistant":
             raise BadRequest(public=f'{where}.role must be "user" or "assistant".')
         value = item.get("content")
+        documents: tuple[DocumentFile, ...] = ()
         if role == "user" and type(value) is list:
-            content, parts = _content(value, f"{where}.content", images)
+            content, parts, documents = _content(value, f"{where}.content", images)
         elif type(value) is str:
             content, parts = value, ()
         else:
             raise BadRequest(
                 public=f"{where}.content must be a string"
-                + (" or a list of text and image parts." if role == "user" else ".")
+                + (" or a list of text, image and file parts." if role == "user" else ".")
             )
-        total = _count_text(content, f"{where}.content", total, limits, may_be_empty=bool(parts))
-        messages.append(Message(role=role, content=content, parts=parts))
+        attachments = bool(parts or documents)
+        total = _count_text(content, f"{where}.content", total, limits, may_be_empty=attachments)
+        messages.append(Message(role=role, content=content, parts=parts, documents=documents))
     if messages[-1].role != "user":
         raise BadRequest(public="The last message must come from the user.")
     return tuple(messages)
@@ -395,23 +415,30 @@ def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Messa
             extra["name"] = name
         value = item.get("content")
         parts: tuple[dict[str, Any], ...] = ()
+        documents: tuple[DocumentFile, ...] = ()
         if value is None:
             content = ""
         else:
             counter = images if role == "user" else None
-            content, parts = _content(value, f"{where}.content", counter)
+            content, parts, documents = _content(value, f"{where}.content", counter)
         # An assistant turn that only called tools has no text.
         total = _count_text(
             content,
             f"{where}.content",
             total,
             limits,
-            may_be_empty=tool_calls is not None or bool(parts),
+            may_be_empty=tool_calls is not None or bool(parts or documents),
         )
         # Workers AI's models know "system"; "developer" is the newer OpenAI name for it.
         wire_role: Role = "system" if role == "developer" else role
         messages.append(
-            Message(role=wire_role, content=content, extra=MappingProxyType(extra), parts=parts)
+            Message(
+                role=wire_role,
+                content=content,
+                extra=MappingProxyType(extra),
+                parts=parts,
+                documents=documents,
+            )
         )
     return tuple(messages)
 
@@ -573,6 +600,9 @@ _FIELD_NAMES = frozenset(
         "text",
         "image_url",
         "url",
+        "file",
+        "filename",
+        "file_data",
         "detail",
         "id",
         "function",

@@ -146,11 +146,11 @@ def test_unknown_fields_are_refused_without_naming_them() -> None:
         ),
         (
             [{"role": "user"}],
-            "messages[0].content must be a string or a list of text and image parts.",
+            "messages[0].content must be a string or a list of text, image and file parts.",
         ),
         (
             [{"role": "user", "content": None}],
-            "messages[0].content must be a string or a list of text and image parts.",
+            "messages[0].content must be a string or a list of text, image and file parts.",
         ),
         (
             [{"role": "user", "content": ["a"]}],

@@ -17,6 +17,7 @@
 //   io.appendLog(obj) -> record one finished call
 //   io.delayMs()      -> milliseconds between generated tokens (0 = none)
 //   io.now()          -> epoch ms (optional, defaults to Date.now)
+import { convertDocument } from "./documents.mjs";
 import { imageInfo } from "./images.mjs";
 
 /**
@@ -40,6 +41,9 @@ export const MODELS = Object.freeze({
   },
   "@cf/meta/llama-guard-3-8b": { format: "guard", thinks: false },
 });
+
+/** The model name `toMarkdown` calls are logged and scripted under. */
+export const TO_MARKDOWN = "toMarkdown";
 
 /** Pixels per side of the square tile that costs one prompt token of an image. */
 export const IMAGE_TILE_PX = 28;
@@ -734,6 +738,38 @@ export class Ai {
       const aborted = !!signal?.aborted;
       finish({ aborted, error: messageOf(err) });
       throw err;
+    }
+  }
+
+  /**
+   * Same contract as `env.AI.toMarkdown`: one {name, blob} or a list, one
+   * ConversionResult or a list (documents.mjs). Logged as a call of model
+   * "toMarkdown"; only rules that name that model apply (`error`, `json`).
+   */
+  async toMarkdown(files) {
+    const list = Array.isArray(files) ? files : [files];
+    const record = { model: TO_MARKDOWN, inputs: { files: [] }, error: null, t_start: this._now(), t_end: null };
+    try {
+      const read = await Promise.all(
+        list.map(async (f) => ({ name: String(f?.name), bytes: new Uint8Array(await f.blob.arrayBuffer()) })),
+      );
+      record.inputs.files = read.map(({ name, bytes }) => ({ name, bytes: bytes.length }));
+      const script = await this._script();
+      const named = script && { rules: script.rules.map((r) => (r?.match?.model === TO_MARKDOWN ? r : null)) };
+      const rule = this._pickRule(named, TO_MARKDOWN, {});
+      if (rule && typeof rule.error === "string") throw new Error(rule.error);
+      const results =
+        rule && "json" in rule
+          ? rule.json
+          : await Promise.all(read.map(({ name, bytes }) => convertDocument(name, bytes, countTokens)));
+      record.results = jsonSafe(results);
+      return Array.isArray(files) || !Array.isArray(results) ? results : results[0];
+    } catch (err) {
+      record.error = messageOf(err);
+      throw err;
+    } finally {
+      record.t_end = this._now();
+      this._log(record);
     }
   }
 

@@ -60,6 +60,9 @@ export class Ai {
     const result = await this.#inner.run(model, inputs, options);
     return result instanceof ReadableStream ? systemStream(result) : result;
   }
+  toMarkdown(files) {
+    return this.#inner.toMarkdown(files);
+  }
 }
 
 async function makeAi(log) {
