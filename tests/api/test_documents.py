@@ -158,7 +158,8 @@ def test_too_many_tokens_is_refused_naming_the_limit(server: Server, client: htt
         r"\(MAX_DOCUMENT_TOKENS\)\.",
         message,
     )
-    assert found is not None and int(found.group(1)) > 400, message
+    assert found is not None, message
+    assert int(found.group(1)) > 400, message
     assert [c["model"] for c in server.ai.wait_for_calls(1)] == ["toMarkdown"]
 
 
