@@ -26,7 +26,12 @@ from edgechat.errors import (
 from edgechat.http import Incoming, Reply, error_reply, json_reply
 from edgechat.models import catalog_json
 from edgechat.ports import KvError, Platform
-from edgechat.validation import body_cap, parse_chat_request, parse_openai_request
+from edgechat.validation import (
+    body_cap,
+    parse_chat_request,
+    parse_document,
+    parse_openai_request,
+)
 
 __all__ = ["ROUTES", "Cooling", "SettingsOnce", "handle"]
 
@@ -102,6 +107,16 @@ async def completions(ctx: Context) -> Reply:
     return await pipeline.answer(ctx, request, chunks, cors)
 
 
+async def api_documents(ctx: Context) -> Reply:
+    """``POST /api/documents``: one file part checked and converted as
+    ``/chat`` would, and what the page shows of it (its tokens)."""
+    settings = ctx.settings
+    _cors(ctx)
+    body = await _body(ctx, guards.check_token(ctx.request, settings))
+    file = parse_document(body, settings.limits)
+    return json_reply(200, await documents.describe(ctx.platform.ai, file, settings.limits))
+
+
 async def v1_models(ctx: Context) -> Reply:
     guards.check_api_token(ctx.request, ctx.settings)
     return json_reply(200, openai_api.models_json(ctx.settings.models))
@@ -145,6 +160,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/models": {"GET": models},
     "/api/limits": {"GET": limits},
     "/api/presets": {"GET": api_presets},
+    "/api/documents": {"POST": api_documents, "OPTIONS": preflight},
     "/api/usage": {"GET": api_usage},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},

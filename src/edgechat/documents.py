@@ -49,6 +49,7 @@ __all__ = [
     "DocumentFile",
     "attach",
     "check_file_part",
+    "describe",
     "document_url_size",
     "estimate_tokens",
 ]
@@ -232,17 +233,29 @@ async def attach(
     if not files:
         return request
     texts = await _texts(ai, files)
-    tokens = sum(count for _, count in texts.values())
-    if tokens > limits.max_document_tokens:
-        raise BadRequest(
-            public=f"The documents are about {tokens} tokens; this deployment takes at most "
-            f"{limits.max_document_tokens} (MAX_DOCUMENT_TOKENS)."
-        )
+    tokens = _counted(sum(count for _, count in texts.values()), limits)
     window = request.model.context_window
     if tokens + request.max_tokens > window:
         raise BadRequest(public=_too_long(tokens, request, allowed))
     messages = tuple(_with_text(message, texts) for message in request.messages)
     return dataclasses.replace(request, messages=messages)
+
+
+async def describe(ai: Ai, file: DocumentFile, limits: Limits) -> dict[str, Any]:
+    """What the page shows of one document before it is sent: its name,
+    type, size and tokens, or the refusal it would get."""
+    texts = await _texts(ai, [file])
+    tokens = _counted(texts[file.where][1], limits)
+    return {"name": file.name, "type": file.kind, "bytes": len(file.data), "tokens": tokens}
+
+
+def _counted(tokens: int, limits: Limits) -> int:
+    if tokens > limits.max_document_tokens:
+        raise BadRequest(
+            public=f"The documents are about {tokens} tokens; this deployment takes at most "
+            f"{limits.max_document_tokens} (MAX_DOCUMENT_TOKENS)."
+        )
+    return tokens
 
 
 def _too_long(tokens: int, request: ChatRequest, allowed: Sequence[str]) -> str:

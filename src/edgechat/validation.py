@@ -35,14 +35,14 @@ from types import MappingProxyType
 from typing import Any
 
 from edgechat import json_body
-from edgechat.documents import DocumentFile, check_file_part
+from edgechat.documents import DocumentFile, check_file_part, document_url_size
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
 from edgechat.models import Model, allowed_models, lookup
 from edgechat.presets import Preset
 from edgechat.requests import PARAMS, ChatRequest, Limits, Message, OpenAIRequest, Role
 
-__all__ = ["body_cap", "parse_chat_request", "parse_openai_request"]
+__all__ = ["body_cap", "parse_chat_request", "parse_document", "parse_openai_request"]
 
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning", "preset")
 _FIELD_SET = frozenset(_FIELDS)
@@ -94,6 +94,12 @@ def _preset(value: Any, presets: Sequence[Preset]) -> Preset | None:
             else "preset is not accepted: this deployment has no presets."
         )
     return found
+
+
+def parse_document(body: bytes, limits: Limits) -> DocumentFile:
+    """A ``POST /api/documents`` body: one file part, as in a message."""
+    cap = limits.max_body_bytes + document_url_size(limits.max_document_bytes)
+    return check_file_part(_json_object(body, limits, cap), "file", limits.max_document_bytes)
 
 
 def body_cap(limits: Limits, allowed: Sequence[str]) -> int:

@@ -2,6 +2,7 @@
 
 import { answer } from "./answer.js";
 import { isSendKey, modelLabel, picture } from "./composer.js";
+import { documentChip } from "./documents.js";
 import { button, el, ui } from "./dom.js";
 import { categoryNames } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
@@ -77,10 +78,10 @@ function showVersion(message, step) {
 
 function resend(message, text) {
   const conversation = store.current;
-  if (state.active || !conversation || (!text.trim() && !message.images?.length)) return;
+  if (state.active || !conversation || (!text.trim() && !message.images?.length && !message.documents?.length)) return;
   const parent = parentOf(conversation, message);
   if (!parent) return;
-  addVersion(parent, { role: "user", content: text, images: message.images });
+  addVersion(parent, { role: "user", content: text, images: message.images, documents: message.documents });
   state.stick = true;
   answer(conversation);
   ui.input.focus();
@@ -116,6 +117,12 @@ function messageView(conversation, message, isLast) {
       const row = el("div", "thumbs");
       row.append(...message.images.map(picture));
       root.append(row);
+    }
+    if (message.documents?.length) {
+      const chips = el("ul", "doc-chips");
+      chips.setAttribute("aria-label", state.t.attached);
+      chips.append(...message.documents.map((doc) => documentChip(doc)));
+      root.append(chips);
     }
     root.append(view.bubble, view.actions);
     renderActions(view);

@@ -22,6 +22,7 @@ export const state = {
   pendingRetry: null,
   stick: true, // follows the newest text
   pending: [], // images for the next question
+  docs: [], // documents for the next question, described by the server
   encoding: 0, // of them, still being encoded
   attaching: Promise.resolve(),
   problem: null, // why one was not attached: [key of t, arg]

@@ -203,3 +203,26 @@ def test_the_openai_client_sends_a_file_part(server: Server, v1: openai.OpenAI) 
             ],
         )
     assert "is not a PDF" in json.dumps(caught.value.body)
+
+
+def test_the_page_learns_a_documents_tokens_before_sending_it(
+    server: Server, client: httpx.Client
+) -> None:
+    server.ai.reset()
+    data = xlsx([["fruit", "count"], ["apple", "3"]])
+    response = client.post("/api/documents", json=file_part("fruit.xlsx", XLSX, data))
+    assert response.status_code == 200
+    assert response.json() == {
+        "name": "fruit.xlsx",
+        "type": XLSX,
+        "bytes": len(data),
+        "tokens": response.json()["tokens"],
+    }
+    assert response.json()["tokens"] > 0
+    (call,) = server.ai.wait_for_calls(1)
+    assert call["model"] == "toMarkdown"
+    assert call["results"][0]["tokens"] == response.json()["tokens"]
+    bad = client.post("/api/documents", json=file_part("x.pdf", PDF, b"no"))
+    assert_error(bad, 400, "invalid_request")
+    assert bad.json()["error"]["message"] == "file is not a PDF: its bytes say otherwise."
+    assert client.get("/api/documents").status_code == 405
