@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
-from edgechat import documents, guards, openai_api, pipeline, presets, usage
+from edgechat import documents, guards, openai_api, pipeline, presets, speech, usage
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -23,11 +23,12 @@ from edgechat.errors import (
     NotFound,
     StoreUnavailable,
 )
-from edgechat.http import Incoming, Reply, error_reply, json_reply
+from edgechat.http import API_HEADERS, Incoming, Reply, error_reply, json_reply
 from edgechat.models import catalog_json
 from edgechat.ports import KvError, Platform
 from edgechat.validation import (
     body_cap,
+    json_object,
     parse_chat_request,
     parse_document,
     parse_openai_request,
@@ -117,6 +118,30 @@ async def api_documents(ctx: Context) -> Reply:
     return json_reply(200, await documents.describe(ctx.platform.ai, file, settings.limits))
 
 
+async def api_speech(ctx: Context) -> Reply:
+    """``POST /api/speech``: Markdown read aloud, as MP3."""
+    _cors(ctx)
+    body = await _body(ctx, guards.check_token(ctx.request, ctx.settings))
+    limits = ctx.settings.limits
+    text, lang = speech.parse_speech(json_object(body, limits), limits.max_speech_chars)
+    return _audio(ctx, await speech.speak(ctx.platform.ai, text, lang, {}))
+
+
+async def v1_speech(ctx: Context) -> Reply:
+    """``POST /v1/audio/speech``: the same in OpenAI's shape."""
+    _cors(ctx)
+    body = await _body(ctx, guards.check_api_token(ctx.request, ctx.settings))
+    limits = ctx.settings.limits
+    text, lang = speech.parse_openai_speech(json_object(body, limits), limits.max_speech_chars)
+    return _audio(ctx, await speech.speak(ctx.platform.ai, text, lang, {}))
+
+
+def _audio(ctx: Context, data: bytes) -> Reply:
+    ctx.log["audio_bytes"] = len(data)
+    headers = {**API_HEADERS, "Content-Type": "audio/mpeg", "Cache-Control": "no-store"}
+    return Reply(200, {**headers, **ctx.reply_headers}, data)
+
+
 async def v1_models(ctx: Context) -> Reply:
     guards.check_api_token(ctx.request, ctx.settings)
     return json_reply(200, openai_api.models_json(ctx.settings.models))
@@ -161,9 +186,11 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/limits": {"GET": limits},
     "/api/presets": {"GET": api_presets},
     "/api/documents": {"POST": api_documents, "OPTIONS": preflight},
+    "/api/speech": {"POST": api_speech, "OPTIONS": preflight},
     "/api/usage": {"GET": api_usage},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},
+    "/v1/audio/speech": {"POST": v1_speech, "OPTIONS": preflight},
     "/healthz": {"GET": healthz},
 }
 

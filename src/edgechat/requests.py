@@ -55,6 +55,8 @@ class Limits:
     max_documents: int = 2
     max_document_bytes: int = 2 << 20
     max_document_tokens: int = 32_000
+    # Characters one request may have read aloud (/api/speech).
+    max_speech_chars: int = 2_000
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():

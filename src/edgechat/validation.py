@@ -42,7 +42,13 @@ from edgechat.models import Model, allowed_models, lookup
 from edgechat.presets import Preset
 from edgechat.requests import PARAMS, ChatRequest, Limits, Message, OpenAIRequest, Role
 
-__all__ = ["body_cap", "parse_chat_request", "parse_document", "parse_openai_request"]
+__all__ = [
+    "body_cap",
+    "json_object",
+    "parse_chat_request",
+    "parse_document",
+    "parse_openai_request",
+]
 
 _FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning", "preset")
 _FIELD_SET = frozenset(_FIELDS)
@@ -94,6 +100,11 @@ def _preset(value: Any, presets: Sequence[Preset]) -> Preset | None:
             else "preset is not accepted: this deployment has no presets."
         )
     return found
+
+
+def json_object(body: bytes, limits: Limits) -> dict[str, Any]:
+    """Any other JSON body: an object within ``max_body_bytes`` and the JSON rules."""
+    return _json_object(body, limits, limits.max_body_bytes)
 
 
 def parse_document(body: bytes, limits: Limits) -> DocumentFile:

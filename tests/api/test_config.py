@@ -80,6 +80,7 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_documents": 2,
         "max_document_bytes": 2 << 20,
         "max_document_tokens": 32_000,
+        "max_speech_chars": 2_000,
     }
 
 

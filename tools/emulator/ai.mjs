@@ -17,6 +17,7 @@
 //   io.appendLog(obj) -> record one finished call
 //   io.delayMs()      -> milliseconds between generated tokens (0 = none)
 //   io.now()          -> epoch ms (optional, defaults to Date.now)
+import { base64Of, speechMp3 } from "./audio.mjs";
 import { convertDocument } from "./documents.mjs";
 import { imageInfo } from "./images.mjs";
 
@@ -40,6 +41,8 @@ export const MODELS = Object.freeze({
     vision: "image",
   },
   "@cf/meta/llama-guard-3-8b": { format: "guard", thinks: false },
+  // https://developers.cloudflare.com/workers-ai/models/melotts/: {prompt, lang} -> {audio: base64 MP3}.
+  "@cf/myshell-ai/melotts": { format: "tts", thinks: false },
 });
 
 /** The model name `toMarkdown` calls are logged and scripted under. */
@@ -659,6 +662,10 @@ export class Ai {
       }
       validateInputs(inputs);
       const guard = MODELS[model]?.format === "guard";
+      const tts = MODELS[model]?.format === "tts";
+      if (tts && (typeof inputs.prompt !== "string" || inputs.prompt.length < 1)) {
+        throw apiError(5006, "Error: required properties at '/' are 'prompt'");
+      }
       if (guard && !Array.isArray(inputs.messages)) {
         throw apiError(3003, "Incomplete request: Llama Guard classifies `messages`, not `prompt`");
       }
@@ -703,6 +710,13 @@ export class Ai {
       let steps;
       let body = null;
       let bodyDelay = 0;
+      if (tts && !(rule && "chunks" in rule)) {
+        // One MP3, whether or not a stream was asked; its length follows the text.
+        await this._wait(stopper, ruleDelay + delay);
+        if (signal?.aborted) throw abortReason(signal);
+        finish();
+        return { audio: base64Of(speechMp3(inputs.prompt, inputs.lang ?? "en")) };
+      }
       if (rule && "chunks" in rule) {
         steps = stepsForChunks(rule.chunks);
       } else if (guard) {
