@@ -7,6 +7,7 @@ import { button, el, ui } from "./dom.js";
 import { categoryNames } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
 import { renderPresets } from "./presets.js";
+import { isReading, readAloud, readingLabel, stopReading } from "./speech.js";
 import { state, store } from "./state.js";
 import { addVersion, dropVersion, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
 
@@ -193,6 +194,14 @@ function renderActions(view) {
   }
   if (m.role === "user" && !busy) {
     parts.push(button("btn-small btn-ghost action", t.edit, () => startEdit(view), t.editMessage));
+  }
+  if (m.role === "assistant" && m.status !== "streaming" && m.content && !view.answer?.hidden) {
+    const read = button("btn-small btn-ghost action", readingLabel(m), () => {
+      if (isReading(m)) stopReading();
+      else readAloud(m, () => views.get(m) && renderActions(views.get(m)));
+    });
+    read.setAttribute("aria-pressed", String(isReading(m)));
+    parts.push(read);
   }
   if (m.role === "assistant" && view.isLast && !busy && (m.status === "done" || m.status === "stopped")) {
     parts.push(button("btn-small btn-ghost action", t.regenerate, () => regenerate()));
