@@ -11,7 +11,16 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
-from edgechat import documents, guards, openai_api, pipeline, presets, speech, usage
+from edgechat import (
+    documents,
+    guards,
+    openai_api,
+    pipeline,
+    presets,
+    speech,
+    transcription,
+    usage,
+)
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -136,6 +145,44 @@ async def v1_speech(ctx: Context) -> Reply:
     return _audio(ctx, await speech.speak(ctx.platform.ai, text, lang, {}))
 
 
+async def api_transcribe(ctx: Context) -> Reply:
+    """``POST /api/transcribe``: the recorded audio as the body; its
+    language, when known, as ``Content-Language`` (``en`` or ``zh``)."""
+    _cors(ctx)
+    token = guards.check_token(ctx.request, ctx.settings)
+    data = await _audio_body(ctx, token, 0)
+    limits = ctx.settings.limits
+    transcription.check_audio(data, "The audio", limits.max_audio_bytes, limits.max_audio_seconds)
+    spoken = transcription.language(ctx.request.headers.get("content-language"))
+    return json_reply(200, await transcription.transcribe(ctx.platform.ai, data, spoken))
+
+
+async def v1_transcriptions(ctx: Context) -> Reply:
+    """``POST /v1/audio/transcriptions``: OpenAI's multipart form."""
+    _cors(ctx)
+    token = guards.check_api_token(ctx.request, ctx.settings)
+    body = await _audio_body(ctx, token, 64 << 10)
+    limits = ctx.settings.limits
+    form = transcription.parse_form(ctx.request.headers.get("content-type", ""), body)
+    data = form["file"]
+    transcription.check_audio(data, "file", limits.max_audio_bytes, limits.max_audio_seconds)
+    spoken = transcription.language(form.get("language"))
+    result = await transcription.transcribe(ctx.platform.ai, data, spoken, form.get("prompt"))
+    if form["response_format"] == "text":
+        headers = {**API_HEADERS, "Content-Type": "text/plain; charset=utf-8"}
+        return Reply(200, {**headers, **ctx.reply_headers}, result["text"].encode())
+    if form["response_format"] == "verbose_json":
+        return json_reply(200, {"task": "transcribe", **result})
+    return json_reply(200, {"text": result["text"]})
+
+
+async def _audio_body(ctx: Context, token: str | None, extra: int) -> bytes:
+    """An audio upload's body, after the rate limit, within MAX_AUDIO_BYTES
+    (and ``extra`` bytes of form around it)."""
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(ctx.request, token))
+    return await ctx.platform.read_body(ctx.settings.limits.max_audio_bytes + extra)
+
+
 def _audio(ctx: Context, data: bytes) -> Reply:
     ctx.log["audio_bytes"] = len(data)
     headers = {**API_HEADERS, "Content-Type": "audio/mpeg", "Cache-Control": "no-store"}
@@ -187,10 +234,12 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/presets": {"GET": api_presets},
     "/api/documents": {"POST": api_documents, "OPTIONS": preflight},
     "/api/speech": {"POST": api_speech, "OPTIONS": preflight},
+    "/api/transcribe": {"POST": api_transcribe, "OPTIONS": preflight},
     "/api/usage": {"GET": api_usage},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},
     "/v1/audio/speech": {"POST": v1_speech, "OPTIONS": preflight},
+    "/v1/audio/transcriptions": {"POST": v1_transcriptions, "OPTIONS": preflight},
     "/healthz": {"GET": healthz},
 }
 

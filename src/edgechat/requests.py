@@ -57,6 +57,10 @@ class Limits:
     max_document_tokens: int = 32_000
     # Characters one request may have read aloud (/api/speech).
     max_speech_chars: int = 2_000
+    # Audio to transcribe: its bytes, and (read from a WAV's header, and
+    # where the page stops recording) its seconds.
+    max_audio_bytes: int = 4 << 20
+    max_audio_seconds: int = 120
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():

@@ -81,6 +81,8 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_document_bytes": 2 << 20,
         "max_document_tokens": 32_000,
         "max_speech_chars": 2_000,
+        "max_audio_bytes": 4 << 20,
+        "max_audio_seconds": 120,
     }
 
 

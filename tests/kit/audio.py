@@ -42,3 +42,21 @@ def read_mp3(data: bytes) -> Mp3:
         frames, samples, at = frames + 1, samples + 1152, at + length
     assert at == len(data), "the last frame is cut short"
     return Mp3(text.decode(), tags["TLAN"][1:].decode(), frames, samples / rate if rate else 0.0)
+
+
+def wav(seconds: float, rate: int = 16_000) -> bytes:
+    """A mono 16-bit PCM WAV of silence, ``seconds`` long (RIFF, "fmt ", "data")."""
+    samples = bytes(2 * round(seconds * rate))
+    fmt = (1).to_bytes(2, "little") + (1).to_bytes(2, "little") + rate.to_bytes(4, "little")
+    fmt += (2 * rate).to_bytes(4, "little") + (2).to_bytes(2, "little") + (16).to_bytes(2, "little")
+    chunks = b"fmt " + len(fmt).to_bytes(4, "little") + fmt
+    chunks += b"data" + len(samples).to_bytes(4, "little") + samples
+    return b"RIFF" + (4 + len(chunks)).to_bytes(4, "little") + b"WAVE" + chunks
+
+
+def emulated_transcript(data: bytes, kind: str) -> str:
+    """What the emulator's Whisper says of these bytes."""
+    import hashlib
+
+    digest = hashlib.sha256(data).hexdigest()[:8]
+    return f"Emulated transcript of {len(data)} bytes of {kind} audio, sha-256 {digest}."

@@ -17,7 +17,7 @@
 //   io.appendLog(obj) -> record one finished call
 //   io.delayMs()      -> milliseconds between generated tokens (0 = none)
 //   io.now()          -> epoch ms (optional, defaults to Date.now)
-import { base64Of, speechMp3 } from "./audio.mjs";
+import { base64Of, speechMp3, transcriptOf } from "./audio.mjs";
 import { convertDocument } from "./documents.mjs";
 import { imageInfo } from "./images.mjs";
 
@@ -43,6 +43,9 @@ export const MODELS = Object.freeze({
   "@cf/meta/llama-guard-3-8b": { format: "guard", thinks: false },
   // https://developers.cloudflare.com/workers-ai/models/melotts/: {prompt, lang} -> {audio: base64 MP3}.
   "@cf/myshell-ai/melotts": { format: "tts", thinks: false },
+  // https://developers.cloudflare.com/workers-ai/models/whisper-large-v3-turbo/:
+  // {audio: base64, language?, task?} -> {text, transcription_info: {language, duration, …}, …}.
+  "@cf/openai/whisper-large-v3-turbo": { format: "asr", thinks: false },
 });
 
 /** The model name `toMarkdown` calls are logged and scripted under. */
@@ -660,12 +663,17 @@ export class Ai {
       if (!(model in MODELS) && !named) {
         throw apiError(5007, `No such model ${model} or task`);
       }
-      validateInputs(inputs);
+      const asr = MODELS[model]?.format === "asr";
+      if (asr && typeof inputs?.audio !== "string") {
+        throw apiError(5006, "Error: required properties at '/' are 'audio'");
+      }
+      if (!asr) validateInputs(inputs);
       const guard = MODELS[model]?.format === "guard";
       const tts = MODELS[model]?.format === "tts";
       if (tts && (typeof inputs.prompt !== "string" || inputs.prompt.length < 1)) {
         throw apiError(5006, "Error: required properties at '/' are 'prompt'");
       }
+
       if (guard && !Array.isArray(inputs.messages)) {
         throw apiError(3003, "Incomplete request: Llama Guard classifies `messages`, not `prompt`");
       }
@@ -696,6 +704,14 @@ export class Ai {
         await waitRuleDelay();
         finish();
         return rule.json;
+      }
+      if (asr) {
+        // An undecodable input's real error code is unverified; 5006 is the binding's for bad input.
+        const result = await transcriptOf(topLevelImageBytes(inputs.audio) ?? new Uint8Array(), inputs.language);
+        if (!result) throw apiError(5006, "Error: the audio could not be decoded");
+        await waitRuleDelay();
+        finish();
+        return result;
       }
 
       const delay = this._delay();
