@@ -16,6 +16,7 @@ import {
   sendOnEnter,
 } from "./composer.js";
 import { copyCode, followScroll, renderConversation } from "./conversation.js";
+import { renderMic, toggleDictation } from "./dictation.js";
 import { ui } from "./dom.js";
 import { applyStrings, saveLang, strings } from "./i18n.js";
 import { exportAll, exportJson, exportMarkdown, importFile } from "./import-export.js";
@@ -38,6 +39,7 @@ function applyLang() {
   renderSidebar();
   renderConversation();
   renderTray();
+  renderMic();
   if (ui.searchDialog.open) runSearch();
 }
 
@@ -86,6 +88,7 @@ ui.menu.addEventListener("click", toggleSidebar);
 ui.backdrop.addEventListener("click", closeSidebar);
 
 ui.attach.addEventListener("click", () => ui.attachFile.click());
+ui.mic.addEventListener("click", toggleDictation);
 ui.attachFile.addEventListener("change", () => {
   attach(ui.attachFile.files);
   ui.attachFile.value = "";
