@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from edgechat import (
     documents,
@@ -129,20 +130,26 @@ async def api_documents(ctx: Context) -> Reply:
 
 async def api_speech(ctx: Context) -> Reply:
     """``POST /api/speech``: Markdown read aloud, as MP3."""
-    _cors(ctx)
-    body = await _body(ctx, guards.check_token(ctx.request, ctx.settings))
-    limits = ctx.settings.limits
-    text, lang = speech.parse_speech(json_object(body, limits), limits.max_speech_chars)
-    return _audio(ctx, await speech.speak(ctx.platform.ai, text, lang, {}))
+    return await _speak(ctx, guards.check_token(ctx.request, ctx.settings), speech.parse_speech)
 
 
 async def v1_speech(ctx: Context) -> Reply:
     """``POST /v1/audio/speech``: the same in OpenAI's shape."""
+    token = guards.check_api_token(ctx.request, ctx.settings)
+    return await _speak(ctx, token, speech.parse_openai_speech)
+
+
+async def _speak(
+    ctx: Context, token: str | None, parse: Callable[[Any, int], tuple[str, str]]
+) -> Reply:
     _cors(ctx)
-    body = await _body(ctx, guards.check_api_token(ctx.request, ctx.settings))
+    body = await _body(ctx, token)
     limits = ctx.settings.limits
-    text, lang = speech.parse_openai_speech(json_object(body, limits), limits.max_speech_chars)
-    return _audio(ctx, await speech.speak(ctx.platform.ai, text, lang, {}))
+    text, lang = parse(json_object(body, limits), limits.max_speech_chars)
+    data = await speech.speak(ctx.platform.ai, text, lang, {})
+    ctx.log["audio_bytes"] = len(data)
+    headers = {**API_HEADERS, "Content-Type": "audio/mpeg", "Cache-Control": "no-store"}
+    return Reply(200, {**headers, **ctx.reply_headers}, data)
 
 
 async def api_transcribe(ctx: Context) -> Reply:
@@ -181,12 +188,6 @@ async def _audio_body(ctx: Context, token: str | None, extra: int) -> bytes:
     (and ``extra`` bytes of form around it)."""
     await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(ctx.request, token))
     return await ctx.platform.read_body(ctx.settings.limits.max_audio_bytes + extra)
-
-
-def _audio(ctx: Context, data: bytes) -> Reply:
-    ctx.log["audio_bytes"] = len(data)
-    headers = {**API_HEADERS, "Content-Type": "audio/mpeg", "Cache-Control": "no-store"}
-    return Reply(200, {**headers, **ctx.reply_headers}, data)
 
 
 async def v1_models(ctx: Context) -> Reply:

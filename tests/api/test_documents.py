@@ -22,13 +22,12 @@ from tests.api.checks import (
     calls_before_a_later_request,
     post_chat,
 )
-from tests.api.conftest import ClientFactory, Server, ServerPool
+from tests.api.conftest import ClientFactory, Server, ServerPool, openai_client, token_client
 from tests.harness import EmulatorControl
 from tests.kit.documents import DOCX, PDF, XLSX, docx, file_part, pdf, xlsx, zip_bomb_docx
 
 TOKEN = "test-token-documents-3c"
 SETTINGS = {"API_TOKEN": TOKEN, "CACHE_MODE": "off", "MAX_DOCUMENT_TOKENS": "200"}
-AUTH = {"authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
@@ -38,9 +37,7 @@ def server(servers: ServerPool) -> Server:
 
 @pytest.fixture
 def client(server: Server, new_client: ClientFactory) -> httpx.Client:
-    made = new_client(server.url)
-    made.headers.update(AUTH)
-    return made
+    return token_client(new_client, server, TOKEN)
 
 
 def ask(*parts: dict[str, Any], text: str = "What does it say?") -> dict[str, Any]:
@@ -182,7 +179,7 @@ def test_a_failed_conversion_names_the_file_and_a_binding_error_maps(
 
 @pytest.fixture
 def v1(server: Server) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0) as made:
+    with openai_client(server, TOKEN) as made:
         yield made
 
 

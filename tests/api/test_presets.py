@@ -20,19 +20,10 @@ from tests.api.checks import (
     user,
 )
 from tests.api.conftest import ClientFactory, Server, ServerPool
+from tests.kit.presets import two_presets
 
 PROMPT = "You are the translator preset, marker-T4. Translate only."
-PRESETS = [
-    {
-        "name": "translator",
-        "title": {"en": "Translator", "zh": "翻译"},
-        "system_prompt": PROMPT,
-        "model": "llama",
-        "temperature": 0.2,
-        "greeting": {"en": "What shall I translate?", "zh": "要翻译什么。"},
-    },
-    {"name": "brief", "title": {"en": "Brief", "zh": "简短"}, "system_prompt": "Be brief."},
-]
+PRESETS = two_presets(PROMPT)
 SETTINGS = {"PRESETS": json.dumps(PRESETS), "SYSTEM_PROMPT": "Operator prompt."}
 
 

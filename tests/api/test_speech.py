@@ -12,12 +12,11 @@ import openai
 import pytest
 
 from tests.api.checks import assert_error, calls_before_a_later_request
-from tests.api.conftest import ClientFactory, Server, ServerPool
+from tests.api.conftest import ClientFactory, Server, ServerPool, openai_client, token_client
 from tests.kit.audio import read_mp3
 
 TOKEN = "test-token-speech-9a"
 SETTINGS = {"API_TOKEN": TOKEN, "MAX_SPEECH_CHARS": "300"}
-AUTH = {"authorization": f"Bearer {TOKEN}"}
 MELOTTS = "@cf/myshell-ai/melotts"
 
 
@@ -28,9 +27,7 @@ def server(servers: ServerPool) -> Server:
 
 @pytest.fixture
 def client(server: Server, new_client: ClientFactory) -> httpx.Client:
-    made = new_client(server.url)
-    made.headers.update(AUTH)
-    return made
+    return token_client(new_client, server, TOKEN)
 
 
 def test_an_answer_is_read_aloud_as_prose_in_its_language(
@@ -86,7 +83,7 @@ def test_speech_needs_the_token_when_one_is_set(server: Server, new_client: Clie
 
 @pytest.fixture
 def v1(server: Server) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0) as made:
+    with openai_client(server, TOKEN) as made:
         yield made
 
 

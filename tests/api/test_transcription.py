@@ -13,12 +13,11 @@ import openai
 import pytest
 
 from tests.api.checks import assert_error, calls_before_a_later_request
-from tests.api.conftest import ClientFactory, Server, ServerPool
+from tests.api.conftest import ClientFactory, Server, ServerPool, openai_client, token_client
 from tests.kit.audio import emulated_transcript, wav
 
 TOKEN = "test-token-transcribe-5e"
 SETTINGS = {"API_TOKEN": TOKEN, "MAX_AUDIO_BYTES": "200000", "MAX_AUDIO_SECONDS": "5"}
-AUTH = {"authorization": f"Bearer {TOKEN}"}
 WHISPER = "@cf/openai/whisper-large-v3-turbo"
 
 
@@ -29,9 +28,7 @@ def server(servers: ServerPool) -> Server:
 
 @pytest.fixture
 def client(server: Server, new_client: ClientFactory) -> httpx.Client:
-    made = new_client(server.url)
-    made.headers.update(AUTH)
-    return made
+    return token_client(new_client, server, TOKEN)
 
 
 def test_the_audio_is_transcribed_from_its_bytes(server: Server, client: httpx.Client) -> None:
@@ -95,7 +92,7 @@ def test_too_many_bytes_are_refused_while_reading(server: Server, client: httpx.
 
 @pytest.fixture
 def v1(server: Server) -> Iterator[openai.OpenAI]:
-    with openai.OpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0) as made:
+    with openai_client(server, TOKEN) as made:
         yield made
 
 

@@ -16,19 +16,10 @@ from playwright.sync_api import expect
 from tests.browser.conftest import Chat, Relay, chat_messages, next_client_address
 from tests.browser.test_accessibility import AXE, axe_violations
 from tests.harness import ROOT, EmulatorControl, start_runner
+from tests.kit.presets import two_presets
 
 PROMPT = "You are the translator preset, marker-B8."
-PRESETS = [
-    {
-        "name": "translator",
-        "title": {"en": "Translator", "zh": "翻译"},
-        "system_prompt": PROMPT,
-        "model": "llama",
-        "temperature": 0.2,
-        "greeting": {"en": "What shall I translate?", "zh": "要翻译什么。"},
-    },
-    {"name": "brief", "title": {"en": "Brief", "zh": "简短"}, "system_prompt": "Be brief."},
-]
+PRESETS = two_presets(PROMPT)
 LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8"
 
 
