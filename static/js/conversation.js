@@ -195,6 +195,10 @@ function renderActions(view) {
   if (m.role === "user" && !busy) {
     parts.push(button("btn-small btn-ghost action", t.edit, () => startEdit(view), t.editMessage));
   }
+  if (m.role === "assistant" && view.isLast && !busy && (m.status === "done" || m.status === "stopped")) {
+    parts.push(button("btn-small btn-ghost action", t.regenerate, () => regenerate()));
+  }
+  // Last, so Copy and Regenerate keep their places in the tab order.
   if (m.role === "assistant" && m.status !== "streaming" && m.content && !view.answer?.hidden) {
     const read = button("btn-small btn-ghost action", readingLabel(m), () => {
       if (isReading(m)) stopReading();
@@ -202,9 +206,6 @@ function renderActions(view) {
     });
     read.setAttribute("aria-pressed", String(isReading(m)));
     parts.push(read);
-  }
-  if (m.role === "assistant" && view.isLast && !busy && (m.status === "done" || m.status === "stopped")) {
-    parts.push(button("btn-small btn-ghost action", t.regenerate, () => regenerate()));
   }
   view.actions.replaceChildren(...parts);
 }
