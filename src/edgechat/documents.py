@@ -138,7 +138,7 @@ def check_file_part(part: Any, where: str, max_document_bytes: int) -> DocumentF
         )
     try:
         data = binascii.a2b_base64(text, strict_mode=True)
-    except binascii.Error:
+    except (binascii.Error, ValueError):  # ValueError: a character that is not ASCII
         raise BadRequest(public=f"{where}.file.file_data is not valid base64.") from None
     _check_bytes(data, kind, where)
     return DocumentFile(where, name, kind, data, len(url))

@@ -108,6 +108,13 @@ BAD: list[tuple[dict[str, Any], str]] = [
         "messages[0].content[1].file.file_data is not valid base64.",
     ),
     (
+        {
+            "type": "file",
+            "file": {"filename": "a.txt", "file_data": "data:text/plain;base64,AB\u00e9="},
+        },
+        "messages[0].content[1].file.file_data is not valid base64.",
+    ),
+    (
         file_part("fake.pdf", PDF, b"just some text, not a PDF"),
         "messages[0].content[1] is not a PDF: its bytes say otherwise.",
     ),
