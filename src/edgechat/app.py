@@ -7,11 +7,26 @@ answer is ``pipeline``'s.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
 
-from edgechat import budget, embeddings, guards, identity, openai_api, pipeline, responses, usage
+from edgechat import (
+    budget,
+    documents,
+    embeddings,
+    guards,
+    identity,
+    openai_api,
+    pipeline,
+    presets,
+    responses,
+    speech,
+    transcription,
+    usage,
+)
 from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
@@ -23,14 +38,16 @@ from edgechat.errors import (
     NotFound,
     StoreUnavailable,
 )
-from edgechat.http import Incoming, Reply, error_reply, json_reply
+from edgechat.http import API_HEADERS, Incoming, Reply, error_reply, json_reply
 from edgechat.identity import AccessKeys, User
 from edgechat.models import Model, catalog_json
 from edgechat.ports import DatabaseError, KvError, Platform
 from edgechat.requests import Limits, OpenAIRequest
 from edgechat.validation import (
     body_cap,
+    json_object,
     parse_chat_request,
+    parse_document,
     parse_embeddings_request,
     parse_openai_request,
     parse_responses_request,
@@ -54,6 +71,11 @@ async def models(ctx: Context) -> Reply:
 async def limits(ctx: Context) -> Reply:
     # The page reads its limits here, so the server is their one source.
     return json_reply(200, ctx.settings.limits.to_json())
+
+
+async def api_presets(ctx: Context) -> Reply:
+    # The page offers these when a conversation starts; their prompts stay here.
+    return json_reply(200, presets.presets_json(ctx.settings.presets))
 
 
 async def page(ctx: Context) -> Reply:
@@ -82,7 +104,10 @@ async def chat(ctx: Context) -> Reply:
     settings = ctx.settings
     cors = _cors(ctx)
     body = await _body(ctx, await _who(ctx))
-    request = parse_chat_request(body, settings.limits, settings.models, settings.default_model)
+    request = parse_chat_request(
+        body, settings.limits, settings.models, settings.default_model, settings.presets
+    )
+    request = await documents.attach(ctx.platform.ai, request, settings.limits, settings.models)
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
 
 
@@ -100,7 +125,9 @@ async def _openai_question(
     cors = _cors(ctx)
     body = await _body(ctx, await _who(ctx, api=True))
     parsed = parse(body, settings.limits, settings.models, settings.default_model)
-    facts = (ctx.request_id, parsed.chat.model, parsed.chat.max_tokens)
+    chat = await documents.attach(ctx.platform.ai, parsed.chat, settings.limits, settings.models)
+    parsed = dataclasses.replace(parsed, chat=chat)
+    facts = (ctx.request_id, chat.model, chat.max_tokens)
     return parsed, facts, int(time.time()), cors
 
 
@@ -137,6 +164,73 @@ async def v1_embeddings(ctx: Context) -> Reply:
         ctx.platform.ai, request, options, settings.total_timeout_s
     )
     return json_reply(200, embeddings.embeddings_json(request, vectors, tokens), cors)
+
+
+async def api_documents(ctx: Context) -> Reply:
+    """``POST /api/documents``: one file part checked and converted as
+    ``/chat`` would, and what the page shows of it (its tokens)."""
+    settings = ctx.settings
+    _cors(ctx)
+    body = await _body(ctx, await _who(ctx))
+    file = parse_document(body, settings.limits)
+    return json_reply(200, await documents.describe(ctx.platform.ai, file, settings.limits))
+
+
+async def api_speech(ctx: Context) -> Reply:
+    """``POST /api/speech``: Markdown read aloud, as MP3."""
+    return await _speak(ctx, await _who(ctx), speech.parse_speech)
+
+
+async def v1_speech(ctx: Context) -> Reply:
+    """``POST /v1/audio/speech``: the same in OpenAI's shape."""
+    return await _speak(ctx, await _who(ctx, api=True), speech.parse_openai_speech)
+
+
+async def _speak(ctx: Context, user: User, parse: Callable[[Any, int], tuple[str, str]]) -> Reply:
+    _cors(ctx)
+    body = await _body(ctx, user)
+    limits = ctx.settings.limits
+    text, lang = parse(json_object(body, limits), limits.max_speech_chars)
+    data = await speech.speak(ctx.platform.ai, text, lang, {})
+    ctx.log["audio_bytes"] = len(data)
+    headers = {**API_HEADERS, "Content-Type": "audio/mpeg", "Cache-Control": "no-store"}
+    return Reply(200, {**headers, **ctx.reply_headers}, data)
+
+
+async def api_transcribe(ctx: Context) -> Reply:
+    """``POST /api/transcribe``: the recorded audio as the body; its
+    language, when known, as ``Content-Language`` (``en`` or ``zh``)."""
+    _cors(ctx)
+    data = await _audio_body(ctx, await _who(ctx), 0)
+    limits = ctx.settings.limits
+    transcription.check_audio(data, "The audio", limits.max_audio_bytes, limits.max_audio_seconds)
+    spoken = transcription.language(ctx.request.headers.get("content-language"))
+    return json_reply(200, await transcription.transcribe(ctx.platform.ai, data, spoken))
+
+
+async def v1_transcriptions(ctx: Context) -> Reply:
+    """``POST /v1/audio/transcriptions``: OpenAI's multipart form."""
+    _cors(ctx)
+    body = await _audio_body(ctx, await _who(ctx, api=True), 64 << 10)
+    limits = ctx.settings.limits
+    form = transcription.parse_form(ctx.request.headers.get("content-type", ""), body)
+    data = form["file"]
+    transcription.check_audio(data, "file", limits.max_audio_bytes, limits.max_audio_seconds)
+    spoken = transcription.language(form.get("language"))
+    result = await transcription.transcribe(ctx.platform.ai, data, spoken, form.get("prompt"))
+    if form["response_format"] == "text":
+        headers = {**API_HEADERS, "Content-Type": "text/plain; charset=utf-8"}
+        return Reply(200, {**headers, **ctx.reply_headers}, result["text"].encode())
+    if form["response_format"] == "verbose_json":
+        return json_reply(200, {"task": "transcribe", **result})
+    return json_reply(200, {"text": result["text"]})
+
+
+async def _audio_body(ctx: Context, user: User, extra: int) -> bytes:
+    """An audio upload's body, after the rate limit, within MAX_AUDIO_BYTES
+    (and ``extra`` bytes of form around it)."""
+    await _check_rate(ctx, user)
+    return await ctx.platform.read_body(ctx.settings.limits.max_audio_bytes + extra)
 
 
 async def v1_models(ctx: Context) -> Reply:
@@ -188,11 +282,15 @@ async def _who(ctx: Context, *, api: bool = False) -> User:
 async def _body(ctx: Context, user: User) -> bytes:
     """The checks every POST of a question passes before it may cost
     anything (who asks is checked by the caller), then its body."""
-    request = ctx.request
-    guards.check_json(request)
-    known = None if user.via == "anonymous" else user.id
-    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(request, known))
+    guards.check_json(ctx.request)
+    await _check_rate(ctx, user)
     return await ctx.platform.read_body(body_cap(ctx.settings.limits, ctx.settings.models))
+
+
+async def _check_rate(ctx: Context, user: User) -> None:
+    """The rate limit: per user when the request says who it is, else per address."""
+    known = None if user.via == "anonymous" else user.id
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(ctx.request, known))
 
 
 def _cors(ctx: Context) -> dict[str, str]:
@@ -208,12 +306,18 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/chat": {"POST": chat, "OPTIONS": preflight},
     "/api/models": {"GET": models},
     "/api/limits": {"GET": limits},
+    "/api/presets": {"GET": api_presets},
+    "/api/documents": {"POST": api_documents, "OPTIONS": preflight},
+    "/api/speech": {"POST": api_speech, "OPTIONS": preflight},
+    "/api/transcribe": {"POST": api_transcribe, "OPTIONS": preflight},
     "/api/usage": {"GET": api_usage},
     "/api/me": {"GET": me},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
     "/v1/models": {"GET": v1_models},
+    "/v1/audio/speech": {"POST": v1_speech, "OPTIONS": preflight},
+    "/v1/audio/transcriptions": {"POST": v1_transcriptions, "OPTIONS": preflight},
     "/healthz": {"GET": healthz},
 }
 

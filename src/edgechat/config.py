@@ -57,6 +57,9 @@ MODERATION                 off                         Llama Guard checks: off, 
                                                        input,output
 MODERATION_FAIL            open                        a failed check lets the request
                                                        through (open) or refuses it (closed)
+PRESETS                    (none)                      a JSON array of presets (presets.py):
+                                                       name, title, system_prompt, model,
+                                                       temperature, greeting
 PROVIDERS                  (none)                      providers' own APIs tried after the
                                                        chain: <NAME>_BASE_URL, <NAME>_MODEL,
                                                        <NAME>_API_KEY (secret),
@@ -66,6 +69,7 @@ PROVIDERS                  (none)                      providers' own APIs tried
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -76,6 +80,7 @@ from edgechat.budget import Limits as BudgetLimits
 from edgechat.http import normalize_origin
 from edgechat.identity import Access, ApiKey, Rules
 from edgechat.models import CATALOG, Model, find
+from edgechat.presets import Preset, parse_presets
 from edgechat.providers import BUILTIN, NAME, Provider
 from edgechat.requests import JSON_DEPTH_CEILING, Limits
 
@@ -122,6 +127,7 @@ class Settings:
     # Who may ask: the keys (API_TOKEN, API_KEYS), Access, ADMINS.
     identity: Rules = field(default_factory=Rules, repr=False)
     budget: BudgetLimits = field(default_factory=BudgetLimits)
+    presets: tuple[Preset, ...] = ()
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -155,6 +161,9 @@ class Settings:
             raise ValueError(f"CACHE_MODE must be one of {', '.join(CACHE_MODES)}")
         if self.cache_ttl_s < MIN_CACHE_TTL_S:
             raise ValueError(f"CACHE_TTL_S must be at least {MIN_CACHE_TTL_S} seconds")
+        for index, preset in enumerate(self.presets):
+            if preset.model is not None and preset.model not in self.models:
+                raise ValueError(f"PRESETS[{index}].model must be one of MODELS")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> Settings:
@@ -217,6 +226,7 @@ class Settings:
                 user_neurons=_int("USER_DAILY_NEURONS", get, 0) or None,
                 account_neurons=_int("DAILY_NEURON_LIMIT", get, 0) or None,
             ),
+            presets=_presets("PRESETS", get),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
@@ -376,6 +386,19 @@ def _providers(var: str, get: Callable[[str], object]) -> tuple[Provider, ...]:
             continue
         providers.append(Provider(name, base_url, model, key, price_in, price_out))
     return tuple(providers)
+
+
+def _presets(var: str, get: Callable[[str], object]) -> tuple[Preset, ...]:
+    """The presets, each naming its model by alias (``MODELS`` holds aliases)."""
+    presets = []
+    for index, preset in enumerate(parse_presets(get(var))):
+        if preset.model is not None:
+            model = find(preset.model)
+            if model is None:
+                raise ValueError(f"{var}[{index}].model names an unknown model; known: {_known()}")
+            preset = dataclasses.replace(preset, model=model.alias)
+        presets.append(preset)
+    return tuple(presets)
 
 
 def _check_base_url(var: str, url: str) -> None:

@@ -33,6 +33,7 @@ from js import (
     AbortSignal,
     Array,
     ArrayBuffer,
+    Blob,
     IdentityTransformStream,
     Object,
     Promise,
@@ -365,6 +366,22 @@ class BindingAi:
         answer = result.to_py() if hasattr(result, "to_py") else result
         if not isinstance(answer, dict):
             raise UpstreamMalformed(detail=f"{model_id} answered no JSON object")
+        return answer
+
+    async def to_markdown(self, files: list[tuple[str, str, bytes]]) -> list[dict[str, Any]]:
+        # https://developers.cloudflare.com/workers-ai/features/markdown-conversion/:
+        # a list of {name, blob} in, a list of ConversionResult out, in order.
+        documents = [
+            _js_object({"name": name, "blob": Blob.new([to_js(data)], _js_object({"type": kind}))})
+            for name, kind, data in files
+        ]
+        try:
+            results = await self._binding.toMarkdown(to_js(documents))
+        except JsException as exc:
+            raise from_binding_error(str(exc)) from exc
+        answer = results.to_py() if hasattr(results, "to_py") else results
+        if not isinstance(answer, list) or not all(isinstance(r, dict) for r in answer):
+            raise UpstreamMalformed(detail="toMarkdown answered no list of results")
         return answer
 
 

@@ -125,6 +125,12 @@ class Ai(Streams, Protocol):
         raises ``UpstreamError``."""
         ...
 
+    async def to_markdown(self, files: list[tuple[str, str, bytes]]) -> list[dict[str, Any]]:
+        """``toMarkdown`` of ``(name, type, bytes)`` files: one result each, in
+        order, ``{"name", "mimeType", "format": "markdown", "tokens", "data"}``
+        or ``{"format": "error", "error"}``; raises ``UpstreamError``."""
+        ...
+
 
 class RateLimiter(Protocol):
     async def allow(self, key: str) -> bool: ...

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
+from edgechat.documents import DocumentFile, document_url_size
 from edgechat.images import data_url_size
 from edgechat.models import EmbeddingModel, Model, WireFormat
 
@@ -50,6 +51,17 @@ class Limits:
     max_image_bytes: int = 3 << 20
     # Nesting of arrays and objects in a JSON body.
     max_json_depth: int = 32
+    # Documents per request (the whole conversation), each one's decoded
+    # size, and their tokens together once converted.
+    max_documents: int = 2
+    max_document_bytes: int = 2 << 20
+    max_document_tokens: int = 32_000
+    # Characters one request may have read aloud (/api/speech).
+    max_speech_chars: int = 2_000
+    # Audio to transcribe: its bytes, and (read from a WAV's header, and
+    # where the page stops recording) its seconds.
+    max_audio_bytes: int = 4 << 20
+    max_audio_seconds: int = 120
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():
@@ -64,12 +76,16 @@ class Limits:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def body_cap(self, vision: bool) -> int:
-        """The most a body may hold: ``max_body_bytes`` of text, and where a
-        model can see, exactly what ``max_images`` images of the largest
-        size take on top (their data URLs)."""
+        """The most a body may hold: ``max_body_bytes`` of text, what
+        ``max_documents`` documents of the largest size take as data URLs,
+        and where a model can see, exactly what ``max_images`` images of the
+        largest size take on top."""
+        documents = self.max_documents * document_url_size(self.max_document_bytes)
         if not vision:
-            return self.max_body_bytes
-        return self.max_body_bytes + self.max_images * data_url_size(self.max_image_bytes)
+            return self.max_body_bytes + documents
+        return (
+            self.max_body_bytes + documents + self.max_images * data_url_size(self.max_image_bytes)
+        )
 
 
 class Param(NamedTuple):
@@ -109,11 +125,20 @@ class Message:
     parts: tuple[dict[str, Any], ...] = ()
     # An assistant turn's thinking (``reasoning_content``), as the model sent it.
     reasoning: str = ""
+    # A user message's documents as sent (``documents.py``), and once
+    # converted their text, which the model reads before the message's own.
+    documents: tuple[DocumentFile, ...] = ()
+    attached: str = ""
 
     def wire(self, thinks: bool = False) -> dict[str, Any]:
         """The message as a model takes it; its thinking only for a model
         that ``thinks`` (the others would refuse the field)."""
         content: Any = list(self.parts) if self.parts else self.content
+        if self.attached:
+            if self.parts:
+                content = [{"type": "text", "text": self.attached}, *content]
+            else:
+                content = f"{self.attached}\n\n{self.content}".rstrip()
         wired = {"role": self.role, "content": content, **self.extra}
         if thinks and self.reasoning:
             wired["reasoning_content"] = self.reasoning
@@ -133,6 +158,8 @@ class ChatRequest:
     # /chat conversations go under the operator's SYSTEM_PROMPT; OpenAI API
     # callers bring their own system messages.
     server_prompt: bool = True
+    # A preset's system prompt, in place of the operator's SYSTEM_PROMPT.
+    preset_prompt: str | None = None
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not
@@ -155,7 +182,8 @@ class ChatRequest:
         """What the binding is sent for ``model`` (a fallback switches shape
         with the model): the conversation as chat messages, under
         ``system_prompt`` for ``/chat``, and the generation parameters."""
-        messages = [{"role": "system", "content": system_prompt}] if self.server_prompt else []
+        prompt = self.preset_prompt or system_prompt
+        messages = [{"role": "system", "content": prompt}] if self.server_prompt else []
         messages += [m.wire(model.thinks) for m in self.messages]
         inputs: dict[str, Any] = {"messages": messages, "stream": True}
         if model.wire_format is WireFormat.OPENAI:

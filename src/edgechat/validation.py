@@ -12,7 +12,12 @@ the model lookup.
 Accepted ``/chat`` body::
 
     {"messages": [{"role": "user" | "assistant", "content": str}, ...],
-     "model": str?, "temperature": number?, "max_tokens": int?, "reasoning": bool?}
+     "model": str?, "temperature": number?, "max_tokens": int?, "reasoning": bool?,
+     "preset": str?}
+
+A ``preset`` names one of the operator's presets (``presets.py``): its system
+prompt replaces ``SYSTEM_PROMPT``, its model and temperature apply unless the
+body gives its own.
 
 ``null`` for an optional field means "not given". Unknown fields are refused,
 so a typo (``max_token``) is an error instead of a silently ignored setting.
@@ -30,9 +35,11 @@ from types import MappingProxyType
 from typing import Any
 
 from edgechat import json_body
+from edgechat.documents import DocumentFile, check_file_part, document_url_size
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
 from edgechat.models import EMBEDDING_CATALOG, Model, allowed_models, lookup, lookup_embedding
+from edgechat.presets import Preset
 from edgechat.requests import (
     PARAMS,
     ChatRequest,
@@ -45,19 +52,25 @@ from edgechat.requests import (
 
 __all__ = [
     "body_cap",
+    "json_object",
     "parse_chat_request",
+    "parse_document",
     "parse_embeddings_request",
     "parse_openai_request",
     "parse_responses_request",
 ]
 
-_FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning")
+_FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning", "preset")
 _FIELD_SET = frozenset(_FIELDS)
 _MESSAGE_FIELD_SET = frozenset(("role", "content"))
 
 
 def parse_chat_request(
-    body: bytes, limits: Limits, allowed_models: Sequence[str], default_model: str
+    body: bytes,
+    limits: Limits,
+    allowed_models: Sequence[str],
+    default_model: str,
+    presets: Sequence[Preset] = (),
 ) -> ChatRequest:
     """Validate a ``/chat`` body; raises only ``PayloadTooLarge`` or ``BadRequest``."""
     data = _json_object(body, limits, body_cap(limits, allowed_models))
@@ -68,15 +81,46 @@ def parse_chat_request(
     images = _Images(limits)
     messages = _messages(data.get("messages"), limits, images)
     images.check_body(len(body))
+    preset = _preset(data.get("preset"), presets)
+    model, temperature = data.get("model"), _temperature(data.get("temperature"))
+    if preset is not None:
+        model = preset.model if model is None else model
+        temperature = preset.temperature if temperature is None else temperature
     request = ChatRequest(
         messages=messages,
-        model=_model(data.get("model"), allowed_models, default_model),
-        temperature=_temperature(data.get("temperature")),
+        model=_model(model, allowed_models, default_model),
+        temperature=temperature,
         max_tokens=_max_tokens(data.get("max_tokens"), limits),
         reasoning=_reasoning(data.get("reasoning")),
+        preset_prompt=None if preset is None else preset.system_prompt,
     )
     _check_fit(request, allowed_models)
     return request
+
+
+def _preset(value: Any, presets: Sequence[Preset]) -> Preset | None:
+    if value is None:
+        return None
+    found = next((p for p in presets if p.name == value), None) if type(value) is str else None
+    if found is None:
+        names = ", ".join(p.name for p in presets)
+        raise BadRequest(
+            public=f"preset must name one of this deployment's presets ({names})."
+            if names
+            else "preset is not accepted: this deployment has no presets."
+        )
+    return found
+
+
+def json_object(body: bytes, limits: Limits) -> dict[str, Any]:
+    """Any other JSON body: an object within ``max_body_bytes`` and the JSON rules."""
+    return _json_object(body, limits, limits.max_body_bytes)
+
+
+def parse_document(body: bytes, limits: Limits) -> DocumentFile:
+    """A ``POST /api/documents`` body: one file part, as in a message."""
+    cap = limits.max_body_bytes + document_url_size(limits.max_document_bytes)
+    return check_file_part(_json_object(body, limits, cap), "file", limits.max_document_bytes)
 
 
 def body_cap(limits: Limits, allowed: Sequence[str]) -> int:
@@ -99,14 +143,27 @@ def _check_fit(request: ChatRequest, allowed: Sequence[str]) -> None:
 
 
 class _Images:
-    """The images of one request, counted against the limits as they are read."""
+    """The images and documents of one request, counted against the limits
+    as they are read."""
 
-    __slots__ = ("_limits", "count", "url_chars")
+    __slots__ = ("_limits", "count", "documents", "url_chars")
 
     def __init__(self, limits: Limits) -> None:
         self._limits = limits
         self.count = 0
+        self.documents = 0
         self.url_chars = 0
+
+    def document(self, part: Any, where: str) -> DocumentFile:
+        checked = check_file_part(part, where, self._limits.max_document_bytes)
+        self.documents += 1
+        if self.documents > self._limits.max_documents:
+            raise BadRequest(
+                public=f"The conversation has more than {self._limits.max_documents} documents "
+                "(MAX_DOCUMENTS)."
+            )
+        self.url_chars += checked.url_chars
+        return checked
 
     def part(self, part: Any, where: str) -> dict[str, Any]:
         checked = check_image_part(part, where, self._limits.max_image_bytes)
@@ -127,34 +184,38 @@ class _Images:
 
 def _content(
     value: Any, where: str, images: _Images | None
-) -> tuple[str, tuple[dict[str, Any], ...]]:
+) -> tuple[str, tuple[dict[str, Any], ...], tuple[DocumentFile, ...]]:
     """A message's content: a string, or a non-empty list of text parts and,
-    where ``images`` counts them (user messages), image parts. Returns the
-    text (parts joined by newlines) and, when there are images, the parts."""
+    where ``images`` counts them (user messages), image and file parts.
+    Returns the text (parts joined by newlines), the parts when there are
+    images, and the documents."""
     if type(value) is str:
-        return value, ()
-    kinds = "text and image parts" if images is not None else "text parts"
+        return value, (), ()
+    kinds = "text, image and file parts" if images is not None else "text parts"
     if type(value) is not list or not value:
         raise BadRequest(public=f"{where} must be a string or a non-empty list of {kinds}.")
     texts: list[str] = []
     parts: list[dict[str, Any]] = []
+    documents: list[DocumentFile] = []
     for index, part in enumerate(value):
         at = f"{where}[{index}]"
         kind = part.get("type") if type(part) is dict else None
         if kind == "image_url" and images is not None:
             parts.append(images.part(part, at))
+        elif kind == "file" and images is not None:
+            documents.append(images.document(part, at))
         elif kind == "text" and type(part.get("text")) is str and part.keys() <= {"type", "text"}:
             texts.append(part["text"])
             parts.append({"type": "text", "text": part["text"]})
         else:
             raise BadRequest(public=f'{at} must be a text part {{"type": "text", "text": "..."}}.')
     has_images = any(p["type"] == "image_url" for p in parts)
-    return "\n".join(texts), tuple(parts) if has_images else ()
+    return "\n".join(texts), tuple(parts) if has_images else (), tuple(documents)
 
 
 def _json_object(body: bytes, limits: Limits, cap: int) -> dict[str, Any]:
-    # Over the text cap with no image in it: refused before it is parsed.
-    if len(body) > cap or (len(body) > limits.max_body_bytes and b"data:image/" not in body):
+    # Over the text cap with no image or document in it: refused before it is parsed.
+    if len(body) > cap or (len(body) > limits.max_body_bytes and b'"data:' not in body):
         limit = cap if len(body) > cap else limits.max_body_bytes
         raise body_too_large(limit, detail=f"body of {len(body)} bytes")
     data = json_body.loads(
@@ -211,17 +272,19 @@ def _messages(value: Any, limits: Limits, images: _Images) -> tuple[Message, ...
         if role != "user" and role != "assistant":
             raise BadRequest(public=f'{where}.role must be "user" or "assistant".')
         value = item.get("content")
+        documents: tuple[DocumentFile, ...] = ()
         if role == "user" and type(value) is list:
-            content, parts = _content(value, f"{where}.content", images)
+            content, parts, documents = _content(value, f"{where}.content", images)
         elif type(value) is str:
             content, parts = value, ()
         else:
             raise BadRequest(
                 public=f"{where}.content must be a string"
-                + (" or a list of text and image parts." if role == "user" else ".")
+                + (" or a list of text, image and file parts." if role == "user" else ".")
             )
-        total = _count_text(content, f"{where}.content", total, limits, may_be_empty=bool(parts))
-        messages.append(Message(role=role, content=content, parts=parts))
+        attachments = bool(parts or documents)
+        total = _count_text(content, f"{where}.content", total, limits, may_be_empty=attachments)
+        messages.append(Message(role=role, content=content, parts=parts, documents=documents))
     if messages[-1].role != "user":
         raise BadRequest(public="The last message must come from the user.")
     return tuple(messages)
@@ -399,18 +462,19 @@ def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Messa
         reasoning, total = _reasoning_content(item, role, where, total, limits)
         value = item.get("content")
         parts: tuple[dict[str, Any], ...] = ()
+        documents: tuple[DocumentFile, ...] = ()
         if value is None:
             content = ""
         else:
             counter = images if role == "user" else None
-            content, parts = _content(value, f"{where}.content", counter)
+            content, parts, documents = _content(value, f"{where}.content", counter)
         # An assistant turn that only called tools has no text.
         total = _count_text(
             content,
             f"{where}.content",
             total,
             limits,
-            may_be_empty=tool_calls is not None or bool(parts),
+            may_be_empty=tool_calls is not None or bool(parts or documents),
         )
         # Workers AI's models know "system"; "developer" is the newer OpenAI name for it.
         wire_role: Role = "system" if role == "developer" else role
@@ -421,6 +485,7 @@ def _openai_messages(value: Any, limits: Limits, images: _Images) -> tuple[Messa
                 extra=MappingProxyType(extra),
                 parts=parts,
                 reasoning=reasoning,
+                documents=documents,
             )
         )
     return tuple(messages)
@@ -875,6 +940,9 @@ _FIELD_NAMES = frozenset(
         "text",
         "image_url",
         "url",
+        "file",
+        "filename",
+        "file_data",
         "detail",
         "id",
         "function",

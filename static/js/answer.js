@@ -21,6 +21,7 @@ export async function answer(conversation, { fresh = false } = {}) {
   renderSidebar();
   renderConversation();
   const { body, headers } = await request(history, alias, sees, fresh);
+  if (conversation.preset) body.preset = conversation.preset;
   let frame = 0;
   const onText = () => {
     frame ||= requestAnimationFrame(() => {
@@ -61,6 +62,8 @@ async function request(history, alias, sees, fresh) {
   if (sees)
     for (const m of history)
       for (const { id } of (m.role === "user" && m.images) || []) urls.set(id, await getImage(id));
+  for (const m of history)
+    for (const { id } of (m.role === "user" && m.documents) || []) urls.set(id, await getImage(id));
   const body = { messages: requestMessages(history, state.limits, urls) };
   if (alias) body.model = alias;
   if (!ui.reasoning.checked) body.reasoning = false;

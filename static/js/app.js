@@ -16,9 +16,11 @@ import {
   sendOnEnter,
 } from "./composer.js";
 import { copyCode, followScroll, renderConversation } from "./conversation.js";
+import { renderMic, toggleDictation } from "./dictation.js";
 import { ui } from "./dom.js";
 import { applyStrings, saveLang, strings } from "./i18n.js";
 import { exportAll, exportJson, exportMarkdown, importFile } from "./import-export.js";
+import { loadPresets } from "./presets.js";
 import { closeOnBackdrop, openSearch, runSearch, searchKey } from "./search-dialog.js";
 import { closeSidebar, newChat, renderSidebar, toggleSidebar } from "./sidebar.js";
 import { MODEL_KEY, state, store, THINK_KEY } from "./state.js";
@@ -37,6 +39,7 @@ function applyLang() {
   renderSidebar();
   renderConversation();
   renderTray();
+  renderMic();
   if (ui.searchDialog.open) runSearch();
 }
 
@@ -85,6 +88,7 @@ ui.menu.addEventListener("click", toggleSidebar);
 ui.backdrop.addEventListener("click", closeSidebar);
 
 ui.attach.addEventListener("click", () => ui.attachFile.click());
+ui.mic.addEventListener("click", toggleDictation);
 ui.attachFile.addEventListener("change", () => {
   attach(ui.attachFile.files);
   ui.attachFile.value = "";
@@ -116,5 +120,5 @@ for (const c of store.conversations) {
 }
 if (!store.current && store.conversations.length) store.select(store.sorted()[0].id);
 applyLang();
-loadModels();
+loadModels().then(loadPresets);
 ui.input.focus();

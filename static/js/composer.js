@@ -2,13 +2,14 @@
 
 import { answer } from "./answer.js";
 import { scrollDown } from "./conversation.js";
+import { documentChip, documentType, readDocument } from "./documents.js";
 import { button, el, ui } from "./dom.js";
 import { MODEL_KEY, state, store } from "./state.js";
 import { encodeImage, fitCount, getImage, parseLimits, putImage } from "./store.js";
 import { addVersion, parentOf, tip } from "./tree.js";
 
 export function send(text) {
-  if (state.active || (!text.trim() && !state.pending.length && !state.encoding)) return;
+  if (state.active || (!text.trim() && !state.pending.length && !state.docs.length && !state.encoding)) return;
   if (state.encoding) {
     state.attaching.then(() => send(text));
     return;
@@ -26,7 +27,15 @@ export function send(text) {
       return image;
     });
   }
+  if (state.docs.length) {
+    question.documents = state.docs.map(({ url, ...doc }) => {
+      doc.id = crypto.randomUUID();
+      putImage(doc.id, url); // the same store of data URLs as images
+      return doc;
+    });
+  }
   state.pending = [];
+  state.docs = [];
   state.problem = null;
   renderTray();
   addVersion(parent, question);
@@ -134,6 +143,14 @@ export function renderTray() {
       li.append(picture(p, k), remove);
       return li;
     }),
+    ...state.docs.map((doc) =>
+      documentChip(doc, () => {
+        state.docs = state.docs.filter((x) => x !== doc);
+        state.problem = null;
+        renderTray();
+        ui.input.focus();
+      }),
+    ),
   );
   const why = state.problem ? [el("span", null, t[state.problem[0]](state.problem[1]))] : [];
   const model = chosenModel();
@@ -155,7 +172,9 @@ export function renderTray() {
 }
 
 export function attach(files) {
-  const images = [...files].filter((f) => f.type.startsWith("image/"));
+  const documents = [...files].filter((f) => documentType(f));
+  if (documents.length) attachDocuments(documents);
+  const images = [...files].filter((f) => f.type.startsWith("image/") && !documentType(f));
   if (!images.length) return;
   state.encoding += images.length;
   state.attaching = state.attaching.then(async () => {
@@ -169,6 +188,24 @@ export function attach(files) {
         state.pending.push(await encodeImage(file, limits?.max_image_bytes));
       } catch (error) {
         state.problem = [error.message, file.name];
+      }
+      state.encoding -= 1;
+      renderTray();
+    }
+  });
+}
+
+function attachDocuments(files) {
+  state.encoding += files.length;
+  state.attaching = state.attaching.then(async () => {
+    await state.limitsReady;
+    for (const file of files) {
+      try {
+        const most = state.limits?.max_documents;
+        if (most && state.docs.length >= most) throw new Error(state.t.docTooMany(most));
+        state.docs.push(await readDocument(file));
+      } catch (error) {
+        state.problem = ["said", error.message];
       }
       state.encoding -= 1;
       renderTray();

@@ -2,9 +2,12 @@
 
 import { answer } from "./answer.js";
 import { isSendKey, modelLabel, picture } from "./composer.js";
+import { documentChip } from "./documents.js";
 import { button, el, ui } from "./dom.js";
 import { categoryNames } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
+import { renderPresets } from "./presets.js";
+import { isReading, readAloud, readingLabel, stopReading } from "./speech.js";
 import { state, store } from "./state.js";
 import { addVersion, dropVersion, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
 
@@ -23,6 +26,7 @@ export function renderConversation() {
   });
   ui.empty.hidden = articles.length > 0;
   ui.messages.replaceChildren(ui.empty, ...articles);
+  renderPresets();
   state.stick = true;
   scrollDown();
 }
@@ -75,10 +79,10 @@ function showVersion(message, step) {
 
 function resend(message, text) {
   const conversation = store.current;
-  if (state.active || !conversation || (!text.trim() && !message.images?.length)) return;
+  if (state.active || !conversation || (!text.trim() && !message.images?.length && !message.documents?.length)) return;
   const parent = parentOf(conversation, message);
   if (!parent) return;
-  addVersion(parent, { role: "user", content: text, images: message.images });
+  addVersion(parent, { role: "user", content: text, images: message.images, documents: message.documents });
   state.stick = true;
   answer(conversation);
   ui.input.focus();
@@ -114,6 +118,12 @@ function messageView(conversation, message, isLast) {
       const row = el("div", "thumbs");
       row.append(...message.images.map(picture));
       root.append(row);
+    }
+    if (message.documents?.length) {
+      const chips = el("ul", "doc-chips");
+      chips.setAttribute("aria-label", state.t.attached);
+      chips.append(...message.documents.map((doc) => documentChip(doc)));
+      root.append(chips);
     }
     root.append(view.bubble, view.actions);
     renderActions(view);
@@ -187,6 +197,15 @@ function renderActions(view) {
   }
   if (m.role === "assistant" && view.isLast && !busy && (m.status === "done" || m.status === "stopped")) {
     parts.push(button("btn-small btn-ghost action", t.regenerate, () => regenerate()));
+  }
+  // Last, so Copy and Regenerate keep their places in the tab order.
+  if (m.role === "assistant" && m.status !== "streaming" && m.content && !view.answer?.hidden) {
+    const read = button("btn-small btn-ghost action", readingLabel(m), () => {
+      if (isReading(m)) stopReading();
+      else readAloud(m, () => views.get(m) && renderActions(views.get(m)));
+    });
+    read.setAttribute("aria-pressed", String(isReading(m)));
+    parts.push(read);
   }
   view.actions.replaceChildren(...parts);
 }

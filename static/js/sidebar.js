@@ -30,7 +30,7 @@ export function renderSidebar() {
       "×",
       () => {
         if (state.active && state.active.conversation === c) stopActive();
-        dropImages([...nodes(c)].flatMap((m) => (m.images || []).map((i) => i.id)));
+        dropImages([...nodes(c)].flatMap((m) => [...(m.images || []), ...(m.documents || [])].map((i) => i.id)));
         store.remove(c.id);
         renderSidebar();
         renderConversation();

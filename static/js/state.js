@@ -15,12 +15,14 @@ export const state = {
   lang,
   t: strings(lang),
   models: [],
+  presets: [], // the operator's, from /api/presets
   limits: null, // null until read, or unreadable
   limitsReady: Promise.resolve(),
   active: null, // {controller, conversation, message}
   pendingRetry: null,
   stick: true, // follows the newest text
   pending: [], // images for the next question
+  docs: [], // documents for the next question, described by the server
   encoding: 0, // of them, still being encoded
   attaching: Promise.resolve(),
   problem: null, // why one was not attached: [key of t, arg]

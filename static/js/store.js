@@ -118,16 +118,21 @@ export function requestMessages(messages, limits = null, urls = new Map()) {
       role: m.role,
       content: m.content || "",
       urls: m.role === "user" ? (m.images || []).map((i) => urls.get(i.id)).filter(Boolean) : [],
+      files: m.role === "user" ? (m.documents || []).filter((d) => urls.get(d.id)) : [],
     }))
-    .filter((m) => (m.content.trim() || m.urls.length) && (m.role === "user" || m.role === "assistant"));
+    .filter(
+      (m) => (m.content.trim() || m.urls.length || m.files.length) && (m.role === "user" || m.role === "assistant"),
+    );
   const out = [];
   let total = 0;
   let images = 0;
+  let documents = 0;
   let bytes = 64; // {"messages":[…],"model":…,"reasoning":false}
   for (let k = usable.length - 1; k >= 0; k--) {
     const m = usable[k];
     total += m.content.length;
     images += m.urls.length;
+    documents += m.files.length;
     bytes += jsonBytes({ role: m.role, content: m.content }) + 1 + m.urls.length * 48;
     if (
       out.length &&
@@ -136,10 +141,12 @@ export function requestMessages(messages, limits = null, urls = new Map()) {
         total > limits.max_total_chars ||
         m.content.length > limits.max_message_chars ||
         bytes > limits.max_body_bytes ||
-        images > limits.max_images)
+        images > limits.max_images ||
+        documents > (limits.max_documents ?? Number.POSITIVE_INFINITY))
     )
       break;
-    out.unshift({ role: m.role, content: contentParts(m.content, m.urls) });
+    const files = m.files.map((d) => filePart(d.name, urls.get(d.id)));
+    out.unshift({ role: m.role, content: contentParts(m.content, m.urls, files) });
   }
   while (out.length > 1 && out[0].role !== "user") out.shift();
   return out;
@@ -154,7 +161,15 @@ const LIMIT_FIELDS = ["max_body_bytes", "max_messages", "max_message_chars", "ma
 export function parseLimits(data) {
   if (!data || typeof data !== "object") return null;
   for (const name of LIMIT_FIELDS) if (!Number.isInteger(data[name]) || data[name] <= 0) return null;
-  const names = [...LIMIT_FIELDS, "max_images", "max_image_bytes", "max_json_depth"];
+  const names = [
+    ...LIMIT_FIELDS,
+    "max_images",
+    "max_image_bytes",
+    "max_json_depth",
+    "max_documents",
+    "max_document_bytes",
+    "max_document_tokens",
+  ];
   return Object.fromEntries(names.filter((n) => data[n] > 0).map((name) => [name, data[name]]));
 }
 
@@ -173,9 +188,12 @@ export function fitSize(width, height, max = MAX_SIDE) {
 export const fitCount = (pending, adding, limits) =>
   limits?.max_images ? Math.max(0, Math.min(adding, limits.max_images - pending)) : adding;
 
-export function contentParts(text, urls) {
-  if (!urls.length) return text;
-  const parts = urls.map((url) => ({ type: "image_url", image_url: { url } }));
+/** A document as an OpenAI file part. */
+export const filePart = (name, url) => ({ type: "file", file: { filename: name, file_data: url } });
+
+export function contentParts(text, urls, files = []) {
+  if (!urls.length && !files.length) return text;
+  const parts = [...urls.map((url) => ({ type: "image_url", image_url: { url } })), ...files];
   return text.trim() ? [{ type: "text", text }, ...parts] : parts;
 }
 

@@ -33,6 +33,7 @@ function exportConversation(c) {
     title: c.title || "",
     updated: c.updated,
     pick: c.pick || 0,
+    ...(c.preset ? { preset: c.preset } : {}),
     next: (c.next || []).map(exportNode),
   };
 }
@@ -217,7 +218,7 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES, maxDepth = MAX_JS
   const ids = new Set();
   return data.conversations.map((c, k) => {
     const path = `$.conversations[${k}]`;
-    fields(c, path, ["id", "title", "updated", "next"], ["pick"]);
+    fields(c, path, ["id", "title", "updated", "next"], ["pick", "preset"]);
     const id = string(c.id, `${path}.id`, 100);
     if (!id || ids.has(id)) throw new ImportError("field", `${path}.id`);
     ids.add(id);
@@ -229,6 +230,7 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES, maxDepth = MAX_JS
       pick: 0,
     };
     if (!isNumber(c.updated) || c.updated < 0) throw new ImportError("field", `${path}.updated`);
+    if (c.preset !== undefined) conversation.preset = string(c.preset, `${path}.preset`, 32);
     // Without recursion: [source, copy, path, depth, role of its children].
     const stack = [[c, conversation, path, 0, "user"]];
     while (stack.length) {

@@ -16,12 +16,13 @@ import ipaddress
 import itertools
 import os
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
+import openai
 import pytest
 
 from tests.harness import (
@@ -87,6 +88,20 @@ def new_client(edgechat_url: str) -> Iterator[ClientFactory]:
     yield make
     for client in clients:
         client.close()
+
+
+def token_client(new_client: ClientFactory, server: Server, token: str) -> httpx.Client:
+    """A client of ``server`` that sends ``token`` as its bearer token."""
+    made = new_client(server.url)
+    made.headers.update({"authorization": f"Bearer {token}"})
+    return made
+
+
+@contextmanager
+def openai_client(server: Server, token: str) -> Iterator[openai.OpenAI]:
+    """The official client on ``server``'s ``/v1``, without retries."""
+    with openai.OpenAI(base_url=server.url + "/v1", api_key=token, max_retries=0) as made:
+        yield made
 
 
 @pytest.fixture

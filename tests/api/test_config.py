@@ -77,6 +77,12 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_images": 4,
         "max_image_bytes": 3 << 20,
         "max_json_depth": 32,
+        "max_documents": 2,
+        "max_document_bytes": 2 << 20,
+        "max_document_tokens": 32_000,
+        "max_speech_chars": 2_000,
+        "max_audio_bytes": 4 << 20,
+        "max_audio_seconds": 120,
     }
 
 

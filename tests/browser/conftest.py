@@ -42,6 +42,9 @@ CHROMIUM_ARGS = [
     "--disable-background-networking",
     "--disable-component-update",
     "--disable-sync",
+    # A fake microphone (a generated tone) granted without a prompt, for dictation.
+    "--use-fake-device-for-media-stream",
+    "--use-fake-ui-for-media-stream",
 ]
 ARTIFACTS = ROOT / "artifacts"
 DESKTOP = {"width": 1280, "height": 800}

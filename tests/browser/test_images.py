@@ -45,14 +45,14 @@ def deliver(
 
 def attach(chat: Chat, *files: tuple[str, bytes]) -> None:
     with chat.page.expect_file_chooser() as chooser:
-        chat.button("Attach images").click()
+        chat.button("Attach images or documents").click()
     chooser.value.set_files(
         files=[{"name": name, "mimeType": "image/png", "buffer": data} for name, data in files]
     )
 
 
 def previews(chat: Chat) -> Any:
-    return chat.page.get_by_role("list", name="Attach images").get_by_role("img")
+    return chat.page.get_by_role("list", name="Attach images or documents").get_by_role("img")
 
 
 def seen_size(answer: Any) -> tuple[int, int]:

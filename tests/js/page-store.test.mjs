@@ -123,6 +123,37 @@ describe("requestMessages", () => {
     }
   });
 
+  test("documents go as file parts after the images, and count towards max_documents", () => {
+    const doc = (id, name) => ({ id, name, type: "text/plain", size: 3, tokens: 1 });
+    const urls = new Map([
+      ["a", "data:text/plain;base64,YQ=="],
+      ["b", "data:text/plain;base64,Yg=="],
+      ["i", "data:image/png;base64,AA=="],
+    ]);
+    const history = [
+      { role: "user", content: "first", documents: [doc("a", "a.txt")] },
+      { role: "assistant", content: "ok" },
+      { role: "user", content: "", documents: [doc("b", "b.txt")], images: [{ id: "i" }] },
+    ];
+    const file = (name, url) => ({ type: "file", file: { filename: name, file_data: url } });
+    assert.deepEqual(requestMessages(history, null, urls), [
+      { role: "user", content: [{ type: "text", text: "first" }, file("a.txt", urls.get("a"))] },
+      { role: "assistant", content: "ok" },
+      {
+        role: "user",
+        content: [{ type: "image_url", image_url: { url: urls.get("i") } }, file("b.txt", urls.get("b"))],
+      },
+    ]);
+    const one = { ...parseLimits(LIMITS), max_documents: 1 };
+    assert.equal(requestMessages(history, one, urls).length, 1);
+    assert.deepEqual(parseLimits({ ...LIMITS, max_documents: 2, max_document_bytes: 9, max_document_tokens: 5 }), {
+      ...parseLimits(LIMITS),
+      max_documents: 2,
+      max_document_bytes: 9,
+      max_document_tokens: 5,
+    });
+  });
+
   test("parseLimits keeps max_json_depth, and takes fields it does not know as no reason to refuse", () => {
     const four = parseLimits(LIMITS);
     assert.deepEqual(parseLimits({ ...LIMITS, max_json_depth: 32, max_future_thing: 7, note: "x" }), {

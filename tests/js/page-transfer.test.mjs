@@ -78,6 +78,15 @@ describe("export", () => {
     assert.equal(thread(back)[3].status, "interrupted");
   });
 
+  test("the preset a conversation follows goes out and comes back; a bad one is refused", () => {
+    const c = { ...conversation(), preset: "translator" };
+    const [back] = parseImport(toJson([c]));
+    assert.equal(back.preset, "translator");
+    assert.equal(parseImport(toJson([conversation()]))[0].preset, undefined);
+    const bad = toJson([c]).replace('"preset": "translator"', '"preset": 7');
+    assert.throws(() => parseImport(bad), /preset/);
+  });
+
   test("Markdown is the thread on screen, with the roles as headings", () => {
     assert.equal(
       toMarkdown(conversation()),

@@ -90,6 +90,7 @@ BAD = [
     ("wrangler.toml", "DEFAULT_MODEL", "foo", "names an unknown model"),
     (".dev.vars", "IDLE_TIMEOUT_S", "soon", "must be a positive number of seconds"),
     ("--vars", "FIRST_TOKEN_TIMEOUT_S", "1e999", "must be a positive number of seconds"),
+    ("--vars", "PRESETS", "[not json", "PRESETS must be a JSON array of presets"),
 ]
 
 

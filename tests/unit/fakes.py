@@ -16,7 +16,7 @@ import json
 import math
 import sqlite3
 import time
-from collections.abc import Coroutine, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -425,8 +425,12 @@ class FakeAi:
         open_delay: Mapping[str, float | Stall] | None = None,
         observe_lag: float = 0.0,
         runs: Mapping[str, Sequence[RunStep]] | None = None,
+        markdown: Callable[[str, str, bytes], dict[str, Any]] | Exception | None = None,
     ) -> None:
         self._script = dict(script)
+        # ``to_markdown``'s result for each file, or what it raises.
+        self._markdown = markdown
+        self.converted: list[list[tuple[str, str, bytes]]] = []
         self._open_delay = dict(open_delay or {})
         self._observe_lag = observe_lag
         # ``runs[model_id]``: one step per ``run`` call, in order.
@@ -479,6 +483,15 @@ class FakeAi:
             raise step
         assert isinstance(step, dict)
         return step
+
+    async def to_markdown(self, files: list[tuple[str, str, bytes]]) -> list[dict[str, Any]]:
+        self.converted.append(list(files))
+        if isinstance(self._markdown, Exception):
+            raise self._markdown
+        convert = self._markdown or (
+            lambda name, kind, data: {"format": "markdown", "data": f"Text of {name}.", "tokens": 4}
+        )
+        return [convert(*file) for file in files]
 
     @property
     def models_called(self) -> list[str]:

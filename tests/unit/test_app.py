@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from edgechat import app
+from edgechat.documents import document_url_size
 from edgechat.errors import UpstreamBusy, UpstreamMisconfigured, UpstreamRateLimited
 from edgechat.http import Incoming, Reply
 from edgechat.models import catalog_json
@@ -277,7 +278,9 @@ def test_chat_streams_the_answer(capsys: pytest.CaptureFixture[str]) -> None:
     assert got.final.data["usage"] == USAGE
     assert sink.closed == 1
     # The default models include Kimi, which sees: room for four 3 MiB images.
-    assert where.body_reads == [65536 + 4 * (len("data:image/webp;base64,") + 4 * (1 << 20))]
+    documents = 2 * document_url_size(2 << 20)
+    images = 4 * (len("data:image/webp;base64,") + 4 * (1 << 20))
+    assert where.body_reads == [65536 + documents + images]
     assert where.ai.models_called == [GLM_ID]
     assert where.ai.calls[0].inputs["messages"][1] == {"role": "user", "content": PROMPT}
 
@@ -445,12 +448,20 @@ def test_chat_rate_limited(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("declared", [True, False], ids=["content-length", "chunked"])
 def test_chat_body_over_the_cap(declared: bool, capsys: pytest.CaptureFixture[str]) -> None:
-    # No model of this deployment sees images: the cap is MAX_BODY_BYTES.
-    where = platform(body=BODY + b" " * 2000, MAX_BODY_BYTES="1500", MODELS="glm,llama")
+    # No model of this deployment sees images: the cap is MAX_BODY_BYTES and
+    # what MAX_DOCUMENTS documents take as data URLs.
+    where = platform(
+        body=BODY + b" " * 2000,
+        MAX_BODY_BYTES="1500",
+        MODELS="glm,llama",
+        MAX_DOCUMENTS="1",
+        MAX_DOCUMENT_BYTES="100",
+    )
     where.declared_length = declared
     reply, _ = refused(chat_request(), where, capsys)
     assert reply.status == 413
-    assert where.body_reads == [1500]  # refused while reading, not after
+    # refused while reading, not after
+    assert where.body_reads == [1500 + document_url_size(100)]
     assert error_body(reply)["code"] == "payload_too_large"
 
 
@@ -458,11 +469,17 @@ def test_the_body_cap_grows_by_what_the_images_take(capsys: pytest.CaptureFixtur
     # Kimi sees images: the cap grows by MAX_IMAGES data URLs of the largest
     # image, and a body of text alone is still held to MAX_BODY_BYTES.
     where = platform(
-        body=BODY + b" " * 2000, MAX_BODY_BYTES="1500", MAX_IMAGES="2", MAX_IMAGE_BYTES="3000"
+        body=BODY + b" " * 6000,
+        MAX_BODY_BYTES="1500",
+        MAX_IMAGES="2",
+        MAX_IMAGE_BYTES="3000",
+        MAX_DOCUMENTS="1",
+        MAX_DOCUMENT_BYTES="100",
     )
     reply, _ = refused(chat_request(), where, capsys)
     assert reply.status == 413
-    assert where.body_reads == [1500 + 2 * (len("data:image/webp;base64,") + 4000)]
+    images = 2 * (len("data:image/webp;base64,") + 4000)
+    assert where.body_reads == [1500 + document_url_size(100) + images]
     assert error_body(reply)["code"] == "payload_too_large"
 
 

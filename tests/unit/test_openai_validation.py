@@ -330,7 +330,7 @@ def test_only_text_parts_are_taken(part: object) -> None:
 @pytest.mark.parametrize("content", [[], 42, {"type": "text", "text": "x"}, True])
 def test_content_must_be_a_string_or_a_list_of_parts(content: object) -> None:
     assert refused(asks(user(content))) == (
-        "messages[0].content must be a string or a non-empty list of text and image parts."
+        "messages[0].content must be a string or a non-empty list of text, image and file parts."
     )
 
 

@@ -121,7 +121,7 @@ def test_unknown_fields_are_refused_without_naming_them() -> None:
     message = refused({"messages": [user()], "max_token": 5})
     assert message == (
         "The request has an unknown field; known fields: "
-        "messages, model, temperature, max_tokens, reasoning."
+        "messages, model, temperature, max_tokens, reasoning, preset."
     )
     message = refused({"messages": [{"role": "user", "content": "x", "name": "bob"}]})
     assert message == "messages[0] has an unknown field; known fields: role, content."
@@ -146,11 +146,11 @@ def test_unknown_fields_are_refused_without_naming_them() -> None:
         ),
         (
             [{"role": "user"}],
-            "messages[0].content must be a string or a list of text and image parts.",
+            "messages[0].content must be a string or a list of text, image and file parts.",
         ),
         (
             [{"role": "user", "content": None}],
-            "messages[0].content must be a string or a list of text and image parts.",
+            "messages[0].content must be a string or a list of text, image and file parts.",
         ),
         (
             [{"role": "user", "content": ["a"]}],

@@ -17,6 +17,8 @@
 //   io.appendLog(obj) -> record one finished call
 //   io.delayMs()      -> milliseconds between generated tokens (0 = none)
 //   io.now()          -> epoch ms (optional, defaults to Date.now)
+import { base64Of, speechMp3, transcriptOf } from "./audio.mjs";
+import { convertDocument } from "./documents.mjs";
 import { imageInfo } from "./images.mjs";
 
 /**
@@ -41,7 +43,15 @@ export const MODELS = Object.freeze({
   "@cf/meta/llama-guard-3-8b": { format: "guard", thinks: false },
   // https://developers.cloudflare.com/workers-ai/models/bge-m3/
   "@cf/baai/bge-m3": { format: "embedding", thinks: false, dimensions: 1024 },
+  // https://developers.cloudflare.com/workers-ai/models/melotts/: {prompt, lang} -> {audio: base64 MP3}.
+  "@cf/myshell-ai/melotts": { format: "tts", thinks: false },
+  // https://developers.cloudflare.com/workers-ai/models/whisper-large-v3-turbo/:
+  // {audio: base64, language?, task?} -> {text, transcription_info: {language, duration, …}, …}.
+  "@cf/openai/whisper-large-v3-turbo": { format: "asr", thinks: false },
 });
+
+/** The model name `toMarkdown` calls are logged and scripted under. */
+export const TO_MARKDOWN = "toMarkdown";
 
 /** Pixels per side of the square tile that costs one prompt token of an image. */
 export const IMAGE_TILE_PX = 28;
@@ -736,8 +746,17 @@ export class Ai {
         finish();
         return body;
       }
-      validateInputs(inputs);
+      const asr = MODELS[model]?.format === "asr";
+      if (asr && typeof inputs?.audio !== "string") {
+        throw apiError(5006, "Error: required properties at '/' are 'audio'");
+      }
+      if (!asr) validateInputs(inputs);
       const guard = MODELS[model]?.format === "guard";
+      const tts = MODELS[model]?.format === "tts";
+      if (tts && (typeof inputs.prompt !== "string" || inputs.prompt.length < 1)) {
+        throw apiError(5006, "Error: required properties at '/' are 'prompt'");
+      }
+
       if (guard && !Array.isArray(inputs.messages)) {
         throw apiError(3003, "Incomplete request: Llama Guard classifies `messages`, not `prompt`");
       }
@@ -770,6 +789,14 @@ export class Ai {
         finish();
         return rule.json;
       }
+      if (asr) {
+        // An undecodable input's real error code is unverified; 5006 is the binding's for bad input.
+        const result = await transcriptOf(topLevelImageBytes(inputs.audio) ?? new Uint8Array(), inputs.language);
+        if (!result) throw apiError(5006, "Error: the audio could not be decoded");
+        await waitRuleDelay();
+        finish();
+        return result;
+      }
 
       const delay = this._delay();
       const ctx = {
@@ -783,6 +810,13 @@ export class Ai {
       let steps;
       let body = null;
       let bodyDelay = 0;
+      if (tts && !(rule && "chunks" in rule)) {
+        // One MP3, whether or not a stream was asked; its length follows the text.
+        await this._wait(stopper, ruleDelay + delay);
+        if (signal?.aborted) throw abortReason(signal);
+        finish();
+        return { audio: base64Of(speechMp3(inputs.prompt, inputs.lang ?? "en")) };
+      }
       if (rule && "chunks" in rule) {
         steps = stepsForChunks(rule.chunks);
       } else if (guard) {
@@ -818,6 +852,38 @@ export class Ai {
       const aborted = !!signal?.aborted;
       finish({ aborted, error: messageOf(err) });
       throw err;
+    }
+  }
+
+  /**
+   * Same contract as `env.AI.toMarkdown`: one {name, blob} or a list, one
+   * ConversionResult or a list (documents.mjs). Logged as a call of model
+   * "toMarkdown"; only rules that name that model apply (`error`, `json`).
+   */
+  async toMarkdown(files) {
+    const list = Array.isArray(files) ? files : [files];
+    const record = { model: TO_MARKDOWN, inputs: { files: [] }, error: null, t_start: this._now(), t_end: null };
+    try {
+      const read = await Promise.all(
+        list.map(async (f) => ({ name: String(f?.name), bytes: new Uint8Array(await f.blob.arrayBuffer()) })),
+      );
+      record.inputs.files = read.map(({ name, bytes }) => ({ name, bytes: bytes.length }));
+      const script = await this._script();
+      const named = script && { rules: script.rules.map((r) => (r?.match?.model === TO_MARKDOWN ? r : null)) };
+      const rule = this._pickRule(named, TO_MARKDOWN, {});
+      if (rule && typeof rule.error === "string") throw new Error(rule.error);
+      const results =
+        rule && "json" in rule
+          ? rule.json
+          : await Promise.all(read.map(({ name, bytes }) => convertDocument(name, bytes, countTokens)));
+      record.results = jsonSafe(results);
+      return Array.isArray(files) || !Array.isArray(results) ? results : results[0];
+    } catch (err) {
+      record.error = messageOf(err);
+      throw err;
+    } finally {
+      record.t_end = this._now();
+      this._log(record);
     }
   }
 

@@ -130,4 +130,25 @@ export class Ai {
     }
     return data && typeof data === "object" && "result" in data ? data.result : data;
   }
+
+  /**
+   * Same contract as `env.AI.toMarkdown`, over the REST endpoint
+   * (https://developers.cloudflare.com/workers-ai/features/markdown-conversion/usage/rest-api/):
+   * the files as multipart `files` fields, the results in `result`.
+   */
+  async toMarkdown(files) {
+    const list = Array.isArray(files) ? files : [files];
+    const form = new FormData();
+    for (const f of list) form.append("files", f.blob, f.name);
+    const url = `${this.baseUrl}/accounts/${encodeURIComponent(this.accountId)}/ai/tomarkdown`;
+    let res;
+    try {
+      res = await this._fetch(url, { method: "POST", headers: { authorization: `Bearer ${this._token}` }, body: form });
+    } catch (err) {
+      throw new Error(this._redact(`edgechat REST client: request to Workers AI failed: ${err?.message ?? err}`));
+    }
+    if (!res.ok) return this._fail(res);
+    const data = await res.json();
+    return Array.isArray(files) ? data.result : data.result?.[0];
+  }
 }

@@ -45,6 +45,11 @@ export class EmulatedAi extends WorkerEntrypoint {
     configure(this.env);
     return ai.run(model, inputs, options ?? {});
   }
+
+  /** `env.AI.toMarkdown`: the emulator's converters (documents.mjs). */
+  async toMarkdown(files) {
+    return ai.toMarkdown(files);
+  }
 }
 
 function json(value, status = 200) {

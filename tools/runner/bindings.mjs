@@ -61,6 +61,9 @@ export class Ai {
     const result = await this.#inner.run(model, inputs, options);
     return result instanceof ReadableStream ? systemStream(result) : result;
   }
+  toMarkdown(files) {
+    return this.#inner.toMarkdown(files);
+  }
 }
 
 async function makeAi(log) {
