@@ -2,7 +2,8 @@
 
 Starts the offline runner with the Workers AI emulator scripted to stream a
 4,000-token Markdown answer (headings, lists, a table, code in several
-languages), one token per SSE event, a few milliseconds apart. Debian's
+languages, math, and a Mermaid diagram in its first part), one token per SSE
+event, a few milliseconds apart. Debian's
 Chromium (Playwright) opens the page and asks for it, while Chrome's tracing
 records the renderer's main thread. Reported: the main thread's scripting
 time while the answer streamed (CDP ``Performance.getMetrics``), the longest
@@ -80,24 +81,38 @@ for await (const piece of res.body) console.log(new TextDecoder().decode(piece))
 
 > A quote, so every kind of block is on the page.
 
+The cost grows as $O(n \\log n)$ for $n$ tokens, and the mean of a frame is
+
+$$
+\\bar{t} = \\frac{1}{n} \\sum_{k=1}^{n} t_k
+$$
+
 ```sql
 SELECT model, count(*) AS answers FROM chats WHERE tokens > 4000 GROUP BY model;
 ```
 
 """
 
+# Done: the answer has ended and its math is typeset, its diagrams drawn
+# (they render once their block closes, some after the stream), then a moment
+# for the last of it.
 WAIT_DONE = """() => new Promise((resolve) => {
   const done = () => {
     const last = [...document.querySelectorAll("article.assistant")].at(-1);
-    return last && last.getAttribute("aria-busy") === "false";
+    return last && last.getAttribute("aria-busy") === "false" &&
+      !last.querySelector(".math:not([data-typeset])") &&
+      !last.querySelector(".diagram:not([data-drawn=ok]):not([data-drawn=error])");
   };
-  if (done()) return resolve();
+  const finish = () => setTimeout(resolve, 300);
+  if (done()) return finish();
   new MutationObserver((_, observer) => {
     if (done()) {
       observer.disconnect();
-      resolve();
+      finish();
     }
-  }).observe(document.getElementById("messages"), { attributes: true, subtree: true });
+  }).observe(document.getElementById("messages"), {
+    attributes: true, childList: true, subtree: true,
+  });
 })"""
 
 RENDER_CATEGORIES = ["toplevel", "devtools.timeline", "disabled-by-default-devtools.timeline"]
@@ -110,6 +125,15 @@ new PerformanceObserver((list) => {
 """
 
 
+DIAGRAM = """```mermaid
+flowchart LR
+  Read[Read the bytes] --> Parse[Parse the events]
+  Parse --> Render[Render the blocks]
+  Render --> Read
+```
+
+"""
+
 CODE_LINE = "    total += compute(item, {n}, name='x')  # step {n}\n"
 
 
@@ -120,6 +144,8 @@ def answer_tokens(count: int, shape: str = "mixed") -> list[str]:
     n = 1
     while len(re.findall(r"\s*\S+", text)) < count:
         text += (CODE_LINE if shape == "code" else SECTION).replace("{n}", str(n))
+        if shape == "mixed" and n == 1:
+            text += DIAGRAM
         n += 1
     return re.findall(r"\s*\S+", text)[:count]
 
@@ -158,8 +184,9 @@ def main_thread_tasks(trace: dict[str, Any]) -> tuple[list[tuple[float, float]],
                 tooling.setdefault(key, []).append(e["ts"])
     if not by_thread:
         return [], []
-    # The page's renderer is the busy one.
-    key = max(by_thread, key=lambda k: sum(d for _, d, _ in by_thread[k]))
+    # The page's renderer runs the most tasks (one or more per streamed token);
+    # the sandboxed diagram frame, when there is one, has a process of its own.
+    key = max(by_thread, key=lambda k: len(by_thread[k]))
     marks = sorted(tooling.get(key, []))
     kept: list[tuple[float, float]] = []
     left_out: list[float] = []
@@ -170,6 +197,30 @@ def main_thread_tasks(trace: dict[str, Any]) -> tuple[list[tuple[float, float]],
         else:
             kept.append((duration / 1000, cpu / 1000))
     return kept, left_out
+
+
+def frame_tasks(trace: dict[str, Any]) -> tuple[float, float]:
+    """The longest (wall, thread) task in ms on any other renderer's main
+    thread: the sandboxed diagram frame's process, where Mermaid runs."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    mains = {
+        (e["pid"], e["tid"])
+        for e in events
+        if e.get("ph") == "M"
+        and e.get("name") == "thread_name"
+        and e.get("args", {}).get("name") == "CrRendererMain"
+    }
+    counts: dict[tuple[int, int], list[tuple[float, float]]] = {}
+    for e in events:
+        key = (e.get("pid"), e.get("tid"))
+        if key in mains and e.get("ph") == "X" and e.get("name") == "ThreadControllerImpl::RunTask":
+            wall = e.get("dur", 0)
+            counts.setdefault(key, []).append((wall / 1000, e.get("tdur", wall) / 1000))
+    if len(counts) < 2:
+        return 0.0, 0.0
+    page = max(counts, key=lambda k: len(counts[k]))
+    others = [t for k, tasks in counts.items() if k != page for t in tasks]
+    return max(w for w, _ in others), max(c for _, c in others)
 
 
 def metric(cdp: Any, name: str) -> float:
@@ -260,6 +311,7 @@ def run(
             status = answer.locator(".stats").inner_text()
             browser.close()
     tasks, tooling = main_thread_tasks(trace)
+    frame_wall, frame_cpu = frame_tasks(trace)
     return {
         "tokens": len(pieces),
         "chars": len("".join(pieces)),
@@ -276,6 +328,8 @@ def run(
         "over_target": sorted((wall for wall, _ in tasks if wall > TARGET_MS), reverse=True),
         "observer": sorted(observed, reverse=True),
         "stats": status,
+        "frame_longest_ms": frame_wall,
+        "frame_longest_cpu_ms": frame_cpu,
     }
 
 
@@ -321,6 +375,11 @@ def main() -> int:
         f"longest task in thread time (CPU the task itself used): {r['longest_cpu_ms']:.1f} ms; "
         f"load average when it ended: {r['load']:.2f} on {os.cpu_count()} CPUs"
     )
+    if r["frame_longest_ms"]:
+        print(
+            f"the diagram frame's own process (Mermaid, off the page's main thread): longest task "
+            f"{r['frame_longest_ms']:.0f} ms, {r['frame_longest_cpu_ms']:.0f} ms in thread time"
+        )
     verdict = "within" if r["longest_ms"] <= TARGET_MS else "OVER"
     print(f"render: longest task {r['longest_ms']:.1f} ms, {verdict} the {TARGET_MS:.0f} ms target")
     return 0

@@ -42,6 +42,18 @@ if ! stamp_ok node_modules/.edgechat-stamp "$node_inputs"; then
   echo "$node_inputs" > node_modules/.edgechat-stamp
 fi
 
+# --- The page's libraries ---------------------------------------------------------
+# static/vendor/ (not committed): markdown-it, highlight.js, KaTeX and Mermaid
+# from the pinned packages just installed, built by scripts/vendor.mjs whenever
+# it or their versions change (it checks that itself).
+node_bin=node_modules/.bin/node
+[[ -x $node_bin ]] || node_bin=node
+if [[ $quiet == 1 ]]; then
+  "$node_bin" scripts/vendor.mjs --if-needed >/dev/null
+else
+  "$node_bin" scripts/vendor.mjs --if-needed
+fi
+
 # --- Python virtualenv ---------------------------------------------------------
 # Host tests run on CPython 3.12 (3.13 also works); never a downloaded Python.
 find_python() {

@@ -15,6 +15,9 @@ echo "== lint and types"
 echo "== JavaScript lint and format (biome, biome.jsonc)"
 biome ci .
 
+echo "== the page's libraries: static/vendor/ is what the pinned packages make"
+node scripts/vendor.mjs --check
+
 echo "== JavaScript: tools and the page's modules (node --test)"
 node --test 'tests/js/*.test.mjs'
 

@@ -21,6 +21,7 @@ import { ui } from "./dom.js";
 import { applyStrings, saveLang, strings } from "./i18n.js";
 import { exportAll, exportJson, exportMarkdown, importFile } from "./import-export.js";
 import { loadPresets } from "./presets.js";
+import { loadRenderer } from "./markdown.js";
 import { closeOnBackdrop, openSearch, runSearch, searchKey } from "./search-dialog.js";
 import { closeSidebar, newChat, renderSidebar, toggleSidebar } from "./sidebar.js";
 import { MODEL_KEY, state, store, THINK_KEY } from "./state.js";
@@ -122,3 +123,6 @@ if (!store.current && store.conversations.length) store.select(store.sorted()[0]
 applyLang();
 loadModels().then(loadPresets);
 ui.input.focus();
+// The answer renderer and its libraries are not part of the first load: they
+// come once the page has painted (or at once, for a conversation on screen).
+requestAnimationFrame(() => setTimeout(loadRenderer, 0));

@@ -141,7 +141,13 @@ function messageView(conversation, message, isLast) {
   });
   view.flag.append(view.flagText, view.flagButton);
   view.answer = el("div", "answer");
-  view.markdown = new MarkdownStream(view.answer, { copy: t.copy });
+  view.markdown = new MarkdownStream(view.answer, {
+    copy: t.copy,
+    diagram: t.diagram,
+    showSource: t.showSource,
+    showDiagram: t.showDiagram,
+    diagramError: t.diagramError,
+  });
   view.dots = el("div", "dots", "•••");
   view.dots.setAttribute("aria-hidden", "true");
   view.footer = el("div", "footer");
@@ -168,7 +174,8 @@ function updateView(view, full) {
   view.reasoningTitle.textContent = streaming && !m.content ? t.thinking : t.reasoning;
   if (view.reasoningBody.textContent.length !== (m.reasoning || "").length)
     view.reasoningBody.textContent = m.reasoning || "";
-  view.markdown.update(m.content || "");
+  // A streaming answer's last block may still grow; any other answer is whole.
+  view.markdown.update(m.content || "", !streaming);
   view.dots.hidden = !streaming || Boolean(m.content || m.reasoning);
   if (full || !streaming) {
     renderFooter(view);

@@ -1,15 +1,20 @@
-// The page's Markdown renderer (static/js/markdown.js) on a DOM from npm
-// (happy-dom): model text never becomes markup, links are http(s) only, no
-// image is loaded, and the supported syntax builds the expected elements.
+// The page's Markdown renderer (static/js/render.js, markdown-it underneath)
+// and its streaming (static/js/markdown.js) on a DOM from npm (happy-dom):
+// model text never becomes markup, links are http(s) or mailto only, no image
+// is loaded, the syntax builds the expected elements, math is marked and
+// typeset once its block is closed, and a streamed answer renders as a whole one.
 import assert from "node:assert/strict";
 import { after, describe, test } from "node:test";
 import { Window } from "happy-dom";
-import { MarkdownStream, renderMarkdown, safeUrl } from "../../static/js/markdown.js";
+import { loadRenderer, MarkdownStream } from "../../static/js/markdown.js";
 
 const window = new Window({ url: "https://edgechat.example/" });
-// markdown.js builds nodes with globalThis.document, as in the page.
+// The renderer builds nodes with globalThis.document, as in the page.
 globalThis.document = window.document;
+// The page has a doctype (KaTeX refuses quirks mode); happy-dom has no compatMode.
+Object.defineProperty(window.document, "compatMode", { value: "CSS1Compat" });
 after(() => window.happyDOM.close());
+const { renderMarkdown, safeUrl } = await loadRenderer();
 
 /** Renders `source` into a detached <div> and returns it. */
 function render(source, labels) {
@@ -23,7 +28,10 @@ const TAGS = new Set([
   ...["p", "br", "h3", "h4", "h5", "h6", "hr", "blockquote", "ul", "ol", "li", "a", "strong", "em", "del", "code"],
   ...["div", "span", "button", "pre", "table", "thead", "tbody", "tr", "th", "td"],
 ]);
-const ATTRIBUTES = new Set(["class", "href", "rel", "target", "type", "data-lang", "start", "tabindex"]);
+const ATTRIBUTES = new Set([
+  ...["class", "href", "rel", "target", "type", "data-lang", "start", "tabindex", "title"],
+  ...["role", "aria-label", "data-tex"],
+]);
 
 /** Fails unless every element under `host` is one the renderer may build, with safe attributes. */
 function assertInert(host, source) {
@@ -32,7 +40,8 @@ function assertInert(host, source) {
     assert.ok(TAGS.has(tag), `<${tag}> from ${JSON.stringify(source)}`);
     for (const { name, value } of node.attributes) {
       assert.ok(ATTRIBUTES.has(name), `${name}= on <${tag}> from ${JSON.stringify(source)}`);
-      if (name === "href") assert.match(value, /^https?:\/\//, `href ${value} from ${JSON.stringify(source)}`);
+      if (name === "href")
+        assert.match(value, /^(https?:\/\/|mailto:)/, `href ${value} from ${JSON.stringify(source)}`);
       if (name === "type") assert.equal(value, "button");
     }
     if (tag === "a") {
@@ -60,7 +69,9 @@ describe("model text never becomes markup", () => {
     test(`as a paragraph: ${payload}`, () => {
       const host = render(payload);
       assertInert(host, payload);
-      assert.equal(host.textContent, payload);
+      // Entities are characters, as the spec says: text all the same.
+      const text = payload.startsWith("&lt;") ? "<img src=x> & <b>" : payload;
+      assert.equal(host.textContent, text);
     });
   }
 
@@ -137,9 +148,10 @@ describe("model text never becomes markup", () => {
 });
 
 describe("links and images", () => {
-  test("safeUrl keeps absolute http(s) only", () => {
+  test("safeUrl keeps absolute http(s) and mailto only", () => {
     assert.equal(safeUrl("https://example.com/a b"), "https://example.com/a%20b");
     assert.equal(safeUrl("http://example.com"), "http://example.com/");
+    assert.equal(safeUrl("mailto:ann@example.com"), "mailto:ann@example.com");
     for (const bad of [
       "javascript:alert(1)",
       "JAVASCRIPT:alert(1)",
@@ -174,7 +186,7 @@ describe("links and images", () => {
     assert.equal(a.textContent, "🖼 a cat");
     const unsafe = render("![x](javascript:void) ![y](javascript:alert(1))");
     assert.equal(unsafe.querySelectorAll("a").length, 0);
-    assert.equal(unsafe.textContent, "🖼 x !y");
+    assert.equal(unsafe.textContent, "🖼 x 🖼 y");
   });
 
   test("bare and angle-bracket URLs become links; trailing punctuation stays text", () => {
@@ -208,7 +220,7 @@ describe("syntax", () => {
     assert.equal(code.textContent, "print('<b>')");
     assert.equal(code.dataset.lang, "python");
     assert.equal(host.querySelector(".code-lang").textContent, "Python");
-    assert.equal(host.querySelector("pre .tok-fn").textContent, "print");
+    assert.equal(host.querySelector("pre .tok-str").textContent, "'<b>'");
     assert.equal(host.querySelector("button.copy").textContent, "复制");
   });
 
@@ -230,7 +242,8 @@ describe("syntax", () => {
 
   test("blockquote, rule and table with alignment", () => {
     assert.equal(html("> quoted\n\n---"), "<blockquote><p>quoted</p></blockquote><hr>");
-    const host = render("| a | b | c |\n|:-:|--:|---|\n| 1 | 2 \\| 3 | `x|y` |");
+    // As GitHub does: a | splits cells even in code, unless it is escaped.
+    const host = render("| a | b | c |\n|:-:|--:|---|\n| 1 | 2 \\| 3 | `x\\|y` |");
     assert.deepEqual(
       [...host.querySelectorAll("th")].map((th) => th.className),
       ["al-center", "al-right", ""],
@@ -294,7 +307,7 @@ describe("MarkdownStream (incremental rendering of a streamed answer)", () => {
     stream.update("Code:\n\n```python\ndef f(x):\n    return x  # done\n");
     assert.ok(host.querySelector("pre > code") === code, "the code block was rebuilt");
     assert.ok(code.querySelector(".tok-kw") === keyword, "the first keyword was rebuilt");
-    assert.equal(code.textContent, "def f(x):\n    return x  # done\n");
+    assert.equal(code.textContent, "def f(x):\n    return x  # done");
     const whole = "Code:\n\n```python\ndef f(x):\n    return x  # done\n```\n\nAfter.";
     stream.update(whole);
     assert.equal(host.innerHTML, full(whole));
@@ -319,5 +332,117 @@ describe("MarkdownStream (incremental rendering of a streamed answer)", () => {
     stream.update(source);
     assertInert(host, source);
     assert.equal(host.querySelectorAll("img, script").length, 0);
+  });
+});
+
+describe("math, task lists and references", () => {
+  const html = (source) => render(source).innerHTML;
+  const maths = (source) => [...render(source).querySelectorAll(".math")].map((m) => [m.className, m.dataset.tex]);
+
+  test("the four delimiters models use are math, kept as LaTeX until typeset", () => {
+    assert.deepEqual(maths("$E = mc^2$ and $$\\int_0^1 x\\,dx = \\frac12$$"), [
+      ["math", "E = mc^2"],
+      ["math math-display", "\\int_0^1 x\\,dx = \\frac12"],
+    ]);
+    assert.deepEqual(maths("\\(a^2\\) then \\[b\\]"), [
+      ["math", "a^2"],
+      ["math math-display", "b"],
+    ]);
+    // A display block on lines of its own, either way; \, is not an escape there.
+    assert.deepEqual(maths("$$\n\\sum_k k\\, dk\n$$"), [["math math-display", "\n\\sum_k k\\, dk\n"]]);
+    assert.deepEqual(maths("\\[\nx^2\n\\]"), [["math math-display", "\nx^2\n"]]);
+    assert.equal(render("$x$").querySelector(".math").textContent, "$x$");
+  });
+
+  test("money and other dollars stay text", () => {
+    for (const text of ["It costs $5 and $10.", "$5-$10", "from $ 5 to $ 10", "a \\$x\\$ b", "`$x$`", "$ x$"])
+      assert.deepEqual(maths(text), [], text);
+    assert.equal(render("It costs $5 and $10.").textContent, "It costs $5 and $10.");
+  });
+
+  test("a display block never spans a blank line: there it is text", () => {
+    assert.deepEqual(maths("$$\nx\n\ny\n$$"), []);
+  });
+
+  test("task list items show a labelled box", () => {
+    const host = render("- [ ] open\n- [x] done\n- [y] no");
+    const boxes = [...host.querySelectorAll(".task-box")];
+    assert.deepEqual(
+      boxes.map((b) => [b.textContent, b.getAttribute("aria-label")]),
+      [
+        ["☐", "to do"],
+        ["☑", "done"],
+      ],
+    );
+    assert.equal(host.querySelectorAll("li")[2].textContent, "[y] no");
+  });
+
+  test("reference links, setext headings, loose lists, entities", () => {
+    assert.equal(
+      html("[the docs][d]\n\n[d]: https://example.com/docs"),
+      '<p><a href="https://example.com/docs" rel="noopener noreferrer" target="_blank">the docs</a></p>',
+    );
+    assert.equal(html("Title\n---"), "<h4>Title</h4>");
+    assert.equal(html("- a\n\n- b"), "<ul><li><p>a</p></li><li><p>b</p></li></ul>");
+    assert.equal(html("&copy; ~~gone~~"), "<p>© <del>gone</del></p>");
+    assert.equal(
+      html("www.example.com and main.rs"),
+      '<p><a href="http://www.example.com" rel="noopener noreferrer" target="_blank">www.example.com</a> and main.rs</p>',
+    );
+  });
+});
+
+describe("MarkdownStream: closing blocks, references, the renderer's arrival", () => {
+  test("a definition that arrives after its use renders the earlier blocks again, with the link", () => {
+    const host = window.document.createElement("div");
+    const stream = new MarkdownStream(host);
+    stream.update("See [the docs].\n\nMore text.\n\n");
+    assert.equal(host.querySelectorAll("a").length, 0);
+    // Once the definition's block is closed (a line follows it).
+    stream.update("See [the docs].\n\nMore text.\n\n[the docs]: https://example.com/d\n\nEnd\n");
+    assert.equal(host.querySelector("a")?.getAttribute("href"), "https://example.com/d");
+    assert.equal(
+      host.innerHTML,
+      render("See [the docs].\n\nMore text.\n\n[the docs]: https://example.com/d\n\nEnd\n").innerHTML,
+    );
+  });
+
+  test("math is typeset when its block closes, not while it is open", async () => {
+    const host = window.document.createElement("div");
+    window.document.body.append(host);
+    const stream = new MarkdownStream(host);
+    stream.update("So $E = mc^2$ holds");
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(host.querySelector(".math").dataset.typeset, undefined, "typeset while open");
+    stream.update("So $E = mc^2$ holds", true);
+    const { typeset } = await import("../../static/js/math.js");
+    await typeset(host);
+    const math = host.querySelector(".math");
+    assert.equal(math.dataset.typeset, "ok");
+    assert.ok(math.querySelector(".katex"), math.innerHTML.slice(0, 200));
+    assert.equal(math.querySelector("annotation").textContent, "E = mc^2");
+    host.remove();
+  });
+
+  test("a formula KaTeX cannot read stays as written, marked", async () => {
+    const host = window.document.createElement("div");
+    window.document.body.append(host);
+    new MarkdownStream(host).update("Broken $\\frac{1$ here", true);
+    const { typeset } = await import("../../static/js/math.js");
+    await typeset(host);
+    const math = host.querySelector(".math");
+    assert.equal(math.dataset.typeset, "error");
+    assert.equal(math.textContent, "$\\frac{1$");
+    host.remove();
+  });
+
+  test("before the renderer is loaded, the text shows as it is, then renders", async () => {
+    const cold = await import("../../static/js/markdown.js?cold");
+    const host = window.document.createElement("div");
+    const stream = new cold.MarkdownStream(host);
+    stream.update("**bold** <b>x</b>");
+    assert.equal(host.innerHTML, '<p class="plain">**bold** &lt;b&gt;x&lt;/b&gt;</p>');
+    await cold.loadRenderer();
+    assert.equal(host.innerHTML, "<p><strong>bold</strong> &lt;b&gt;x&lt;/b&gt;</p>");
   });
 });

@@ -242,9 +242,14 @@ async function main() {
         return;
       }
       if (assets && (req.method === "GET" || req.method === "HEAD") && !workerFirst(path)) {
+        // A sandboxed frame's requests say "Origin: null"; the edge serves
+        // static files whatever the Origin, but the local proxy refuses any
+        // Origin that is not a local host name, so it is not passed on.
         const asset = await assets.fetch(`http://${req.headers.host ?? "127.0.0.1"}${req.url}`, {
           method: req.method,
-          headers: Object.fromEntries(Object.entries(req.headers).filter(([, v]) => typeof v === "string")),
+          headers: Object.fromEntries(
+            Object.entries(req.headers).filter(([k, v]) => typeof v === "string" && !(k === "origin" && v === "null")),
+          ),
         });
         if (asset.status !== 404) {
           via = "assets";
