@@ -191,8 +191,10 @@ def test_when_workers_ai_cannot_answer_the_provider_does(
     assert sent.body["model"] == "acme-chat-1"
     assert sent.body["stream"] is True
     assert sent.body["messages"][-1] == {"role": "user", "content": "is the edge down?"}
-    # The Workers AI chain was tried first: GLM, then Llama.
-    assert [call["model"] for call in server.ai.calls()][:2] == [GLM, LLAMA]
+    # The Workers AI chain was tried first: GLM, then Llama; but an account
+    # out of its daily allocation takes every Workers AI model out at once.
+    asked = [call["model"] for call in server.ai.calls()]
+    assert asked[:2] == ([GLM] if error.startswith("3036") else [GLM, LLAMA])
     record = log_record(server, request_id=chat.response.headers["x-request-id"])
     assert record["model"] == "acme/acme-chat-1"
     # The key is only ever in Authorization.
