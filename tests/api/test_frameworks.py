@@ -13,7 +13,9 @@ checks what edgechat makes of that.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -210,10 +212,24 @@ def test_langchain_js_reads_every_shape(server: Server) -> None:
 # --- the OpenAI Agents SDK, over the Responses API ---------------------------------
 
 
-def agent_model(server: Server, model: str = "kimi") -> OpenAIResponsesModel:
+@contextlib.asynccontextmanager
+async def agent_model(server: Server, model: str = "kimi") -> AsyncIterator[OpenAIResponsesModel]:
+    """The Agents SDK's model over edgechat, its client closed in the loop
+    that used it (a client left open warns when collected, in another test)."""
     set_tracing_disabled(True)  # its traces would go to OpenAI's servers
     client = AsyncOpenAI(base_url=server.url + "/v1", api_key=TOKEN, max_retries=0)
-    return OpenAIResponsesModel(model=model, openai_client=client)
+    try:
+        yield OpenAIResponsesModel(model=model, openai_client=client)
+    finally:
+        await client.close()
+
+
+def run_agent(server: Server, prompt: str, model: str = "kimi", **agent: Any) -> Any:
+    async def run() -> Any:
+        async with agent_model(server, model) as answering:
+            return await Runner.run(Agent(model=answering, **agent), prompt)
+
+    return asyncio.run(run())
 
 
 @function_tool(name_override="get_weather")
@@ -223,13 +239,13 @@ def weather(city: str) -> str:
 
 
 def test_an_openai_agent_runs_its_tool_loop_over_the_responses_api(server: Server) -> None:
-    agent = Agent(
+    result = run_agent(
+        server,
+        "Weather in Zürich? (loop)",
         name="forecaster",
         instructions="Answer with the weather.",
-        model=agent_model(server),
         tools=[weather],
     )
-    result = Runner.run_sync(agent, "Weather in Zürich? (loop)")
     assert result.final_output == "It is 21 °C in Zürich."
     first, second = server.ai.wait_for_calls(2)
     assert first["inputs"]["messages"][0] == {
@@ -247,17 +263,17 @@ class Forecast(BaseModel):
 
 
 def test_an_openai_agent_streams_with_the_models_usage(server: Server) -> None:
-    agent = Agent(name="streamer", instructions="Be brief.", model=agent_model(server))
-
     async def run() -> tuple[str, Any]:
-        streamed = Runner.run_streamed(agent, "Hello from the agent")
-        deltas = [
-            event.data.delta
-            async for event in streamed.stream_events()
-            if event.type == "raw_response_event"
-            and event.data.type == "response.output_text.delta"
-        ]
-        return "".join(deltas), streamed
+        async with agent_model(server) as answering:
+            agent = Agent(name="streamer", instructions="Be brief.", model=answering)
+            streamed = Runner.run_streamed(agent, "Hello from the agent")
+            deltas = [
+                event.data.delta
+                async for event in streamed.stream_events()
+                if event.type == "raw_response_event"
+                and event.data.type == "response.output_text.delta"
+            ]
+            return "".join(deltas), streamed
 
     text, streamed = asyncio.run(run())
     assert text == streamed.final_output
@@ -276,8 +292,9 @@ def test_an_openai_agent_streams_with_the_models_usage(server: Server) -> None:
 
 
 def test_an_openai_agent_gets_structured_output(server: Server) -> None:
-    agent = Agent(name="structured", model=agent_model(server, "glm"), output_type=Forecast)
-    result = Runner.run_sync(agent, "structured weather, please")
+    result = run_agent(
+        server, "structured weather, please", "glm", name="structured", output_type=Forecast
+    )
     assert result.final_output == Forecast(**FORECAST)
     (call,) = server.ai.wait_for_calls(1)
     response_format = call["inputs"]["response_format"]
