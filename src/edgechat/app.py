@@ -126,7 +126,8 @@ async def _openai_question(
     body = await _body(ctx, await _who(ctx, api=True))
     parsed = parse(body, settings.limits, settings.models, settings.default_model)
     chat = await documents.attach(ctx.platform.ai, parsed.chat, settings.limits, settings.models)
-    parsed = dataclasses.replace(parsed, chat=chat)
+    if chat is not parsed.chat:  # documents were attached
+        parsed = dataclasses.replace(parsed, chat=chat)
     facts = (ctx.request_id, chat.model, chat.max_tokens)
     return parsed, facts, int(time.time()), cors
 
