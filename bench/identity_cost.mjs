@@ -6,7 +6,10 @@
 // served from a loopback keys endpoint), with a daily budget, and both. No HTTP to the
 // Worker: the figures are the Worker's own.
 //
-//   node bench/identity_cost.mjs [--requests N] [--rounds N]
+//   node bench/identity_cost.mjs [--requests N] [--rounds N] [--against CHECKOUT]
+//
+// With --against, the four sides are loaded a second time from another
+// checkout (say, the commit before a change), all eight in turn in one run.
 //
 // The budget's database is an in-process stand-in of D1's binding (prepare,
 // bind, batch; it answers at once with no rows): at the edge D1 is I/O, not
@@ -15,7 +18,7 @@
 // measured is the Worker's side of it: the statements, the conversions, the
 // check beside the model call and its verdict.
 import { cpus } from "node:os";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
 import { unstable_readConfig } from "wrangler";
 import { createEnv } from "../tools/runner/bindings.mjs";
@@ -23,7 +26,11 @@ import { loadWorker } from "../tools/runner/python.mjs";
 import { accessTeam, configWithoutRateLimiter, median, percentile, ROOT } from "./lib.mjs";
 
 const { values } = parseArgs({
-  options: { requests: { type: "string", default: "200" }, rounds: { type: "string", default: "5" } },
+  options: {
+    requests: { type: "string", default: "200" },
+    rounds: { type: "string", default: "5" },
+    against: { type: "string" },
+  },
 });
 const REQUESTS = Number(values.requests);
 const ROUNDS = Number(values.rounds);
@@ -48,10 +55,10 @@ function chatRequest(headers) {
   });
 }
 
-async function load(env, config) {
+async function load(env, config, root = ROOT) {
   return loadWorker({
-    projectDir: ROOT,
-    mainPath: join(ROOT, "src/entry.py"),
+    projectDir: root,
+    mainPath: join(root, "src/entry.py"),
     compatibilityFlags: config.compatibility_flags ?? [],
     env,
     cacheDir: join(ROOT, ".cache"),
@@ -88,12 +95,15 @@ async function main() {
   const access = { ACCESS_TEAM_DOMAIN: team.team, ACCESS_AUD: "bench-aud" };
   const budget = { USER_DAILY_USD: "1000", USAGE_DB: new D1Database() };
   const token = { "cf-access-jwt-assertion": team.token };
-  const sides = [
-    ["no identity, no budget", await load(plain, config), {}],
-    ["Access", await load({ ...plain, ...access }, config), token],
-    ["a daily budget", await load({ ...plain, ...budget }, config), {}],
-    ["Access + a daily budget", await load({ ...plain, ...access, ...budget }, config), token],
-  ];
+  const sides = [];
+  for (const [root, suffix] of [[ROOT, ""], ...(values.against ? [[values.against, `, ${basename(values.against)}`]] : [])]) {
+    sides.push(
+      [`no identity, no budget${suffix}`, await load(plain, config, root), {}],
+      [`Access${suffix}`, await load({ ...plain, ...access }, config, root), token],
+      [`a daily budget${suffix}`, await load({ ...plain, ...budget }, config, root), {}],
+      [`Access + a daily budget${suffix}`, await load({ ...plain, ...access, ...budget }, config, root), token],
+    );
+  }
   for (const [, worker] of sides) worker.pyodide.setStdout({ batched: quiet });
   for (const [, worker, headers] of sides) for (let i = 0; i < 50; i += 1) await firstByte(worker, headers);
   const cpu = sides.map(() => []);
@@ -113,11 +123,13 @@ async function main() {
   console.log("/chat to its first byte, in-process, no HTTP (ms):");
   for (const [index, [name]] of sides.entries()) {
     const line = `CPU p50 ${median(cpu[index]).toFixed(3)}, p95 ${percentile(cpu[index], 0.95).toFixed(3)}; wall p50 ${median(wall[index]).toFixed(3)}`;
-    console.log(`  ${name.padEnd(26)} ${line}`);
+    console.log(`  ${name.padEnd(36)} ${line}`);
   }
+  // Each side against the plain side of its own checkout.
   for (const [index, [name]] of sides.entries()) {
-    if (index === 0) continue;
-    console.log(`  added CPU p50, ${name}: ${(median(cpu[index]) - median(cpu[0])).toFixed(3)} ms`);
+    const plainIndex = index - (index % 4);
+    if (index === plainIndex) continue;
+    console.log(`  added CPU p50, ${name}: ${(median(cpu[index]) - median(cpu[plainIndex])).toFixed(3)} ms`);
   }
   team.server.close();
   await bindings.dispose();

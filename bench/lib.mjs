@@ -59,18 +59,25 @@ export function percentile(xs, p) {
 }
 
 // edgechat's config without the bindings the runner proxies to workerd: the
-// rate limiter and the KV namespace (the response cache, the usage counts).
-// In the runner each call to them is a round trip through wrangler's local
-// proxy (milliseconds of CPU in this process); at the edge they are local or
-// I/O. Timing without them shows what is the Worker's own cost.
+// rate limiter, the KV namespace (the response cache, the usage counts) and
+// the D1 database (each answer's spend, for the budgets). In the runner each
+// call to them is a round trip through wrangler's local proxy, milliseconds
+// of CPU in this process; D1's `prepare` and `bind` are even synchronous
+// round trips that block the event loop (miniflare's proxy client answers a
+// call that returns no promise with `Atomics.wait`). At the edge they are
+// local or I/O. Timing without them shows what is the Worker's own cost; the
+// Worker's side of the budget's D1 calls is measured on its own by
+// bench/identity_cost.mjs, against an in-process stand-in of the binding.
+const PROXIED = [/\[\[ratelimits\]\][^[]*/, /\[\[kv_namespaces\]\][^[]*/, /\[\[d1_databases\]\][^[]*/];
+const withoutProxied = (text) => PROXIED.reduce((rest, table) => rest.replace(table, ""), text);
+
 export function configWithoutRateLimiter() {
-  const text = readFileSync(join(ROOT, "wrangler.toml"), "utf8")
-    .replace(/\[\[ratelimits\]\][^[]*/, "")
-    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
+  const text = withoutProxied(readFileSync(join(ROOT, "wrangler.toml"), "utf8"))
     .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
     .replace('directory = "./static"', 'directory = "../static"');
   if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
   if (text.includes('binding = "CACHE"')) throw new Error("could not remove the KV namespace from wrangler.toml");
+  if (text.includes("d1_databases")) throw new Error("could not remove the D1 database from wrangler.toml");
   mkdirSync(join(ROOT, ".cache"), { recursive: true });
   const path = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
   writeFileSync(path, text);
@@ -92,9 +99,7 @@ export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 // commit before a change), without the bindings the runner proxies, with
 // absolute paths so any runner can serve it; written under .cache/.
 export function configOf(root, name) {
-  const text = readFileSync(join(root, "wrangler.toml"), "utf8")
-    .replace(/\[\[ratelimits\]\][^[]*/, "")
-    .replace(/\[\[kv_namespaces\]\][^[]*/, "")
+  const text = withoutProxied(readFileSync(join(root, "wrangler.toml"), "utf8"))
     .replace('main = "src/entry.py"', `main = "${join(root, "src/entry.py")}"`)
     .replace('directory = "./static"', `directory = "${join(root, "static")}"`);
   mkdirSync(join(ROOT, ".cache"), { recursive: true });

@@ -3,11 +3,11 @@
 Every complete answer adds what it cost at list price (``cost_usd``, and
 for a Workers AI model the Neurons that is, $0.011 per 1,000) to two rows
 of the ``USAGE_DB`` D1 database: the user's for the UTC day, and the
-account's (user ``*``). One statement per row, an atomic upsert
-(``INSERT … ON CONFLICT DO UPDATE SET usd = usd + excluded.usd``), both in
-one batch (a D1 batch is one transaction): concurrent answers never lose a
-count, which KV (eventually consistent, one write a second per key) cannot
-promise. The table is created by the first statement that finds it missing.
+account's (user ``*``). One statement writes both rows, an atomic upsert
+(``INSERT … VALUES (…), (…) ON CONFLICT DO UPDATE SET usd = usd +
+excluded.usd``; a statement is one transaction in SQLite): concurrent
+answers never lose a count, which KV (eventually consistent, one write a
+second per key) cannot promise. The table is created by the first statement that finds it missing.
 
 Before an answer is released its user's row and the account's are read,
 **while** the model is asked (``pipeline`` starts both at once): past
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,8 +45,11 @@ SCHEMA = (
     "requests INTEGER NOT NULL DEFAULT 0, usd REAL NOT NULL DEFAULT 0, "
     "neurons REAL NOT NULL DEFAULT 0, PRIMARY KEY (day, user))"
 )
+# The user's row and the account's, in one statement: one statement to bind
+# and send per answer.
 ADD = (
-    "INSERT INTO spend (day, user, requests, usd, neurons) VALUES (?, ?, 1, ?, ?) "
+    "INSERT INTO spend (day, user, requests, usd, neurons) "
+    "VALUES (?, ?, 1, ?, ?), (?, ?, 1, ?, ?) "
     "ON CONFLICT (day, user) DO UPDATE SET requests = requests + 1, "
     "usd = usd + excluded.usd, neurons = neurons + excluded.neurons"
 )
@@ -163,12 +166,9 @@ def _until(exc: BudgetExhausted | UpstreamQuotaExhausted, resets_at: float, now:
 
 async def count(db: Database, day: str, user: str, spend: Spend, request_id: str) -> None:
     """Adds one answer to the user's and the account's day; runs after the reply."""
-    statements: Sequence[tuple[str, list[Any]]] = [
-        (ADD, [day, user, spend.usd, spend.neurons]),
-        (ADD, [day, ACCOUNT, spend.usd, spend.neurons]),
-    ]
     try:
-        await _batch(db, list(statements))
+        row = [spend.usd, spend.neurons]
+        await _batch(db, [(ADD, [day, user, *row, day, ACCOUNT, *row])])
     except DatabaseError as exc:
         # After the reply: the request's log line is out, so this one says it.
         print(json.dumps({"request_id": request_id, "budget_error": f"count: {exc}"}))

@@ -468,19 +468,44 @@ class BindingKv:
         return keys, None if done else page.get("cursor")
 
 
+# Prepared statements kept per isolate, per D1 binding: workerd's
+# ``D1PreparedStatement.bind`` returns a new statement and leaves the one it
+# was called on as it was (src/cloudflare/internal/d1-api.ts), so one
+# ``prepare`` per SQL text serves every request. A JsProxy is not hashable;
+# ``==`` on two of them is JavaScript's ``===``.
+_prepared: list[tuple[Any, dict[str, Any]]] = []
+
+
+def _statements_of(binding: Any) -> dict[str, Any]:
+    for known, statements in _prepared:
+        if known == binding:
+            return statements
+    statements = {}
+    _prepared.append((binding, statements))
+    return statements
+
+
 class BindingD1:
     """``ports.Database`` over a D1 binding: ``prepare(sql).bind(...)`` per
-    statement, all sent in one ``batch`` (one round trip, one transaction)."""
+    statement (the prepared one kept per isolate), all sent in one ``batch``
+    (one round trip, one transaction)."""
 
     def __init__(self, binding: Any) -> None:
         self._binding = _raw(binding)
+        self._statements = _statements_of(self._binding)
+
+    def _prepare(self, sql: str) -> Any:
+        statement = self._statements.get(sql)
+        if statement is None:
+            statement = self._statements[sql] = self._binding.prepare(sql)
+        return statement
 
     def batch(
         self, statements: list[tuple[str, list[Any]]]
     ) -> Awaitable[list[list[dict[str, Any]]]]:
         try:
             prepared = [
-                self._binding.prepare(sql).bind(*params) if params else self._binding.prepare(sql)
+                self._prepare(sql).bind(*params) if params else self._prepare(sql)
                 for sql, params in statements
             ]
             # Under way from here; settles to ``[results]`` or to the reason
