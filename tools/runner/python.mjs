@@ -62,19 +62,26 @@ async function bootInterpreter({ cacheDir, log }) {
   }
   const pyodide = await loadPyodide({ ...io, _makeSnapshot: Boolean(snapshotPath) });
   pyodide.runPython(WARM_MODULES.map((m) => `import ${m}`).join("\n"));
-  if (snapshotPath) {
-    try {
-      const snapshot = pyodide.makeMemorySnapshot();
-      mkdirSync(cacheDir, { recursive: true });
-      // Written aside and renamed: runners started together never read half a file.
-      const partial = `${snapshotPath}.${process.pid}.tmp`;
-      writeFileSync(partial, snapshot);
-      renameSync(partial, snapshotPath);
-    } catch (err) {
-      log(`could not write a memory snapshot (${err.message})`);
-    }
+  if (!snapshotPath) return pyodide;
+  let snapshot;
+  try {
+    snapshot = pyodide.makeMemorySnapshot();
+    mkdirSync(cacheDir, { recursive: true });
+    // Written aside and renamed: runners started together never read half a file.
+    const partial = `${snapshotPath}.${process.pid}.tmp`;
+    writeFileSync(partial, snapshot);
+    renameSync(partial, snapshotPath);
+  } catch (err) {
+    log(`could not write a memory snapshot (${err.message})`);
   }
-  return pyodide;
+  // The interpreter that made the snapshot is not the one to run the Worker:
+  // with `_makeSnapshot`, Pyodide's `js` module is `globalThis` behind a
+  // Proxy that records each access path (pyodide.asm.mjs, `jsglobals`), and
+  // Node's getters read through it (`crypto`) refuse the Proxy as `this`
+  // (ERR_INVALID_THIS at the Worker's `from js import crypto`). The Worker runs on an
+  // interpreter restored from the snapshot, as on every later start.
+  if (snapshot === undefined) return await loadPyodide(io);
+  return await loadPyodide({ ...io, _loadSnapshot: snapshot });
 }
 
 function compatFlagsModule(flags) {
