@@ -12,9 +12,12 @@ page's own long-task observer saw.
 
     npm run bench:page        (runs page_weight.py, then this)
     .venv/bin/python bench/page_render.py [--tokens 4000] [--delay-ms 2] [--page-at REV]
+    .venv/bin/python bench/page_render.py --against /tmp/base-checkout --rounds 3
 
 ``--page-at REV`` serves the page's files as they were at a git revision,
-for a before/after on the same machine.
+for a before/after on the same machine. ``--against CHECKOUT [--rounds N]``
+runs this page and another checkout's (its ``static/vendor/`` built) N times
+each, alternating, and prints them side by side.
 
 The target (issue 12) is no task over 50 ms; the script reports against it
 and exits 0 either way, since a shared machine can stall any one task.
@@ -235,6 +238,7 @@ TYPES = {
     ".css": "text/css",
     ".js": "text/javascript",
     ".svg": "image/svg+xml",
+    ".woff2": "font/woff2",
 }
 
 
@@ -256,8 +260,30 @@ def serve_page_from(page: Any, rev: str) -> None:
     page.route(re.compile(r"^[^?]*/(|[\w./-]+\.(html|css|js|svg))$"), handle)
 
 
+def serve_static_from(page: Any, folder: Path) -> None:
+    """Serves the page's files from another checkout's static/ (for a side-by-side run)."""
+
+    def handle(route: Any) -> None:
+        path = urlsplit(route.request.url).path
+        name = "index.html" if path == "/" else path.lstrip("/")
+        if name == "diagram":  # static assets serve diagram.html at /diagram
+            name = "diagram.html"
+        file = (folder / name).resolve()
+        if folder.resolve() not in file.parents or not file.is_file():
+            route.fulfill(status=404, body="")
+            return
+        kind = TYPES.get(file.suffix, "application/octet-stream")
+        route.fulfill(status=200, content_type=kind, body=file.read_bytes())
+
+    page.route(re.compile(r"^[^?]*/(|diagram|[\w./-]+\.(html|css|js|svg|woff2))$"), handle)
+
+
 def run(
-    tokens: int, delay_ms: float, rev: str | None = None, shape: str = "mixed"
+    tokens: int,
+    delay_ms: float,
+    rev: str | None = None,
+    shape: str = "mixed",
+    static: Path | None = None,
 ) -> dict[str, Any]:
     pieces = answer_tokens(tokens, shape)
     chunks: list[object] = []
@@ -282,6 +308,8 @@ def run(
             page.add_init_script(LONG_TASKS)
             if rev:
                 serve_page_from(page, rev)
+            elif static:
+                serve_static_from(page, static)
             page.goto(runner.base_url + "/")
             expect(page.locator("#model")).to_be_enabled()
             cdp = page.context.new_cdp_session(page)
@@ -333,23 +361,7 @@ def run(
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tokens", type=int, default=4000)
-    parser.add_argument("--delay-ms", type=float, default=2)
-    parser.add_argument(
-        "--page-at", metavar="REV", help="serve static/ as it was at this git revision"
-    )
-    parser.add_argument(
-        "--shape",
-        choices=["mixed", "code"],
-        default="mixed",
-        help="every kind of block (the default), or one long code block",
-    )
-    args = parser.parse_args()
-    r = run(args.tokens, args.delay_ms, args.page_at, args.shape)
-    if args.page_at:
-        print(f"the page of {args.page_at}")
+def report(r: dict[str, Any]) -> None:
     over = r["over_target"]
     print(
         f"streamed {r['tokens']:,} tokens ({r['chars']:,} characters of Markdown) in "
@@ -382,6 +394,67 @@ def main() -> int:
         )
     verdict = "within" if r["longest_ms"] <= TARGET_MS else "OVER"
     print(f"render: longest task {r['longest_ms']:.1f} ms, {verdict} the {TARGET_MS:.0f} ms target")
+
+
+SIDE_BY_SIDE = [
+    ("scripting on the main thread, ms", "script_ms", "{:.0f}"),
+    ("style and layout, ms", "layout_ms", "{:.0f}"),
+    ("all tasks on the main thread, ms", "task_ms", "{:.0f}"),
+    ("longest task, wall time, ms", "longest_ms", "{:.1f}"),
+    ("longest task, thread time, ms", "longest_cpu_ms", "{:.1f}"),
+    ("tasks over 50 ms (trace)", "over", "{:d}"),
+    ("the page's observer, tasks of 50 ms or more", "seen", "{:d}"),
+    ("load average at the end", "load", "{:.1f}"),
+]
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """`--rounds` pairs, the order alternating, the same runner code: this
+    checkout's static/ and `--against`'s, both served by the same route."""
+    pages = {"now": ROOT / "static", "before": Path(args.against) / "static"}
+    results: dict[str, list[dict[str, Any]]] = {"now": [], "before": []}
+    for k in range(args.rounds):
+        for label in ("now", "before") if k % 2 == 0 else ("before", "now"):
+            r = run(args.tokens, args.delay_ms, shape=args.shape, static=pages[label])
+            r["over"], r["seen"] = len(r["over_target"]), len(r["observer"])
+            results[label].append(r)
+            print(f"-- round {k + 1}, {label} ({pages[label]})", flush=True)
+            report(r)
+    print(f"\nside by side, {args.rounds} round(s), runs as now / before:")
+    for title, key, form in SIDE_BY_SIDE:
+        cells = [
+            " / ".join(form.format(r[key]) for r in results[label]) for label in ("now", "before")
+        ]
+        print(f"  {title:<46} now {cells[0]:<28} before {cells[1]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--delay-ms", type=float, default=2)
+    parser.add_argument(
+        "--page-at", metavar="REV", help="serve static/ as it was at this git revision"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="CHECKOUT",
+        help="another checkout (its static/vendor/ built): run both pages, alternating",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of runs with --against")
+    parser.add_argument(
+        "--shape",
+        choices=["mixed", "code"],
+        default="mixed",
+        help="every kind of block (the default), or one long code block",
+    )
+    args = parser.parse_args()
+    if args.against:
+        side_by_side(args)
+        return 0
+    r = run(args.tokens, args.delay_ms, args.page_at, args.shape)
+    if args.page_at:
+        print(f"the page of {args.page_at}")
+    report(r)
     return 0
 
 
