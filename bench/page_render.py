@@ -12,9 +12,12 @@ page's own long-task observer saw.
 
     npm run bench:page        (runs page_weight.py, then this)
     .venv/bin/python bench/page_render.py [--tokens 4000] [--delay-ms 2] [--page-at REV]
+    .venv/bin/python bench/page_render.py --against /tmp/base-checkout --rounds 3
 
 ``--page-at REV`` serves the page's files as they were at a git revision,
-for a before/after on the same machine.
+for a before/after on the same machine. ``--against CHECKOUT [--rounds N]``
+runs this page and another checkout's (its ``static/vendor/`` built) N times
+each, alternating, and prints them side by side.
 
 The target (issue 12) is no task over 50 ms; the script reports against it
 and exits 0 either way, since a shared machine can stall any one task.
@@ -115,7 +118,28 @@ WAIT_DONE = """() => new Promise((resolve) => {
   });
 })"""
 
-RENDER_CATEGORIES = ["toplevel", "devtools.timeline", "disabled-by-default-devtools.timeline"]
+RENDER_CATEGORIES = [
+    "toplevel",
+    "devtools.timeline",
+    "disabled-by-default-devtools.timeline",
+    # More for a closer look (e.g. disabled-by-default-v8.cpu_profiler), comma-separated.
+    *filter(None, os.environ.get("EDGECHAT_BENCH_CATEGORIES", "").split(",")),
+]
+
+# Before the question: the page settles (its warm-up done: render.js `warm`
+# compiles the common grammars in idle time), as it does while a user types.
+# Settled is five idle periods in a row of the full 50 ms, which Chromium grants
+# only when no task, timer or frame is waiting; at most 30 s.
+SETTLE = """() => new Promise((resolve) => {
+  const started = performance.now();
+  let calm = 0;
+  const check = (deadline) => {
+    calm = deadline.timeRemaining() >= 49 ? calm + 1 : 0;
+    if (calm >= 5 || performance.now() - started > 30000) resolve(performance.now() - started);
+    else requestIdleCallback(check);
+  };
+  requestIdleCallback(check);
+})"""
 
 LONG_TASKS = """
 window.__longTasks = [];
@@ -150,8 +174,10 @@ def answer_tokens(count: int, shape: str = "mixed") -> list[str]:
     return re.findall(r"\s*\S+", text)[:count]
 
 
-def main_thread_tasks(trace: dict[str, Any]) -> tuple[list[tuple[float, float]], list[float]]:
-    """(wall, thread) durations in ms of the top-level tasks on the page's
+def main_thread_tasks(
+    trace: dict[str, Any],
+) -> tuple[list[tuple[float, float, int, tuple[int, int]]], list[float]]:
+    """(wall, thread, start, thread key) durations in ms of the top-level tasks on the page's
     renderer main thread, without the DevTools protocol's own messages (this
     script's tooling), and the wall durations of those left out. Thread time
     is what the task itself ran on a CPU: on a shared machine the wall time
@@ -188,15 +214,46 @@ def main_thread_tasks(trace: dict[str, Any]) -> tuple[list[tuple[float, float]],
     # the sandboxed diagram frame, when there is one, has a process of its own.
     key = max(by_thread, key=lambda k: len(by_thread[k]))
     marks = sorted(tooling.get(key, []))
-    kept: list[tuple[float, float]] = []
+    kept: list[tuple[float, float, int, tuple[int, int]]] = []
     left_out: list[float] = []
     for start, duration, cpu in by_thread[key]:
         k = bisect.bisect_left(marks, start)
         if k < len(marks) and marks[k] <= start + duration:
             left_out.append(duration / 1000)
         else:
-            kept.append((duration / 1000, cpu / 1000))
+            kept.append((duration / 1000, cpu / 1000, start, key))
     return kept, left_out
+
+
+def task_breakdown(
+    trace: dict[str, Any], tasks: list[tuple[float, float, int, tuple[int, int]]]
+) -> list[str]:
+    """For each of `tasks`, what ran inside it: the trace events nested in it on
+    its thread, summed by name (thread time), the heaviest first; for script,
+    the function and file it entered."""
+    events = trace["traceEvents"] if isinstance(trace, dict) else trace
+    out = []
+    for wall, cpu, start, key in tasks:
+        end = start + wall * 1000
+        sums: dict[str, float] = {}
+        for e in events:
+            if (e.get("pid"), e.get("tid")) != key or e.get("ph") != "X":
+                continue
+            if not start < e["ts"] < end or "RunTask" in e.get("name", ""):
+                continue
+            name = e["name"]
+            data = e.get("args", {}).get("data", {})
+            if name in ("FunctionCall", "TimerFire", "EventDispatch", "FireAnimationFrame"):
+                where = data.get("functionName") or data.get("type") or ""
+                url = data.get("url", "").rsplit("/", 1)[-1]
+                if url:
+                    where += f" {url}:{data.get('lineNumber', '?')}"
+                name = f"{name}({where.strip()})"
+            sums[name] = sums.get(name, 0.0) + e.get("tdur", e.get("dur", 0)) / 1000
+        top = sorted(sums.items(), key=lambda kv: -kv[1])[:6]
+        parts = ", ".join(f"{n} {ms:.1f}" for n, ms in top if ms >= 0.5)
+        out.append(f"{wall:.1f} ms wall / {cpu:.1f} ms thread: {parts}")
+    return out
 
 
 def frame_tasks(trace: dict[str, Any]) -> tuple[float, float]:
@@ -235,6 +292,7 @@ TYPES = {
     ".css": "text/css",
     ".js": "text/javascript",
     ".svg": "image/svg+xml",
+    ".woff2": "font/woff2",
 }
 
 
@@ -256,8 +314,31 @@ def serve_page_from(page: Any, rev: str) -> None:
     page.route(re.compile(r"^[^?]*/(|[\w./-]+\.(html|css|js|svg))$"), handle)
 
 
+def serve_static_from(page: Any, folder: Path) -> None:
+    """Serves the page's files from another checkout's static/ (for a side-by-side run)."""
+
+    def handle(route: Any) -> None:
+        path = urlsplit(route.request.url).path
+        name = "index.html" if path == "/" else path.lstrip("/")
+        if name == "diagram":  # static assets serve diagram.html at /diagram
+            name = "diagram.html"
+        file = (folder / name).resolve()
+        if folder.resolve() not in file.parents or not file.is_file():
+            route.fulfill(status=404, body="")
+            return
+        kind = TYPES.get(file.suffix, "application/octet-stream")
+        route.fulfill(status=200, content_type=kind, body=file.read_bytes())
+
+    page.route(re.compile(r"^[^?]*/(|diagram|[\w./-]+\.(html|css|js|svg|woff2))$"), handle)
+
+
 def run(
-    tokens: int, delay_ms: float, rev: str | None = None, shape: str = "mixed"
+    tokens: int,
+    delay_ms: float,
+    rev: str | None = None,
+    shape: str = "mixed",
+    static: Path | None = None,
+    settle: bool = True,
 ) -> dict[str, Any]:
     pieces = answer_tokens(tokens, shape)
     chunks: list[object] = []
@@ -282,11 +363,14 @@ def run(
             page.add_init_script(LONG_TASKS)
             if rev:
                 serve_page_from(page, rev)
+            elif static:
+                serve_static_from(page, static)
             page.goto(runner.base_url + "/")
             expect(page.locator("#model")).to_be_enabled()
             cdp = page.context.new_cdp_session(page)
             cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
             page.locator("#input").fill("Write a long answer")
+            settled_ms = page.evaluate(SETTLE) if settle else 0.0
             browser.start_tracing(page=page, categories=RENDER_CATEGORIES)
             script_before = metric(cdp, "ScriptDuration")
             task_before = metric(cdp, "TaskDuration")
@@ -313,6 +397,7 @@ def run(
     tasks, tooling = main_thread_tasks(trace)
     frame_wall, frame_cpu = frame_tasks(trace)
     return {
+        "settled_ms": settled_ms,
         "tokens": len(pieces),
         "chars": len("".join(pieces)),
         "stream_s": elapsed / 1000,
@@ -320,12 +405,15 @@ def run(
         "task_ms": task_ms,
         "layout_ms": layout_ms,
         "tasks": len(tasks),
-        "longest_cpu_ms": max((cpu for _, cpu in tasks), default=0.0),
+        "longest_cpu_ms": max((t[1] for t in tasks), default=0.0),
+        "over_cpu": sorted((t[1] for t in tasks if t[1] > TARGET_MS), reverse=True),
+        "over_pairs": sorted(((t[0], t[1]) for t in tasks if t[0] > TARGET_MS), reverse=True),
+        "heaviest": task_breakdown(trace, sorted(tasks, key=lambda t: -t[1])[:3]),
         "load": os.getloadavg()[0],
         "tooling": len(tooling),
         "tooling_longest_ms": max(tooling, default=0.0),
-        "longest_ms": max((wall for wall, _ in tasks), default=0.0),
-        "over_target": sorted((wall for wall, _ in tasks if wall > TARGET_MS), reverse=True),
+        "longest_ms": max((t[0] for t in tasks), default=0.0),
+        "over_target": sorted((t[0] for t in tasks if t[0] > TARGET_MS), reverse=True),
         "observer": sorted(observed, reverse=True),
         "stats": status,
         "frame_longest_ms": frame_wall,
@@ -333,24 +421,10 @@ def run(
     }
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--tokens", type=int, default=4000)
-    parser.add_argument("--delay-ms", type=float, default=2)
-    parser.add_argument(
-        "--page-at", metavar="REV", help="serve static/ as it was at this git revision"
-    )
-    parser.add_argument(
-        "--shape",
-        choices=["mixed", "code"],
-        default="mixed",
-        help="every kind of block (the default), or one long code block",
-    )
-    args = parser.parse_args()
-    r = run(args.tokens, args.delay_ms, args.page_at, args.shape)
-    if args.page_at:
-        print(f"the page of {args.page_at}")
+def report(r: dict[str, Any]) -> None:
     over = r["over_target"]
+    if r["settled_ms"]:
+        print(f"the page settled {r['settled_ms']:.0f} ms after it loaded; then the question")
     print(
         f"streamed {r['tokens']:,} tokens ({r['chars']:,} characters of Markdown) in "
         f"{r['stream_s']:.1f} s; the page's stats line: {r['stats']}"
@@ -364,8 +438,18 @@ def main() -> int:
         f"this script's, left out, the longest {r['tooling_longest_ms']:.0f} ms); "
         f"longest {r['longest_ms']:.1f} ms; "
         f"over {TARGET_MS:.0f} ms: {len(over)}"
-        + (f" ({', '.join(f'{t:.0f}' for t in over[:10])} ms)" if over else "")
+        + (
+            " (wall / thread: "
+            + ", ".join(f"{w:.0f} / {c:.0f}" for w, c in r["over_pairs"][:10])
+            + " ms)"
+            if over
+            else ""
+        )
     )
+    print(f"tasks over {TARGET_MS:.0f} ms in thread time: {len(r['over_cpu'])}")
+    print("the heaviest tasks in thread time (nested events, thread time in ms):")
+    for line in r["heaviest"]:
+        print(f"  {line}")
     seen = r["observer"]
     print(
         f"the page's long-task observer: {len(seen)} task(s) of 50 ms or more"
@@ -382,6 +466,80 @@ def main() -> int:
         )
     verdict = "within" if r["longest_ms"] <= TARGET_MS else "OVER"
     print(f"render: longest task {r['longest_ms']:.1f} ms, {verdict} the {TARGET_MS:.0f} ms target")
+
+
+SIDE_BY_SIDE = [
+    ("scripting on the main thread, ms", "script_ms", "{:.0f}"),
+    ("style and layout, ms", "layout_ms", "{:.0f}"),
+    ("all tasks on the main thread, ms", "task_ms", "{:.0f}"),
+    ("longest task, wall time, ms", "longest_ms", "{:.1f}"),
+    ("longest task, thread time, ms", "longest_cpu_ms", "{:.1f}"),
+    ("tasks over 50 ms, wall time (trace)", "over", "{:d}"),
+    ("tasks over 50 ms, thread time (trace)", "over_cpu_n", "{:d}"),
+    ("the page's observer, tasks of 50 ms or more", "seen", "{:d}"),
+    ("load average at the end", "load", "{:.1f}"),
+]
+
+
+def side_by_side(args: argparse.Namespace) -> None:
+    """`--rounds` pairs, the order alternating, the same runner code: this
+    checkout's static/ and `--against`'s, both served by the same route."""
+    pages = {"now": ROOT / "static", "before": Path(args.against) / "static"}
+    results: dict[str, list[dict[str, Any]]] = {"now": [], "before": []}
+    for k in range(args.rounds):
+        for label in ("now", "before") if k % 2 == 0 else ("before", "now"):
+            r = run(
+                args.tokens,
+                args.delay_ms,
+                shape=args.shape,
+                static=pages[label],
+                settle=not args.no_settle,
+            )
+            r["over"], r["seen"] = len(r["over_target"]), len(r["observer"])
+            r["over_cpu_n"] = len(r["over_cpu"])
+            results[label].append(r)
+            print(f"-- round {k + 1}, {label} ({pages[label]})", flush=True)
+            report(r)
+    print(f"\nside by side, {args.rounds} round(s), runs as now / before:")
+    for title, key, form in SIDE_BY_SIDE:
+        cells = [
+            " / ".join(form.format(r[key]) for r in results[label]) for label in ("now", "before")
+        ]
+        print(f"  {title:<46} now {cells[0]:<28} before {cells[1]}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=4000)
+    parser.add_argument("--delay-ms", type=float, default=2)
+    parser.add_argument(
+        "--page-at", metavar="REV", help="serve static/ as it was at this git revision"
+    )
+    parser.add_argument(
+        "--against",
+        metavar="CHECKOUT",
+        help="another checkout (its static/vendor/ built): run both pages, alternating",
+    )
+    parser.add_argument("--rounds", type=int, default=2, help="pairs of runs with --against")
+    parser.add_argument(
+        "--no-settle",
+        action="store_true",
+        help="ask at once after the load, while the page may still be warming up",
+    )
+    parser.add_argument(
+        "--shape",
+        choices=["mixed", "code"],
+        default="mixed",
+        help="every kind of block (the default), or one long code block",
+    )
+    args = parser.parse_args()
+    if args.against:
+        side_by_side(args)
+        return 0
+    r = run(args.tokens, args.delay_ms, args.page_at, args.shape, settle=not args.no_settle)
+    if args.page_at:
+        print(f"the page of {args.page_at}")
+    report(r)
     return 0
 
 

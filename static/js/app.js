@@ -16,16 +16,20 @@ import {
   sendOnEnter,
 } from "./composer.js";
 import { copyCode, followScroll, renderConversation } from "./conversation.js";
-import { renderMic, toggleDictation } from "./dictation.js";
 import { ui } from "./dom.js";
 import { applyStrings, saveLang, strings } from "./i18n.js";
-import { exportAll, exportJson, exportMarkdown, importFile } from "./import-export.js";
 import { loadRenderer } from "./markdown.js";
+import { onDemand } from "./on-demand.js";
 import { loadPresets } from "./presets.js";
-import { closeOnBackdrop, openSearch, runSearch, searchKey } from "./search-dialog.js";
 import { closeSidebar, newChat, renderSidebar, toggleSidebar } from "./sidebar.js";
 import { MODEL_KEY, state, store, THINK_KEY } from "./state.js";
 import { nodes } from "./tree.js";
+
+// What the empty page does not need comes with its first use (on-demand.js).
+const dictation = onDemand(() => import("./dictation.js"));
+const transfer = onDemand(() => import("./import-export.js"));
+const searching = onDemand(() => import("./search-dialog.js"));
+const openSearch = searching.call("openSearch");
 
 function applyLang() {
   const { lang } = state;
@@ -40,8 +44,8 @@ function applyLang() {
   renderSidebar();
   renderConversation();
   renderTray();
-  renderMic();
-  if (ui.searchDialog.open) runSearch();
+  dictation.loaded?.renderMic();
+  if (ui.searchDialog.open) searching.loaded?.runSearch();
 }
 
 function pageKey(e) {
@@ -89,7 +93,7 @@ ui.menu.addEventListener("click", toggleSidebar);
 ui.backdrop.addEventListener("click", closeSidebar);
 
 ui.attach.addEventListener("click", () => ui.attachFile.click());
-ui.mic.addEventListener("click", toggleDictation);
+ui.mic.addEventListener("click", dictation.call("toggleDictation"));
 ui.attachFile.addEventListener("change", () => {
   attach(ui.attachFile.files);
   ui.attachFile.value = "";
@@ -98,19 +102,19 @@ ui.composer.addEventListener("paste", pasteImages);
 document.addEventListener("dragover", dragImages);
 document.addEventListener("drop", dragImages);
 
-ui.searchInput.addEventListener("input", runSearch);
-ui.searchInput.addEventListener("keydown", searchKey);
+ui.searchInput.addEventListener("input", searching.call("runSearch"));
+ui.searchInput.addEventListener("keydown", searching.call("searchKey"));
 ui.searchDialog.addEventListener("close", () => ui.input.focus());
 ui.searchOpen.addEventListener("click", openSearch);
 ui.searchClose.addEventListener("click", () => ui.searchDialog.close());
-ui.searchDialog.addEventListener("click", closeOnBackdrop);
+ui.searchDialog.addEventListener("click", searching.call("closeOnBackdrop"));
 if (/Mac|iPhone|iPad/.test(navigator.platform || "")) ui.searchKey.textContent = "⌘ K";
 
-ui.exportMd.addEventListener("click", exportMarkdown);
-ui.exportJson.addEventListener("click", exportJson);
-ui.exportAll.addEventListener("click", exportAll);
+ui.exportMd.addEventListener("click", transfer.call("exportMarkdown"));
+ui.exportJson.addEventListener("click", transfer.call("exportJson"));
+ui.exportAll.addEventListener("click", transfer.call("exportAll"));
 ui.import.addEventListener("click", () => ui.importFile.click());
-ui.importFile.addEventListener("change", importFile);
+ui.importFile.addEventListener("change", transfer.call("importFile"));
 
 // --- start
 

@@ -6,10 +6,14 @@ import { documentChip } from "./documents.js";
 import { button, el, ui } from "./dom.js";
 import { categoryNames } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
+import { onDemand } from "./on-demand.js";
 import { renderPresets } from "./presets.js";
-import { isReading, readAloud, readingLabel, stopReading } from "./speech.js";
 import { state, store } from "./state.js";
 import { addVersion, dropVersion, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
+
+// Read aloud (speech.js) comes with the first click on it; until then nothing is being read.
+const speech = onDemand(() => import("./speech.js"));
+const isReading = (m) => Boolean(speech.loaded?.isReading(m));
 
 const views = new Map();
 
@@ -207,9 +211,9 @@ function renderActions(view) {
   }
   // Last, so Copy and Regenerate keep their places in the tab order.
   if (m.role === "assistant" && m.status !== "streaming" && m.content && !view.answer?.hidden) {
-    const read = button("btn-small btn-ghost action", readingLabel(m), () => {
-      if (isReading(m)) stopReading();
-      else readAloud(m, () => views.get(m) && renderActions(views.get(m)));
+    const read = button("btn-small btn-ghost action", isReading(m) ? t.stopReading : t.readAloud, () => {
+      if (isReading(m)) speech.loaded.stopReading();
+      else speech.call("readAloud")(m, () => views.get(m) && renderActions(views.get(m)));
     });
     read.setAttribute("aria-pressed", String(isReading(m)));
     parts.push(read);

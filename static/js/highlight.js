@@ -237,14 +237,29 @@ export function paintGrowing(codeEl, code, lang) {
 
 const yieldTask = () => new Promise((resolve) => setTimeout(resolve, 0));
 
+// The longest grammar to compile takes ~35 ms (Java's, measured in Chromium on
+// this project's machine: bench/page_render.py's trace), less than the 50 ms
+// an idle period lasts when the page has nothing else to do.
+const COMPILE_MS = 40;
+
+/** Resolves in an idle period of at least `ms`: none comes while an answer
+ * streams (frames are 16 ms apart), so work waiting here never delays one. */
+function idlePeriod(ms) {
+  if (!globalThis.requestIdleCallback) return yieldTask();
+  return new Promise((resolve) => {
+    const wait = (deadline) => (deadline.timeRemaining() >= ms ? resolve() : requestIdleCallback(wait));
+    requestIdleCallback(wait);
+  });
+}
+
 /**
- * Compiles the grammars answers use most, one per task, while the page is
- * idle: highlight.js compiles a language the first time it is used, which
- * would otherwise land in the first frame of the first answer with code.
+ * Compiles the grammars answers use most, one per idle period: highlight.js
+ * compiles a language the first time it is used, which would otherwise land
+ * in the first frame of the first answer with code.
  */
 export async function warm(names = DETECT) {
   for (const id of names) {
-    await yieldTask();
+    await idlePeriod(COMPILE_MS);
     try {
       hljs.highlight("x", { language: id, ignoreIllegals: true });
     } catch {

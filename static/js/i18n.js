@@ -299,4 +299,5 @@ export function applyStrings(root, t) {
     node.setAttribute("aria-label", t[node.dataset.i18nLabel]);
   for (const node of root.querySelectorAll("[data-i18n-placeholder]"))
     node.placeholder = t[node.dataset.i18nPlaceholder];
+  for (const node of root.querySelectorAll("[data-i18n-title]")) node.title = t[node.dataset.i18nTitle];
 }

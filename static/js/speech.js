@@ -3,7 +3,7 @@
 // come quickly; Stop ends it at once. The server reads Markdown as prose.
 
 import { ui } from "./dom.js";
-import { state, TOKEN_KEY } from "./state.js";
+import { TOKEN_KEY } from "./state.js";
 
 let reading = null; // {message, controller}
 
@@ -107,5 +107,3 @@ export async function readAloud(message, changed) {
 export function stopReading() {
   reading?.controller.abort();
 }
-
-export const readingLabel = (message) => (isReading(message) ? state.t.stopReading : state.t.readAloud);

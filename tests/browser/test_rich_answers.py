@@ -187,6 +187,10 @@ def test_axe_finds_no_violation_in_an_answer_with_math_diagrams_and_code(
         "data-drawn", "error", timeout=LATER
     )
     expect(answer.locator("code[data-detected]")).to_have_count(1, timeout=LATER)
+    # The named language loaded on demand is highlighted too: axe checks its colours' contrast.
+    haskell = answer.locator(".code:not(.diagram)").nth(1)
+    expect(haskell.locator(".code-lang")).to_have_text("Haskell", timeout=LATER)
+    expect(haskell.locator(".tok-str")).to_have_text('"hello"')
     ARTIFACTS.mkdir(exist_ok=True)
     chat.page.screenshot(path=ARTIFACTS / f"page-rich-{scheme}.png", full_page=True)
     assert axe_violations(chat) == []

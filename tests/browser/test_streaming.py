@@ -273,3 +273,37 @@ def test_the_view_follows_the_answer_unless_the_reader_scrolled_up(
     chat.wait_idle()
     expect(chat.last_answer()).to_contain_text("Line 59")
     assert log.evaluate("e => e.scrollTop") == 0
+
+
+CURSOR = "el => getComputedStyle(el, '::after').content"
+
+
+@pytest.mark.parametrize(
+    ("last", "tag"),
+    # A heading is shifted down two levels on the page (## is h4)
+    [("Some words", "p"), ("- one\n- two", "ul"), ("> quoted", "blockquote"), ("## Title", "h4")],
+)
+def test_the_cursor_follows_the_last_block_while_streaming_and_goes_at_the_end(
+    chat: Chat, ai: EmulatorControl, last: str, tag: str
+) -> None:
+    ai.script(
+        {
+            "chunks": [
+                openai_chunk(content="First paragraph.\n\n"),
+                openai_chunk(content=last),
+                *openai_end(completion_tokens=4),
+            ]
+        }
+    )
+    chat.hold_chat_events()
+    chat.send("Write two blocks")
+    chat.release_events(3)  # meta and both pieces
+    answer = chat.last_answer().locator(".answer")
+    block = answer.locator(f":scope > {tag}").last
+    expect(block).to_be_visible()
+    expect(answer.locator(":scope > :last-child")).to_have_js_property("tagName", tag.upper())
+    assert block.evaluate(CURSOR) == '""'
+    assert answer.locator(":scope > p").first.evaluate(CURSOR) == "none"
+    chat.release_all_events()
+    chat.wait_idle()
+    assert block.evaluate(CURSOR) == "none"
