@@ -47,6 +47,7 @@ async def count(
     prompt_tokens: int,
     completion_tokens: int,
     cost_usd: float,
+    cached_prompt_tokens: int = 0,
     cached: bool,
     request_id: str,
 ) -> None:
@@ -55,6 +56,7 @@ async def count(
         "model": model.id,
         "prompt": prompt_tokens,
         "completion": completion_tokens,
+        "prompt_cached": cached_prompt_tokens,
         "usd": cost_usd,
         "cached": cached,
     }
@@ -83,6 +85,7 @@ async def read_day(kv: Kv, day: str) -> dict[str, Any]:
                     "requests": 0,
                     "cached": 0,
                     "prompt_tokens": 0,
+                    "cached_prompt_tokens": 0,
                     "completion_tokens": 0,
                     "cost_usd": 0.0,
                 },
@@ -90,6 +93,7 @@ async def read_day(kv: Kv, day: str) -> dict[str, Any]:
             entry["requests"] += 1
             entry["cached"] += 1 if meta.get("cached") is True else 0
             entry["prompt_tokens"] += _number(meta.get("prompt"))
+            entry["cached_prompt_tokens"] += _number(meta.get("prompt_cached"))
             entry["completion_tokens"] += _number(meta.get("completion"))
             entry["cost_usd"] += float(_number(meta.get("usd"), float))
         if cursor is None:
@@ -106,7 +110,14 @@ async def read_day(kv: Kv, day: str) -> dict[str, Any]:
         "models": models,
         "total": {
             name: sum(entry[name] for entry in models)
-            for name in ("requests", "cached", "prompt_tokens", "completion_tokens", "neurons")
+            for name in (
+                "requests",
+                "cached",
+                "prompt_tokens",
+                "cached_prompt_tokens",
+                "completion_tokens",
+                "neurons",
+            )
         }
         | {"cost_usd": round(sum(entry["cost_usd"] for entry in models), 8)},
         "complete": complete,

@@ -66,6 +66,7 @@ def empty_day(day: str) -> dict[str, Any]:
             "requests": 0,
             "cached": 0,
             "prompt_tokens": 0,
+            "cached_prompt_tokens": 0,
             "completion_tokens": 0,
             "neurons": 0,
             "cost_usd": 0.0,
@@ -108,6 +109,7 @@ def test_count_writes_one_key_per_answer() -> None:
         "model": KIMI.id,
         "prompt": 100,
         "completion": 20,
+        "prompt_cached": 0,
         "usd": 0.000175,
         "cached": False,
     }
@@ -180,6 +182,7 @@ def test_a_day_is_added_up_per_model() -> None:
             "requests": 1,
             "cached": 1,
             "prompt_tokens": 10,
+            "cached_prompt_tokens": 0,
             "completion_tokens": 5,
             "cost_usd": 0.0,
             "neurons": 0,
@@ -189,6 +192,7 @@ def test_a_day_is_added_up_per_model() -> None:
             "requests": 1,
             "cached": 0,
             "prompt_tokens": 1_000_000,
+            "cached_prompt_tokens": 0,
             "completion_tokens": 1_000_000,
             "cost_usd": kimi_usd,
             "neurons": round(kimi_usd * NEURONS_PER_USD),
@@ -198,6 +202,7 @@ def test_a_day_is_added_up_per_model() -> None:
             "requests": 3,
             "cached": 1,
             "prompt_tokens": 7000,
+            "cached_prompt_tokens": 0,
             "completion_tokens": 1800,
             "cost_usd": glm_usd,
             "neurons": round(glm_usd * NEURONS_PER_USD),
@@ -208,6 +213,7 @@ def test_a_day_is_added_up_per_model() -> None:
         "requests": 5,
         "cached": 2,
         "prompt_tokens": 1_007_010,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 1_001_805,
         "neurons": sum(m["neurons"] for m in body["models"]),
         "cost_usd": round(kimi_usd + glm_usd, 8),
@@ -248,6 +254,7 @@ def test_numbers_that_are_no_counts_count_as_nothing() -> None:
         "requests": 2,
         "cached": 0,  # only true is cached
         "prompt_tokens": 2,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 0,
         "cost_usd": 0.0,
         "neurons": 0,
@@ -416,9 +423,30 @@ def test_every_complete_answer_is_counted_and_reported() -> None:
     metas = sorted(usage_keys(kv).values(), key=lambda meta: meta["cached"])
     one_cost = cost_usd(GLM, counts(20, 4))
     assert metas == [
-        {"model": GLM.id, "prompt": 20, "completion": 4, "usd": one_cost, "cached": False},
-        {"model": GLM.id, "prompt": 20, "completion": 4, "usd": one_cost, "cached": False},
-        {"model": GLM.id, "prompt": 20, "completion": 4, "usd": 0.0, "cached": True},
+        {
+            "model": GLM.id,
+            "prompt": 20,
+            "completion": 4,
+            "prompt_cached": 0,
+            "usd": one_cost,
+            "cached": False,
+        },
+        {
+            "model": GLM.id,
+            "prompt": 20,
+            "completion": 4,
+            "prompt_cached": 0,
+            "usd": one_cost,
+            "cached": False,
+        },
+        {
+            "model": GLM.id,
+            "prompt": 20,
+            "completion": 4,
+            "prompt_cached": 0,
+            "usd": 0.0,
+            "cached": True,
+        },
     ]
     (glm,) = body["models"]
     assert glm["requests"] == 3
@@ -454,7 +482,14 @@ def test_an_answer_without_usage_counts_as_one_request_of_no_tokens() -> None:
 
     asyncio.run(run())
     (meta,) = usage_keys(kv).values()
-    assert meta == {"model": GLM.id, "prompt": 0, "completion": 0, "usd": 0.0, "cached": False}
+    assert meta == {
+        "model": GLM.id,
+        "prompt": 0,
+        "completion": 0,
+        "prompt_cached": 0,
+        "usd": 0.0,
+        "cached": False,
+    }
 
 
 def test_a_failed_or_abandoned_answer_is_not_counted() -> None:
