@@ -258,8 +258,8 @@ async def me(ctx: Context) -> Reply:
     """``GET /api/me``: who the page is talking to, and what they may do."""
     user = await _who(ctx)
     body = user.to_json()
-    db, limits = ctx.platform.db, ctx.settings.budget
-    if db is not None and limits:
+    db, limits = ctx.platform.db, ctx.settings.budget.for_user(user.id)
+    if db is not None and ctx.settings.budget:
         now = ctx.cooling.wall()
         day = usage.day_of(now)
         try:

@@ -244,6 +244,8 @@ def _budget_check(ctx: Context) -> Coroutine[Any, Any, None] | None:
     db, limits = ctx.platform.db, ctx.settings.budget
     if db is None or not limits or ctx.user is None:
         return None
+    if limits.key_usd or limits.key_neurons:
+        limits = limits.for_user(ctx.user.id)  # a key's own limits (KEY_DAILY_*)
     now = ctx.cooling.wall()
     return _budget_verdict(ctx, budget.check(db, limits, usage.day_of(now), ctx.user.id, now))
 
