@@ -311,6 +311,7 @@ def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
             cost_usd=outcome.cost_usd() or 0.0,
             cached=outcome.cached,
             request_id=ctx.request_id,
+            user=usage.ANONYMOUS if ctx.user is None else ctx.user.id,
         )
     )
 
