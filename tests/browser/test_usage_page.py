@@ -77,7 +77,7 @@ def test_the_usage_page_speaks_chinese(new_chat: Any, relay: Relay) -> None:
     tab.page.get_by_role("button", name="中文").click()
     page = tab.page
     expect(page.get_by_role("heading", name="用量", level=1)).to_be_visible()
-    expect(page.get_by_role("table", name="今天，按用户和模型")).to_be_visible()
+    expect(page.get_by_role("table", name="今天，按用户和模型")).to_be_visible()  # noqa: RUF001
     expect(page.get_by_role("img", name="每个模型每天的请求数")).to_be_visible()
     assert page.evaluate("document.documentElement.lang") == "zh-CN"
     assert axe_violations(tab) == []
