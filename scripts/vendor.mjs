@@ -22,6 +22,7 @@
 //   highlight/index.js    alias -> module name, for the on-demand languages
 //   katex/katex.js        KaTeX as a minified ES module (+ copy-tex), its CSS and woff2 fonts
 //   mermaid/mermaid.min.js  Mermaid's own browser bundle, copied (the diagram frame's)
+//   uplot/uPlot.js, uplot/uPlot.min.css  uPlot's ES module minified, its CSS copied (the usage page's)
 
 import { createHash } from "node:crypto";
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
@@ -63,7 +64,7 @@ export const COMMON_LANGUAGES = [
   "yaml",
 ];
 
-const PACKAGES = ["markdown-it", "highlight.js", "katex", "mermaid", "esbuild"];
+const PACKAGES = ["markdown-it", "highlight.js", "katex", "mermaid", "uplot", "esbuild"];
 
 function version(name) {
   return JSON.parse(readFileSync(join(NM, name, "package.json"), "utf8")).version;
@@ -185,7 +186,21 @@ async function build(OUT) {
   mkdirSync(join(OUT, "mermaid"), { recursive: true });
   cpSync(join(NM, "mermaid/dist/mermaid.min.js"), join(OUT, "mermaid/mermaid.min.js"));
 
-  for (const name of ["markdown-it", "highlight.js", "katex", "mermaid"])
+  // uPlot: its own ES module, minified, and its stylesheet (the usage page's charts only).
+  await esbuild.build({
+    entryPoints: [join(NM, "uplot/dist/uPlot.esm.js")],
+    bundle: true,
+    minify: true,
+    format: "esm",
+    target: "es2022",
+    legalComments: "none",
+    banner: banner("uplot"),
+    outfile: join(OUT, "uplot/uPlot.js"),
+    logLevel: "warning",
+  });
+  cpSync(join(NM, "uplot/dist/uPlot.min.css"), join(OUT, "uplot/uPlot.min.css"));
+
+  for (const name of ["markdown-it", "highlight.js", "katex", "mermaid", "uplot"])
     cpSync(join(NM, name, "LICENSE"), join(OUT, "licenses", `${name}.LICENSE`));
   writeFileSync(join(OUT, "STAMP"), `${inputs()} ${outputDigest(OUT)}\n`);
 }

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
@@ -32,6 +33,7 @@ from edgechat.chat import ChatFraming
 from edgechat.config import Settings
 from edgechat.context import Context
 from edgechat.errors import (
+    BadRequest,
     EdgechatError,
     MethodNotAllowed,
     Misconfigured,
@@ -240,8 +242,11 @@ async def v1_models(ctx: Context) -> Reply:
 
 
 async def api_usage(ctx: Context) -> Reply:
-    """Today's (UTC) requests, tokens, dollars and Neurons per model."""
-    await _who(ctx)
+    """The last ``?days=`` UTC days' (today alone by default) requests,
+    tokens, dollars and Neurons per day, user and model: the asking user's
+    own answers, or everyone's for an admin (``ADMINS``)."""
+    user = await _who(ctx)
+    days = _usage_days(ctx.request.query)
     kv = ctx.platform.kv
     if kv is None:
         raise NotFound(
@@ -249,17 +254,36 @@ async def api_usage(ctx: Context) -> Reply:
             detail="no CACHE binding",
         )
     try:
-        return json_reply(200, await usage.read_day(kv, usage.day_of()))
+        body = await usage.read_days(
+            kv,
+            usage.usage_days(ctx.cooling.wall(), days),
+            (lambda _: True) if user.admin else user.id.__eq__,
+        )
     except KvError as exc:
         raise StoreUnavailable(detail=f"list: {exc}") from exc
+    body["viewer"] = {"user": user.id, "admin": user.admin}
+    return json_reply(200, body)
+
+
+def _usage_days(query: str) -> int:
+    """``?days=``: a whole number of days from 1 to ``MAX_USAGE_DAYS``, 1 if absent."""
+    values = urllib.parse.parse_qs(query, keep_blank_values=True).get("days")
+    if values is None:
+        return 1
+    text = values[-1] if len(values) == 1 else ""
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= usage.MAX_USAGE_DAYS):
+        raise BadRequest(
+            public=f"days must be a whole number from 1 to {usage.MAX_USAGE_DAYS}, given once."
+        )
+    return int(text)
 
 
 async def me(ctx: Context) -> Reply:
     """``GET /api/me``: who the page is talking to, and what they may do."""
     user = await _who(ctx)
     body = user.to_json()
-    db, limits = ctx.platform.db, ctx.settings.budget
-    if db is not None and limits:
+    db, limits = ctx.platform.db, ctx.settings.budget.for_user(user.id)
+    if db is not None and ctx.settings.budget:
         now = ctx.cooling.wall()
         day = usage.day_of(now)
         try:

@@ -58,14 +58,28 @@ READ = "SELECT user, usd, neurons FROM spend WHERE day = ? AND user IN (?, ?)"
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """The daily limits in effect (None: no such limit)."""
+    """The daily limits in effect (None: no such limit), and the named keys'
+    own (``KEY_DAILY_USD``, ``KEY_DAILY_NEURONS``): ``(user id, limit)``
+    pairs, a limit of None lifting the key's."""
 
     user_usd: float | None = None
     user_neurons: int | None = None
     account_neurons: int | None = None
+    key_usd: tuple[tuple[str, float | None], ...] = ()
+    key_neurons: tuple[tuple[str, int | None], ...] = ()
 
     def __bool__(self) -> bool:
-        return any(v is not None for v in (self.user_usd, self.user_neurons, self.account_neurons))
+        limits = (self.user_usd, self.user_neurons, self.account_neurons)
+        keys = (limit for _, limit in (*self.key_usd, *self.key_neurons))
+        return any(v is not None for v in (*limits, *keys))
+
+    def for_user(self, user_id: str) -> Limits:
+        """The limits ``user_id`` spends against: a key's own where it has them."""
+        usd = next((limit for user, limit in self.key_usd if user == user_id), self.user_usd)
+        neurons = next(
+            (limit for user, limit in self.key_neurons if user == user_id), self.user_neurons
+        )
+        return Limits(usd, neurons, self.account_neurons)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,10 @@ ADMINS                     (none)                      emails or key names that 
 USER_DAILY_USD             (none)                      each user's daily budget in USD, at list
                                                        price (needs the USAGE_DB binding)
 USER_DAILY_NEURONS         (none)                      each user's daily budget in Neurons
+KEY_DAILY_USD              (none)                      named keys' own daily budgets in USD,
+                                                       name:amount (name:none: no limit)
+KEY_DAILY_NEURONS          (none)                      named keys' own daily budgets in
+                                                       Neurons, name:amount or name:none
 DAILY_NEURON_LIMIT         (none)                      the account's Workers AI Neurons a day
                                                        (10000: the free allocation)
 LOG_PROMPTS                false                       log prompt text (privacy!)
@@ -197,6 +201,7 @@ class Settings:
                 for name, value in defaults.limits.to_json().items()
             }
         )
+        identity = _identity(get)
         return cls(
             system_prompt=_text("SYSTEM_PROMPT", get) or defaults.system_prompt,
             models=models,
@@ -220,11 +225,13 @@ class Settings:
             **_moderation("MODERATION", get),
             moderation_fail_closed=_choice("MODERATION_FAIL", get, ("open", "closed")) == "closed",
             providers=_providers("PROVIDERS", get),
-            identity=_identity(get),
+            identity=identity,
             budget=BudgetLimits(
                 user_usd=_usd("USER_DAILY_USD", get),
                 user_neurons=_int("USER_DAILY_NEURONS", get, 0) or None,
                 account_neurons=_int("DAILY_NEURON_LIMIT", get, 0) or None,
+                key_usd=_key_limits("KEY_DAILY_USD", get, identity.keys, _amount_usd),
+                key_neurons=_key_limits("KEY_DAILY_NEURONS", get, identity.keys, _amount_neurons),
             ),
             presets=_presets("PRESETS", get),
         )
@@ -424,6 +431,55 @@ def _usd(var: str, get: Callable[[str], object]) -> float | None:
     if not math.isfinite(amount) or amount <= 0:
         raise ValueError(f"{var} must be a positive amount of US dollars")
     return amount
+
+
+def _amount_usd(text: str) -> float | None:
+    try:
+        amount = float(text)
+    except ValueError:
+        return None
+    return amount if math.isfinite(amount) and amount > 0 else None
+
+
+def _amount_neurons(text: str) -> int | None:
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _key_limits[N: (int, float)](
+    var: str,
+    get: Callable[[str], object],
+    keys: tuple[ApiKey, ...],
+    amount: Callable[[str], N | None],
+) -> tuple[tuple[str, N | None], ...]:
+    """A named key's own daily limit, in place of USER_DAILY_USD or
+    USER_DAILY_NEURONS: ``name:amount`` pairs, comma-separated, ``name:none``
+    for no limit. Each name must be a key (API_KEYS, or api_token for
+    API_TOKEN), once. Without any key (``scripts/check-config.sh`` sees no
+    secrets) only the entries' form is checked."""
+    text = _text(var, get)
+    if text is None:
+        return ()
+    names = {key.name for key in keys}
+    unit = "US dollars" if var.endswith("_USD") else "Neurons"
+    found: dict[str, N | None] = {}
+    for number, entry in enumerate(re.split(r"[,\s]+", text.strip()), 1):
+        if not entry:
+            continue
+        name, colon, value = entry.partition(":")
+        if not colon or not _KEY_NAME.fullmatch(name) or (names and name not in names):
+            known = f" ({', '.join(sorted(names))})" if names else ""
+            raise ValueError(
+                f"{var} entry {number} must be name:amount, the name one of the keys{known}"
+            )
+        if name in found:
+            raise ValueError(f"{var} names the key {name} more than once")
+        limit = None if value.lower() == "none" else amount(value)
+        if limit is None and value.lower() != "none":
+            raise ValueError(
+                f"{var} entry {number} ({name}) must be a positive amount of {unit}, or none"
+            )
+        found[name] = limit
+    return tuple(("key:" + name, limit) for name, limit in found.items())
 
 
 def _price(var: str, get: Callable[[str], object]) -> float | None:

@@ -11,7 +11,7 @@ import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from edgechat.errors import ModelNotFound
 
@@ -64,6 +64,10 @@ class Model:
     priced: bool = True
     # A provider's own API (``PROVIDERS``) instead of Workers AI: its name.
     provider: str | None = None
+    # $ per million cached input tokens (prompt caching), where the model's
+    # catalog page lists one ("per M cached input tokens"); None: it lists
+    # none, and cached tokens are priced as any input token.
+    price_cached_in_per_m: float | None = None
 
 
 class Usage(TypedDict):
@@ -72,10 +76,17 @@ class Usage(TypedDict):
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int
+    # Of ``prompt_tokens``, those read from the prompt cache
+    # (``prompt_tokens_details.cached_tokens``); absent when none were.
+    cached_tokens: NotRequired[int]
 
 
 # Mirrors the Workers AI model catalog, https://developers.cloudflare.com/workers-ai/models/
 # (ids, context windows, $ per million input / output tokens, Free plan access).
+# Cached input prices are the model pages' "per M cached input tokens"
+# (cloudflare-docs src/content/workers-ai-models/<model>.json, 2026-08:
+# kimi-k2.6 0.16, kimi-k2.7-code 0.19, glm-5.3 0.26, glm-5.3-flash 0.03);
+# the GLM 4.7 Flash and Llama 3.1 8B pages list none.
 # Re-check ids against the live catalog before a release.
 CATALOG: tuple[Model, ...] = (
     Model(
@@ -104,6 +115,7 @@ CATALOG: tuple[Model, ...] = (
         tools=True,
         thinks=True,
         vision=True,
+        price_cached_in_per_m=0.03,
     ),
     Model(
         alias="glm-5.3",
@@ -117,6 +129,7 @@ CATALOG: tuple[Model, ...] = (
         wire_format=WireFormat.OPENAI,
         tools=True,
         thinks=True,
+        price_cached_in_per_m=0.26,
     ),
     Model(
         alias="kimi",
@@ -131,6 +144,7 @@ CATALOG: tuple[Model, ...] = (
         tools=True,
         thinks=True,
         vision=True,
+        price_cached_in_per_m=0.16,
     ),
     Model(
         alias="kimi-code",
@@ -144,6 +158,7 @@ CATALOG: tuple[Model, ...] = (
         wire_format=WireFormat.OPENAI,
         tools=True,
         thinks=True,
+        price_cached_in_per_m=0.19,
     ),
     Model(
         alias="llama",
@@ -235,11 +250,17 @@ def allowed_models(allowed: Sequence[str]) -> tuple[Model, ...]:
 
 
 def cost_usd(model: Model, usage: Usage) -> float | None:
-    """What an answer cost at list price, in US dollars (None: prices unknown)."""
+    """What an answer cost at list price, in US dollars (None: prices
+    unknown). Cached prompt tokens are priced at the model's cached rate, or
+    at its input rate where it lists none."""
     if not model.priced:
         return None
+    prompt = usage["prompt_tokens"]
+    cached = min(usage.get("cached_tokens", 0), prompt)
+    cached_rate = model.price_cached_in_per_m
     dollars = (
-        usage["prompt_tokens"] * model.price_in_per_m
+        (prompt - cached) * model.price_in_per_m
+        + cached * (model.price_in_per_m if cached_rate is None else cached_rate)
         + usage["completion_tokens"] * model.price_out_per_m
     ) / 1_000_000
     return round(dollars, 8)
@@ -256,6 +277,7 @@ def catalog_json(allowed: Sequence[str], default_alias: str) -> list[dict[str, o
             "context_window": model.context_window,
             "price_in_per_m": model.price_in_per_m,
             "price_out_per_m": model.price_out_per_m,
+            "price_cached_in_per_m": model.price_cached_in_per_m,
             "free_plan": model.free_plan,
             "tools": model.tools,
             "vision": model.vision,

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from edgechat import budget, cache, moderation, recording, usage
+from edgechat import affinity, budget, cache, moderation, recording, usage
 from edgechat.answer import Answer, CheckAnswer, Sources
 from edgechat.candidates import Candidates
 from edgechat.config import Settings
@@ -120,10 +120,14 @@ def _answer(
             turns = moderation.conversation(request, moderation.answer_text(recorded))
             return await moderation.check(platform.ai, turns, options)
 
+    # The conversation's affinity goes with the model's calls alone (not the
+    # input check's): Workers AI's prompt cache then serves its history.
+    user_id = "" if ctx.user is None else ctx.user.id
+    model_options = affinity.options_with(options, affinity.session_of(user_id, request))
     answered = Answer(
         request,
         framing,
-        Sources(platform.ai, options, providers, _redaction(settings)),
+        Sources(platform.ai, model_options, providers, _redaction(settings)),
         Candidates(request, settings, ctx.cooling, providers=providers is not None),
         Deadlines(settings, time.monotonic),
         sleep=platform.sleep,
@@ -240,6 +244,8 @@ def _budget_check(ctx: Context) -> Coroutine[Any, Any, None] | None:
     db, limits = ctx.platform.db, ctx.settings.budget
     if db is None or not limits or ctx.user is None:
         return None
+    if limits.key_usd or limits.key_neurons:
+        limits = limits.for_user(ctx.user.id)  # a key's own limits (KEY_DAILY_*)
     now = ctx.cooling.wall()
     return _budget_verdict(ctx, budget.check(db, limits, usage.day_of(now), ctx.user.id, now))
 
@@ -301,9 +307,11 @@ def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
             model=outcome.model,
             prompt_tokens=counts["prompt_tokens"] if counts else 0,
             completion_tokens=counts["completion_tokens"] if counts else 0,
+            cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
             cost_usd=outcome.cost_usd() or 0.0,
             cached=outcome.cached,
             request_id=ctx.request_id,
+            user=usage.ANONYMOUS if ctx.user is None else ctx.user.id,
         )
     )
 

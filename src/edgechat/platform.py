@@ -636,6 +636,7 @@ class WorkerPlatform:
             path=parts.path,
             origin=f"{parts.scheme}://{parts.netloc}".lower(),
             headers=self._headers,
+            query=parts.query,
         )
 
 

@@ -160,6 +160,9 @@ class ChatRequest:
     server_prompt: bool = True
     # A preset's system prompt, in place of the operator's SYSTEM_PROMPT.
     preset_prompt: str | None = None
+    # The conversation's name as the client gave it (/chat's conversation,
+    # the OpenAI API's user), for Workers AI's session affinity (affinity.py).
+    session: str | None = None
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not

@@ -118,11 +118,20 @@ def _normalise_usage(raw: dict[str, Any]) -> Usage | None:
         return None
     prompt_tokens, completion_tokens = _count(prompt), _count(completion)
     total_tokens = _count(total) if total is not None else prompt_tokens + completion_tokens
-    return {
+    usage: Usage = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": total_tokens,
     }
+    # Prompt caching: the cached part of the prompt, as OpenAI reports it
+    # (https://developers.cloudflare.com/workers-ai/features/prompt-caching/,
+    # "Monitoring cached tokens"); the Responses shape says input_tokens_details.
+    details = raw.get("prompt_tokens_details", raw.get("input_tokens_details"))
+    if type(details) is dict:
+        cached = min(_count(details.get("cached_tokens")), prompt_tokens)
+        if cached:
+            usage["cached_tokens"] = cached
+    return usage
 
 
 def _take_tool_calls(assembled: list[dict[str, Any]], calls: list[Any], out: list[Delta]) -> None:

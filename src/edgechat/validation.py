@@ -35,6 +35,7 @@ from types import MappingProxyType
 from typing import Any
 
 from edgechat import json_body
+from edgechat.affinity import MAX_CONVERSATION_CHARS
 from edgechat.documents import DocumentFile, check_file_part, document_url_size
 from edgechat.errors import BadRequest, body_too_large
 from edgechat.images import check_image_part
@@ -60,7 +61,7 @@ __all__ = [
     "parse_responses_request",
 ]
 
-_FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning", "preset")
+_FIELDS = ("messages", "model", "temperature", "max_tokens", "reasoning", "preset", "conversation")
 _FIELD_SET = frozenset(_FIELDS)
 _MESSAGE_FIELD_SET = frozenset(("role", "content"))
 
@@ -93,9 +94,22 @@ def parse_chat_request(
         max_tokens=_max_tokens(data.get("max_tokens"), limits),
         reasoning=_reasoning(data.get("reasoning")),
         preset_prompt=None if preset is None else preset.system_prompt,
+        session=_conversation(data.get("conversation")),
     )
     _check_fit(request, allowed_models)
     return request
+
+
+def _conversation(value: Any) -> str | None:
+    """A conversation's name (``affinity.session_of``): a string of 1 to
+    MAX_CONVERSATION_CHARS characters, or absent."""
+    if value is None:
+        return None
+    if type(value) is not str or not 0 < len(value) <= MAX_CONVERSATION_CHARS:
+        raise BadRequest(
+            public=f"conversation must be a string of 1 to {MAX_CONVERSATION_CHARS} characters."
+        )
+    return value
 
 
 def _preset(value: Any, presets: Sequence[Preset]) -> Preset | None:
@@ -419,6 +433,7 @@ def _openai_request(
         reasoning=None,
         params=_openai_params(data),
         server_prompt=False,
+        session=user or None,
     )
     _check_fit(chat, allowed_models)
     return OpenAIRequest(chat=chat, stream=bool(stream), include_usage=include_usage)

@@ -22,6 +22,8 @@ export async function answer(conversation, { fresh = false } = {}) {
   renderConversation();
   const { body, headers } = await request(history, alias, sees, fresh);
   if (conversation.preset) body.preset = conversation.preset;
+  const { id } = conversation; // names the conversation for the prompt cache
+  if (typeof id === "string" && id && id.length <= 128) body.conversation = id;
   let frame = 0;
   const onText = () => {
     frame ||= requestAnimationFrame(() => {

@@ -131,7 +131,7 @@ function checkStats(value, path) {
     if (n !== undefined) out[key] = n;
   }
   if (value.usage !== undefined && value.usage !== null) {
-    const names = ["prompt_tokens", "completion_tokens", "total_tokens"];
+    const names = ["prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"];
     fields(value.usage, `${path}.usage`, [], names);
     out.usage = {};
     for (const key of names) {

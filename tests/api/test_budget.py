@@ -116,3 +116,25 @@ def test_past_the_account_limit_no_workers_ai_model_is_asked(servers: ServerPool
         assert_error(again, 429, "quota_exhausted")
     # The isolate knows: the last request asked no model at all.
     assert len(server.ai.calls()) == asked
+
+
+def test_a_key_s_own_budget_replaces_the_users(servers: ServerPool) -> None:
+    # Ann's key has its own, larger budget; Bo keeps USER_DAILY_USD.
+    server = servers.get(
+        {"API_KEYS": f"ann:{ANN},bo:{BO}", "USER_DAILY_USD": "0.0005", "KEY_DAILY_USD": "ann:0.5"},
+        rate_limited=False,
+    )
+    server.ai.script({"reply": {"content": "A costly answer.", "usage": BIG}})
+    with httpx.Client(base_url=server.url, timeout=30.0) as http:
+        for token in (ANN, BO):
+            assert post_chat(http, user("hi"), headers=auth(token)).events.text() == (
+                "A costly answer."
+            )
+        ann, bo = spent_today(http, ANN, 0), spent_today(http, BO, 0)
+        assert (ann["usd_limit"], bo["usd_limit"]) == (0.5, 0.0005)
+        assert ann["usd"] == bo["usd"] == pytest.approx(BIG_USD)
+        assert_error(
+            http.post("/chat", json=user("again"), headers=auth(BO)), 429, "budget_exhausted"
+        )
+        again = post_chat(http, user("again"), headers=auth(ANN))
+        assert again.events.text() == "A costly answer."

@@ -115,6 +115,7 @@ def test_models_lists_exactly_the_allowed_models(client: httpx.Client) -> None:
             "context_window",
             "price_in_per_m",
             "price_out_per_m",
+            "price_cached_in_per_m",
             "free_plan",
             "tools",
             "vision",
@@ -130,15 +131,16 @@ def test_models_lists_exactly_the_allowed_models(client: httpx.Client) -> None:
             m["context_window"],
             m["price_in_per_m"],
             m["price_out_per_m"],
+            m["price_cached_in_per_m"],
             m["free_plan"],
             m["default"],
         )
         for m in models
     ]
     assert summary == [
-        ("glm", GLM, "GLM", 131_072, 0.06, 0.40, True, True),
-        ("kimi", KIMI, "Kimi", 262_144, 0.95, 4.00, False, False),
-        ("llama", LLAMA, "Llama", 32_000, 0.15, 0.29, True, False),
+        ("glm", GLM, "GLM", 131_072, 0.06, 0.40, None, True, True),
+        ("kimi", KIMI, "Kimi", 262_144, 0.95, 4.00, 0.16, False, False),
+        ("llama", LLAMA, "Llama", 32_000, 0.15, 0.29, None, True, False),
     ]
 
 

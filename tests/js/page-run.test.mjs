@@ -345,10 +345,12 @@ describe("answer(): one answer on the page", () => {
     assert.equal(ui.send.hidden, true);
     const stream = await opened;
     await stream.wanted();
+    // The conversation's id names it for the prompt cache.
     assert.deepEqual(calls[0].body, {
       messages: [{ role: "user", content: "Tell me about the edge" }],
       model: "kimi",
       reasoning: false,
+      conversation: conversation.id,
     });
     assert.deepEqual(calls[0].init.headers, {
       "Content-Type": "application/json",

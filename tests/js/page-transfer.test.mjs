@@ -25,7 +25,8 @@ function conversation() {
     stats: {
       model: "@cf/x",
       ttft_ms: 40,
-      usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 },
+      // cached_tokens: of the prompt, what the prompt cache served (done.usage).
+      usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8, cached_tokens: 2 },
       cost_usd: 0.0001,
       tps: 12.5,
     },

@@ -153,3 +153,85 @@ def test_a_failing_store_lets_the_request_through(capsys: pytest.CaptureFixture[
     out = capsys.readouterr().out
     assert '"budget_error":"read: D1_ERROR' in out
     assert '"budget_error": "count: D1_ERROR' in out
+
+
+# --- a named key's own budget (KEY_DAILY_USD, KEY_DAILY_NEURONS) ----------------------
+
+KEYS = "ann:tok-0123456789abcdef,ci:tok-fedcba9876543210"
+
+
+def test_a_key_s_own_limits_replace_the_users_and_none_lifts_them() -> None:
+    from edgechat.config import Settings
+
+    s = Settings.from_mapping(
+        {
+            "API_KEYS": KEYS,
+            "USER_DAILY_USD": "0.5",
+            "USER_DAILY_NEURONS": "2000",
+            "KEY_DAILY_USD": "ci:25, ann:none",
+            "KEY_DAILY_NEURONS": "ci:none",
+            "DAILY_NEURON_LIMIT": "10000",
+        }
+    )
+    assert s.budget.for_user("key:ci") == budget.Limits(25.0, None, 10_000)
+    assert s.budget.for_user("key:ann") == budget.Limits(None, 2000, 10_000)
+    # Anyone else (an Access user, the anonymous one) keeps USER_DAILY_*.
+    assert s.budget.for_user("access:bo@example.com") == budget.Limits(0.5, 2000, 10_000)
+    # Only overrides: still a budget to keep.
+    only = Settings.from_mapping({"API_KEYS": KEYS, "KEY_DAILY_NEURONS": "ci:300"})
+    assert only.budget
+    assert only.budget.for_user("key:ci") == budget.Limits(None, 300, None)
+    assert not only.budget.for_user("key:ann")
+    # API_TOKEN is the key api_token.
+    token = Settings.from_mapping({"API_TOKEN": "t" * 20, "KEY_DAILY_USD": "api_token:1.5"})
+    assert token.budget.for_user("key:api_token").user_usd == 1.5
+    # Without the secrets (scripts/check-config.sh reads [vars] alone) the
+    # names cannot be checked, only the entries' form.
+    unchecked = Settings.from_mapping({"KEY_DAILY_USD": "ci:2"})
+    assert unchecked.budget.for_user("key:ci").user_usd == 2.0
+
+
+@pytest.mark.parametrize(
+    ("vars", "message"),
+    [
+        ({"KEY_DAILY_USD": "ci:1,:2"}, r"KEY_DAILY_USD entry 2 must be name:amount"),
+        ({"KEY_DAILY_USD": "ann:1,ci:x"}, r"entry 2 \(ci\) must be a positive amount"),
+        ({"API_KEYS": KEYS, "KEY_DAILY_USD": "bo:1"}, r"KEY_DAILY_USD entry 1 .*\(ann, ci\)"),
+        ({"API_KEYS": KEYS, "KEY_DAILY_USD": "ci"}, r"KEY_DAILY_USD entry 1 must be name:amount"),
+        ({"API_KEYS": KEYS, "KEY_DAILY_USD": "ci:1,ann:0"}, r"entry 2 \(ann\) must be a positive"),
+        ({"API_KEYS": KEYS, "KEY_DAILY_USD": "ci:-1"}, r"positive amount of US dollars, or none"),
+        ({"API_KEYS": KEYS, "KEY_DAILY_USD": "ci:nan"}, r"positive amount of US dollars"),
+        ({"API_KEYS": KEYS, "KEY_DAILY_NEURONS": "ci:1.5"}, r"positive amount of Neurons"),
+        ({"API_KEYS": KEYS, "KEY_DAILY_NEURONS": "ci:1,ci:2"}, r"names the key ci more than once"),
+    ],
+)
+def test_a_bad_key_limit_is_a_configuration_error_naming_it(
+    vars: dict[str, str], message: str
+) -> None:
+    from edgechat.config import Settings
+
+    with pytest.raises(ValueError, match=message) as refused:
+        Settings.from_mapping(vars)
+    assert "tok-" not in str(refused.value)  # never a token
+
+
+def test_a_key_s_own_budget_refuses_it_while_another_key_goes_on() -> None:
+    db = FakeDb()
+    run(budget.count(db, day_of(), "key:ann", budget.Spend(0.01, 0.0), "r"))
+    vars = {"API_KEYS": KEYS, "USER_DAILY_USD": "1", "KEY_DAILY_USD": "ann:0.005"}
+    status, body = serve(platform(db, **vars))
+    assert status == 429
+    assert json.loads(body)["error"]["code"] == "budget_exhausted"
+    # ci is under USER_DAILY_USD, having spent as much.
+    run(budget.count(db, day_of(), "key:ci", budget.Spend(0.01, 0.0), "r"))
+    ci = {**HEADERS, "authorization": "Bearer tok-fedcba9876543210"}
+
+    async def go() -> int:
+        reply = await app.handle(
+            Incoming("POST", "/chat", "https://chat.example", ci), platform(db, **vars)
+        )
+        if reply.stream is not None:
+            await reply.stream(FakeSink())
+        return reply.status
+
+    assert run(go()) == 200

@@ -117,6 +117,41 @@ def test_cost_usd() -> None:
     assert cost_usd(kimi, usage(1234, 567)) == pytest.approx(0.0034403, abs=1e-12)
 
 
+# "per M cached input tokens" as the model pages list it (cloudflare-docs
+# src/content/workers-ai-models/*.json); GLM 4.7 Flash and Llama list none.
+CACHED_PRICES = {
+    "glm": None,
+    "glm-5.3-flash": 0.03,
+    "glm-5.3": 0.26,
+    "kimi": 0.16,
+    "kimi-code": 0.19,
+    "llama": None,
+}
+
+
+def test_cached_prices_match_the_model_pages() -> None:
+    assert {model.alias: model.price_cached_in_per_m for model in CATALOG} == CACHED_PRICES
+
+
+def test_cached_prompt_tokens_cost_the_cached_rate_or_the_input_rate() -> None:
+    kimi = lookup("kimi", ALLOWED)
+    cached: Usage = {**usage(10_000, 100), "cached_tokens": 8_000}
+    # 2,000 at 0.95, 8,000 at 0.16, 100 out at 4.00 ($ per million).
+    expected = (2_000 * 0.95 + 8_000 * 0.16 + 100 * 4.00) / 1e6
+    assert cost_usd(kimi, cached) == pytest.approx(expected, abs=1e-12)
+    full = cost_usd(kimi, usage(10_000, 100))
+    assert full is not None
+    assert expected < full
+    # No cached price listed (GLM 4.7 Flash): the full input rate.
+    glm = lookup("glm", ALLOWED)
+    assert cost_usd(glm, {**usage(10_000, 100), "cached_tokens": 8_000}) == cost_usd(
+        glm, usage(10_000, 100)
+    )
+    # More cached than prompt tokens (a broken count): at most the prompt.
+    over: Usage = {**usage(10, 0), "cached_tokens": 50}
+    assert cost_usd(kimi, over) == round(10 * 0.16 / 1e6, 8)
+
+
 def test_cost_usd_is_rounded_to_8_decimals() -> None:
     llama = lookup("llama", ALLOWED)
     cost = cost_usd(llama, usage(1, 1))  # 0.15e-6 + 0.29e-6 = 4.4e-7
@@ -137,6 +172,7 @@ def test_catalog_json() -> None:
         "context_window": 131072,
         "price_in_per_m": 0.06,
         "price_out_per_m": 0.40,
+        "price_cached_in_per_m": None,
         "free_plan": True,
         "tools": True,
         "vision": False,

@@ -275,6 +275,26 @@ def test_usage_is_normalised(raw: dict[str, Any], normalised: tuple[int, int, in
     )
 
 
+@pytest.mark.parametrize(
+    ("raw", "cached"),
+    [
+        ({"prompt_tokens": 30, "prompt_tokens_details": {"cached_tokens": 24}}, 24),
+        ({"input_tokens": 30, "output_tokens": 4, "input_tokens_details": {"cached_tokens": 9}}, 9),
+        ({"prompt_tokens": 30, "prompt_tokens_details": {"cached_tokens": 99}}, 30),
+        ({"prompt_tokens": 30, "prompt_tokens_details": {"cached_tokens": 0}}, None),
+        ({"prompt_tokens": 30, "prompt_tokens_details": {"cached_tokens": "7"}}, None),
+        ({"prompt_tokens": 30, "prompt_tokens_details": None}, None),
+    ],
+)  # fmt: skip
+def test_cached_prompt_tokens_are_read_from_the_usage_details(
+    raw: dict[str, Any], cached: int | None
+) -> None:
+    stream = b"data: " + json.dumps({"response": "", "usage": raw}).encode() + b"\n\n"
+    _, reader = read([stream])
+    assert reader.usage is not None
+    assert reader.usage.get("cached_tokens") == cached
+
+
 def test_usage_without_known_counts_is_none() -> None:
     _, reader = read([b'data: {"response":"a","usage":{"foo":1}}\n\n'])
     assert reader.usage is None

@@ -18,7 +18,18 @@ from edgechat.errors import StoreUnavailable, UpstreamError
 from edgechat.http import Incoming, Reply
 from edgechat.models import Model, cost_usd
 from edgechat.ports import KvError
-from edgechat.usage import KEEP_S, MAX_PAGES, NEURONS_PER_USD, PREFIX, count, day_of, read_day
+from edgechat.usage import (
+    KEEP_S,
+    MAX_LIST_CALLS,
+    MAX_PAGES,
+    MAX_USAGE_DAYS,
+    NEURONS_PER_USD,
+    PREFIX,
+    count,
+    day_of,
+    read_days,
+    usage_days,
+)
 
 from .fakes import Fail, FakeAi, FakeKv, FakePlatform, FakeSink, model, openai_stream
 from .fakes import usage as counts
@@ -55,21 +66,31 @@ def answer_meta(
 
 
 def read(kv: FakeKv, day: str = DAY) -> dict[str, Any]:
-    return asyncio.run(read_day(kv, day))
+    return asyncio.run(read_days(kv, [day]))
+
+
+ZERO = {
+    "requests": 0,
+    "cached": 0,
+    "prompt_tokens": 0,
+    "cached_prompt_tokens": 0,
+    "completion_tokens": 0,
+    "neurons": 0,
+    "cost_usd": 0.0,
+}
 
 
 def empty_day(day: str) -> dict[str, Any]:
     return {
         "day": day,
+        "days": 1,
+        "from": day,
         "models": [],
-        "total": {
-            "requests": 0,
-            "cached": 0,
-            "prompt_tokens": 0,
-            "completion_tokens": 0,
-            "neurons": 0,
-            "cost_usd": 0.0,
-        },
+        "users": [],
+        "daily": [{"day": day, **ZERO}],
+        "rows": [],
+        "total": ZERO,
+        "free_allocation_neurons": 10_000,
         "complete": True,
         "note": NOTE,
     }
@@ -103,11 +124,13 @@ def test_count_writes_one_key_per_answer() -> None:
     ((key, (value, meta, ttl)),) = kv.items.items()
     assert key in (f"usage:v1:{before}:req-1", f"usage:v1:{after}:req-1")
     assert value == b""
-    assert ttl == KEEP_S == 8 * 86_400
+    assert ttl == KEEP_S == (MAX_USAGE_DAYS + 1) * 86_400 == 31 * 86_400
     assert meta == {
         "model": KIMI.id,
+        "user": "anonymous",
         "prompt": 100,
         "completion": 20,
+        "prompt_cached": 0,
         "usd": 0.000175,
         "cached": False,
     }
@@ -180,6 +203,7 @@ def test_a_day_is_added_up_per_model() -> None:
             "requests": 1,
             "cached": 1,
             "prompt_tokens": 10,
+            "cached_prompt_tokens": 0,
             "completion_tokens": 5,
             "cost_usd": 0.0,
             "neurons": 0,
@@ -189,6 +213,7 @@ def test_a_day_is_added_up_per_model() -> None:
             "requests": 1,
             "cached": 0,
             "prompt_tokens": 1_000_000,
+            "cached_prompt_tokens": 0,
             "completion_tokens": 1_000_000,
             "cost_usd": kimi_usd,
             "neurons": round(kimi_usd * NEURONS_PER_USD),
@@ -198,6 +223,7 @@ def test_a_day_is_added_up_per_model() -> None:
             "requests": 3,
             "cached": 1,
             "prompt_tokens": 7000,
+            "cached_prompt_tokens": 0,
             "completion_tokens": 1800,
             "cost_usd": glm_usd,
             "neurons": round(glm_usd * NEURONS_PER_USD),
@@ -208,6 +234,7 @@ def test_a_day_is_added_up_per_model() -> None:
         "requests": 5,
         "cached": 2,
         "prompt_tokens": 1_007_010,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 1_001_805,
         "neurons": sum(m["neurons"] for m in body["models"]),
         "cost_usd": round(kimi_usd + glm_usd, 8),
@@ -248,6 +275,7 @@ def test_numbers_that_are_no_counts_count_as_nothing() -> None:
         "requests": 2,
         "cached": 0,  # only true is cached
         "prompt_tokens": 2,
+        "cached_prompt_tokens": 0,
         "completion_tokens": 0,
         "cost_usd": 0.0,
         "neurons": 0,
@@ -416,9 +444,33 @@ def test_every_complete_answer_is_counted_and_reported() -> None:
     metas = sorted(usage_keys(kv).values(), key=lambda meta: meta["cached"])
     one_cost = cost_usd(GLM, counts(20, 4))
     assert metas == [
-        {"model": GLM.id, "prompt": 20, "completion": 4, "usd": one_cost, "cached": False},
-        {"model": GLM.id, "prompt": 20, "completion": 4, "usd": one_cost, "cached": False},
-        {"model": GLM.id, "prompt": 20, "completion": 4, "usd": 0.0, "cached": True},
+        {
+            "model": GLM.id,
+            "user": "anonymous",
+            "prompt": 20,
+            "completion": 4,
+            "prompt_cached": 0,
+            "usd": one_cost,
+            "cached": False,
+        },
+        {
+            "model": GLM.id,
+            "user": "anonymous",
+            "prompt": 20,
+            "completion": 4,
+            "prompt_cached": 0,
+            "usd": one_cost,
+            "cached": False,
+        },
+        {
+            "model": GLM.id,
+            "user": "anonymous",
+            "prompt": 20,
+            "completion": 4,
+            "prompt_cached": 0,
+            "usd": 0.0,
+            "cached": True,
+        },
     ]
     (glm,) = body["models"]
     assert glm["requests"] == 3
@@ -454,7 +506,15 @@ def test_an_answer_without_usage_counts_as_one_request_of_no_tokens() -> None:
 
     asyncio.run(run())
     (meta,) = usage_keys(kv).values()
-    assert meta == {"model": GLM.id, "prompt": 0, "completion": 0, "usd": 0.0, "cached": False}
+    assert meta == {
+        "model": GLM.id,
+        "user": "anonymous",
+        "prompt": 0,
+        "completion": 0,
+        "prompt_cached": 0,
+        "usd": 0.0,
+        "cached": False,
+    }
 
 
 def test_a_failed_or_abandoned_answer_is_not_counted() -> None:
@@ -497,7 +557,104 @@ def test_a_providers_answers_count_no_neurons() -> None:
         {"model": "acme/acme-chat-1", "prompt": 10, "completion": 5, "usd": 0.001, "cached": False},
         60,
     )
-    body = asyncio.run(read_day(kv, "2026-12-01"))
+    body = asyncio.run(read_days(kv, ["2026-12-01"]))
     (entry,) = body["models"]
     assert entry["cost_usd"] == 0.001
     assert entry["neurons"] == 0
+
+
+# --- several days, per user, who sees what ---------------------------------------------
+
+
+def user_meta(user: str, chosen: Model, prompt: int, completion: int) -> dict[str, Any]:
+    return {**answer_meta(chosen, prompt, completion), "user": user}
+
+
+def test_days_are_added_up_per_day_user_and_model() -> None:
+    kv = FakeKv()
+    entry(kv, "a", day="2026-03-02", **user_meta("key:ann", GLM, 1000, 100))
+    entry(kv, "b", day="2026-03-04", **user_meta("key:ann", GLM, 2000, 200))
+    entry(kv, "c", day="2026-03-04", **user_meta("key:bo", KIMI, 10, 10))
+    entry(kv, "d", day="2026-03-04", **answer_meta(LLAMA, 5, 5))  # counted before users were
+    entry(kv, "old", day="2026-03-01", **user_meta("key:ann", GLM, 9, 9))
+    days = ["2026-03-02", "2026-03-03", "2026-03-04"]
+    body = asyncio.run(read_days(kv, days))
+    assert (body["day"], body["from"], body["days"]) == ("2026-03-04", "2026-03-02", 3)
+    assert [(r["day"], r["user"], r["model"], r["requests"]) for r in body["rows"]] == [
+        ("2026-03-02", "key:ann", GLM.id, 1),
+        ("2026-03-04", "anonymous", LLAMA.id, 1),
+        ("2026-03-04", "key:ann", GLM.id, 1),
+        ("2026-03-04", "key:bo", KIMI.id, 1),
+    ]
+    # Every day of the range, those without answers too.
+    assert [(d["day"], d["requests"]) for d in body["daily"]] == [
+        ("2026-03-02", 1),
+        ("2026-03-03", 0),
+        ("2026-03-04", 3),
+    ]
+    (anon, ann, bo) = body["users"]
+    assert (ann["user"], ann["requests"], ann["prompt_tokens"]) == ("key:ann", 2, 3000)
+    ann_usd = cost_usd(GLM, counts(1000, 100)) + cost_usd(GLM, counts(2000, 200))  # type: ignore[operator]
+    assert ann["cost_usd"] == round(ann_usd, 8)
+    assert ann["neurons"] == round(ann_usd * NEURONS_PER_USD)
+    assert (anon["user"], bo["user"]) == ("anonymous", "key:bo")
+    assert body["total"]["requests"] == 4
+    assert sum(m["requests"] for m in body["models"]) == 4
+    assert body["free_allocation_neurons"] == 10_000
+
+
+def test_a_user_sees_only_their_own_answers() -> None:
+    kv = FakeKv()
+    entry(kv, "a", **user_meta("key:ann", GLM, 1000, 100))
+    entry(kv, "b", **user_meta("key:bo", KIMI, 10, 10))
+    body = asyncio.run(read_days(kv, [DAY], "key:bo".__eq__))
+    assert {r["user"] for r in body["rows"]} == {"key:bo"}
+    assert [u["user"] for u in body["users"]] == ["key:bo"]
+    assert [m["model"] for m in body["models"]] == [KIMI.id]
+    assert body["total"]["requests"] == 1
+
+
+def test_usage_days_end_today_oldest_first() -> None:
+    noon = 1_780_000_000.0  # 2026-05-28
+    assert usage_days(noon, 1) == ["2026-05-28"]
+    assert usage_days(noon, 3) == ["2026-05-26", "2026-05-27", "2026-05-28"]
+    assert len(set(usage_days(noon, MAX_USAGE_DAYS))) == MAX_USAGE_DAYS
+
+
+def test_many_days_share_the_list_calls() -> None:
+    kv = FakeKv(page_size=1)
+    days = [f"2026-03-{n:02}" for n in range(1, 31)]
+    for day in days:
+        for n in range(3):
+            entry(kv, f"r{n}", day=day, **answer_meta(GLM, 1, 1))
+    body = asyncio.run(read_days(kv, days))
+    # 60 calls over 30 days: 2 pages a day of 1 key each, of 3.
+    assert MAX_LIST_CALLS // len(days) == 2
+    assert body["total"]["requests"] == 2 * len(days)
+    assert body["complete"] is False
+
+
+@pytest.mark.parametrize(
+    "query", ["days=0", "days=31", "days=x", "days=", "days=1&days=2", "days=%D9%A3"]
+)
+def test_a_bad_days_is_refused(query: str) -> None:
+    where = world(kv=FakeKv())
+    reply = asyncio.run(app.handle(Incoming("GET", "/api/usage", SELF, {}, query), where))
+    assert reply.status == 400
+    assert json.loads(reply.body)["error"]["message"] == (
+        "days must be a whole number from 1 to 30, given once."
+    )
+
+
+def test_days_reads_that_many_days_and_names_the_viewer() -> None:
+    kv = FakeKv()
+    entry(kv, "a", day=day_of(time.time() - 86_400 * 5), **answer_meta(GLM, 1, 1))
+    where = world(kv=kv)
+    week = json.loads(
+        asyncio.run(app.handle(Incoming("GET", "/api/usage", SELF, {}, "days=7"), where)).body
+    )
+    today = json.loads(get(where).body)
+    assert (week["days"], len(week["daily"]), today["days"]) == (7, 7, 1)
+    assert week["viewer"] == {"user": "anonymous", "admin": False}
+    if week["day"] == today["day"]:  # not across midnight UTC
+        assert (week["total"]["requests"], today["total"]["requests"]) == (1, 0)

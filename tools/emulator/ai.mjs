@@ -128,19 +128,59 @@ export function imageTokens({ width, height }) {
 
 // Each message costs its content tokens plus 2 for the role framing, plus
 // the tokens of the tool calls an assistant message carries; each image its tiles.
+function messageTokens(m) {
+  const calls = Array.isArray(m?.tool_calls) ? m.tool_calls : [];
+  return countTokens(contentText(m?.content)) + 2 + calls.reduce((k, c) => k + toolCallTokens(c), 0);
+}
+
 function promptTokens(inputs, images = []) {
   const imageCost = images.reduce((n, img) => n + imageTokens(img), 0);
   if (Array.isArray(inputs.messages)) {
-    return inputs.messages.reduce((n, m) => {
-      const calls = Array.isArray(m?.tool_calls) ? m.tool_calls : [];
-      return n + countTokens(contentText(m?.content)) + 2 + calls.reduce((k, c) => k + toolCallTokens(c), 0);
-    }, imageCost);
+    return inputs.messages.reduce((n, m) => n + messageTokens(m), imageCost);
   }
   return countTokens(inputs.prompt) + imageCost;
 }
 
-function usageOf(prompt, completion) {
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+// `cached`: of the prompt's tokens, those the prompt cache served; reported
+// as OpenAI does, only when there were some.
+function usageOf(prompt, completion, cached = 0) {
+  const usage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
+  if (cached > 0) usage.prompt_tokens_details = { cached_tokens: cached };
+  return usage;
+}
+
+/** The header that names a call's session for the prompt cache. */
+export const SESSION_HEADER = "x-session-affinity";
+// Sessions whose last prompt the emulator keeps (then the oldest goes).
+const MAX_SESSIONS = 1024;
+
+// Prompt caching (https://developers.cloudflare.com/workers-ai/features/prompt-caching/):
+// requests with the same `x-session-affinity` reach the instance that holds
+// the previous prompt's prefix, and the usage reports how much of the prompt
+// it served (`prompt_tokens_details.cached_tokens`). The emulator plays it
+// for the OpenAI-style models: the cached tokens are those of the messages
+// this prompt shares, from its start, with the session's previous prompt of
+// the same model; a first call, another model or no header: none.
+class PromptCache {
+  constructor() {
+    this._last = new Map(); // "<model>\n<session>" -> the messages as JSON
+  }
+  /** The cached tokens of a call, remembering its prompt for the next one. */
+  take(model, inputs, options) {
+    const session = options?.extraHeaders?.[SESSION_HEADER];
+    if (typeof session !== "string" || session === "" || !Array.isArray(inputs?.messages)) return 0;
+    const key = `${model}\n${session}`;
+    const before = this._last.get(key) ?? [];
+    const now = inputs.messages.map((m) => JSON.stringify(m));
+    let cached = 0;
+    for (let i = 0; i < Math.min(before.length, now.length) && before[i] === now[i]; i++) {
+      cached += messageTokens(inputs.messages[i]);
+    }
+    this._last.delete(key);
+    this._last.set(key, now);
+    if (this._last.size > MAX_SESSIONS) this._last.delete(this._last.keys().next().value);
+    return cached;
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -388,7 +428,8 @@ function render(ctx, reply) {
   // usage: undefined -> computed; an object -> used for the final usage;
   // null -> no usage anywhere.
   const withUsage = reply.usage !== null;
-  const finalUsage = reply.usage ?? usageOf(prompt, emitted.length);
+  const cached = format === "openai" ? (ctx.cachedTokens ?? 0) : 0;
+  const finalUsage = reply.usage ?? usageOf(prompt, emitted.length, cached);
 
   const reasoningOut = emitted
     .filter(([k]) => k === "reasoning_content")
@@ -428,7 +469,7 @@ function render(ctx, reply) {
       return { tool_calls: [entry] };
     };
     emitted.forEach(([kind, t], i) => {
-      ev(chunk({ index: 0, delta: deltaOf(kind, t) }, usageOf(prompt, i + 1)), true);
+      ev(chunk({ index: 0, delta: deltaOf(kind, t) }, usageOf(prompt, i + 1, cached)), true);
     });
     ev(chunk({ index: 0, delta: {}, finish_reason: finishReason }, finalUsage));
     if (withUsage) ev({ response: "", usage: finalUsage });
@@ -650,6 +691,7 @@ export class Ai {
     this._calls = 0;
     this._scriptKey = null;
     this._ruleUses = new Map(); // rule index -> calls served, for `times`
+    this._promptCache = new PromptCache();
   }
 
   _now() {
@@ -806,6 +848,7 @@ export class Ai {
         id: `chatcmpl-emu-${++this._calls}`,
         callNumber: this._calls,
         created: Math.floor(record.t_start / 1000),
+        cachedTokens: guard || tts ? 0 : this._promptCache.take(model, inputs, options),
       };
       let steps;
       let body = null;

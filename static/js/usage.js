@@ -1,0 +1,328 @@
+// The usage page (/usage): today and the last 30 days from GET /api/usage?days=30,
+// per user and per model, as uPlot charts and tables. A user sees their own
+// answers, an admin everyone's (the server decides; this page only shows).
+import uPlot from "/vendor/uplot/uPlot.js";
+import { applyStrings, initialLang, saveLang } from "./i18n.js";
+
+const DAYS = 30;
+const TOKEN_KEY = "edgechat.token";
+const SERIES = 6; // colours in usage.css: .swatch-0 … .swatch-5
+
+const en = {
+  usageTitle: "Usage",
+  usageNav: "Pages",
+  backToChat: "Back to the chat",
+  today: "Today (UTC)",
+  lastDays: "The last 30 days",
+  allocation: "Neurons against the daily free allocation",
+  chartNeurons: "Neurons a day, and the free allocation",
+  chartUsers: "Dollars a day, per user",
+  chartModels: "Requests a day, per model",
+  requests: "Requests",
+  promptTokens: "Prompt tokens",
+  cachedTokens: "of them cached",
+  completionTokens: "Completion tokens",
+  dollars: "Dollars",
+  neurons: "Neurons",
+  user: "User",
+  model: "Model",
+  freeAllocation: "Free allocation",
+  todayTable: "Today, per user and model",
+  monthTable: "The last 30 days, per user and model",
+  nothing: "No answers counted yet.",
+  yours: (user) => `Your own usage (${user}).`,
+  everyone: (user) => `Everyone's usage: ${user} is an admin.`,
+  ofAllocation: (n, of) => `${n} of ${of}`,
+  incomplete: "Some days had more answers than one request reads; their counts are low.",
+  failed: (status) => `The usage could not be read (${status}).`,
+  signIn: "A key is needed: open the chat, enter it there, and come back.",
+};
+
+const zh = {
+  usageTitle: "用量",
+  usageNav: "页面",
+  backToChat: "返回对话",
+  today: "今天（UTC）",
+  lastDays: "最近 30 天",
+  allocation: "每日免费额度中已用的 Neurons",
+  chartNeurons: "每天的 Neurons 与免费额度",
+  chartUsers: "每个用户每天的花费（美元）",
+  chartModels: "每个模型每天的请求数",
+  requests: "请求",
+  promptTokens: "输入 tokens",
+  cachedTokens: "其中缓存",
+  completionTokens: "输出 tokens",
+  dollars: "美元",
+  neurons: "Neurons",
+  user: "用户",
+  model: "模型",
+  freeAllocation: "免费额度",
+  todayTable: "今天，按用户和模型",
+  monthTable: "最近 30 天，按用户和模型",
+  nothing: "还没有计入任何回答。",
+  yours: (user) => `你自己的用量（${user}）。`,
+  everyone: (user) => `所有人的用量：${user} 是管理员。`,
+  ofAllocation: (n, of) => `${n} / ${of}`,
+  incomplete: "有些天的回答多于一次请求能读取的数量，其计数偏低。",
+  failed: (status) => `无法读取用量（${status}）。`,
+  signIn: "需要密钥：请在对话页输入后再回来。",
+};
+
+const LANGS = { en, zh };
+let lang = initialLang();
+let body = null;
+const charts = [];
+
+const $ = (id) => document.getElementById(id);
+const t = () => LANGS[lang] || en;
+const number = (n) => n.toLocaleString(lang === "zh" ? "zh-CN" : "en-US");
+const dollars = (n) => `$${n.toFixed(n > 0 && n < 0.01 ? 6 : 4)}`;
+
+async function load() {
+  const headers = { Accept: "application/json" };
+  const token = localStorage.getItem(TOKEN_KEY);
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const reply = await fetch(`/api/usage?days=${DAYS}`, { headers });
+  if (!reply.ok) {
+    const error = $("error");
+    error.hidden = false;
+    error.textContent = reply.status === 401 ? t().signIn : t().failed(reply.status);
+    return;
+  }
+  body = await reply.json();
+  render();
+}
+
+function render() {
+  document.documentElement.lang = lang === "zh" ? "zh-CN" : "en";
+  applyStrings(document, t());
+  $("lang").textContent = lang === "zh" ? "English" : "中文";
+  $("lang").lang = lang === "zh" ? "en" : "zh";
+  if (!body) return;
+  const { viewer, day } = body;
+  $("who").textContent = viewer.admin ? t().everyone(viewer.user) : t().yours(viewer.user);
+  const today = body.daily.at(-1);
+  cards(today);
+  allocation(today.neurons, body.free_allocation_neurons);
+  table(
+    $("today-table"),
+    t().todayTable,
+    body.rows.filter((row) => row.day === day),
+  );
+  table($("month-table"), t().monthTable, combined(body.rows));
+  $("note").textContent = body.complete ? "" : t().incomplete;
+  drawCharts();
+}
+
+function cards(today) {
+  const list = $("today");
+  list.replaceChildren();
+  const items = [
+    [t().requests, number(today.requests)],
+    [t().promptTokens, `${number(today.prompt_tokens)} (${t().cachedTokens} ${number(today.cached_prompt_tokens)})`],
+    [t().completionTokens, number(today.completion_tokens)],
+    [t().dollars, dollars(today.cost_usd)],
+    [t().neurons, number(today.neurons)],
+  ];
+  for (const [name, value] of items) {
+    const item = document.createElement("div");
+    const term = document.createElement("dt");
+    const detail = document.createElement("dd");
+    term.textContent = name;
+    detail.textContent = value;
+    item.append(term, detail);
+    list.append(item);
+  }
+}
+
+function allocation(neurons, of) {
+  const meter = $("allocation");
+  meter.max = of;
+  meter.value = Math.min(neurons, of);
+  $("allocation-text").textContent = t().ofAllocation(number(neurons), number(of));
+}
+
+/** The rows of every day added up per user and model. */
+function combined(rows) {
+  const sums = new Map();
+  for (const row of rows) {
+    const key = `${row.user}\n${row.model}`;
+    const sum = sums.get(key) ?? {
+      ...row,
+      requests: 0,
+      prompt_tokens: 0,
+      cached_prompt_tokens: 0,
+      completion_tokens: 0,
+      cost_usd: 0,
+      neurons: 0,
+    };
+    for (const name of [
+      "requests",
+      "prompt_tokens",
+      "cached_prompt_tokens",
+      "completion_tokens",
+      "cost_usd",
+      "neurons",
+    ])
+      sum[name] += row[name];
+    sums.set(key, sum);
+  }
+  return [...sums.values()];
+}
+
+function table(node, title, rows) {
+  const caption = document.createElement("caption");
+  caption.textContent = title;
+  const head = document.createElement("thead");
+  const columns = [
+    t().user,
+    t().model,
+    t().requests,
+    t().promptTokens,
+    t().cachedTokens,
+    t().completionTokens,
+    t().dollars,
+    t().neurons,
+  ];
+  head.append(line(columns, "th"));
+  const main = document.createElement("tbody");
+  if (rows.length === 0) {
+    const cell = document.createElement("td");
+    cell.colSpan = columns.length;
+    cell.textContent = t().nothing;
+    const empty = document.createElement("tr");
+    empty.append(cell);
+    main.append(empty);
+  }
+  for (const row of rows) {
+    main.append(
+      line([
+        row.user,
+        row.model,
+        number(row.requests),
+        number(row.prompt_tokens),
+        number(row.cached_prompt_tokens),
+        number(row.completion_tokens),
+        dollars(row.cost_usd),
+        number(row.neurons),
+      ]),
+    );
+  }
+  node.replaceChildren(caption, head, main);
+}
+
+function line(cells, kind = "td") {
+  const row = document.createElement("tr");
+  for (const text of cells) {
+    const cell = document.createElement(kind);
+    if (kind === "th") cell.scope = "col";
+    cell.textContent = text;
+    row.append(cell);
+  }
+  return row;
+}
+
+/** One series per name: its value on each day of the range (0 where it had none). */
+function perDay(by, value) {
+  const days = body.daily.map((d) => d.day);
+  const names = [...new Set(body.rows.map((row) => row[by]))].sort();
+  const series = names.map((name) =>
+    days.map((day) =>
+      body.rows.filter((row) => row.day === day && row[by] === name).reduce((n, row) => n + row[value], 0),
+    ),
+  );
+  return { names, series };
+}
+
+function drawCharts() {
+  for (const chart of charts.splice(0)) chart.destroy();
+  const x = body.daily.map((d) => Date.parse(`${d.day}T00:00:00Z`) / 1000);
+  const neurons = body.daily.map((d) => d.neurons);
+  const allocationLine = x.map(() => body.free_allocation_neurons);
+  chart(
+    "chart-neurons",
+    x,
+    [
+      { label: t().neurons, values: neurons, colour: 0 },
+      { label: t().freeAllocation, values: allocationLine, colour: 1, dash: [6, 4] },
+    ],
+    number,
+  );
+  const users = perDay("user", "cost_usd");
+  chart(
+    "chart-users",
+    x,
+    users.names.map((name, k) => ({ label: name, values: users.series[k], colour: k })),
+    (v) => (v === 0 ? "$0" : `$${v.toPrecision(2)}`),
+  );
+  legend($("legend-users"), users.names);
+  const models = perDay("model", "requests");
+  chart(
+    "chart-models",
+    x,
+    models.names.map((name, k) => ({ label: name, values: models.series[k], colour: k })),
+    number,
+  );
+  legend($("legend-models"), models.names);
+}
+
+function legend(list, names) {
+  list.replaceChildren(
+    ...names.map((name, k) => {
+      const item = document.createElement("li");
+      item.className = `swatch-${k % SERIES}`;
+      const label = document.createElement("span");
+      label.textContent = name;
+      item.append(label);
+      return item;
+    }),
+  );
+}
+
+/** A swatch class's colour, as the stylesheet has it for the scheme in use. */
+function colourOf(k) {
+  const probe = document.createElement("span");
+  probe.className = `swatch-${k % SERIES}`;
+  document.body.append(probe);
+  const colour = getComputedStyle(probe).color;
+  probe.remove();
+  return colour;
+}
+
+/** A uPlot line chart of `lines` over the days `x`; `label` writes a y value. */
+function chart(id, x, lines, label) {
+  const node = $(id);
+  node.replaceChildren();
+  const muted = getComputedStyle(document.documentElement).getPropertyValue("--muted").trim();
+  const grid = getComputedStyle(document.documentElement).getPropertyValue("--line").trim();
+  const axis = { stroke: muted, grid: { stroke: grid }, ticks: { stroke: grid } };
+  const yAxis = { ...axis, size: 76, values: (_u, splits) => splits.map(label) };
+  const options = {
+    width: Math.max(280, node.clientWidth || 320),
+    height: 220,
+    legend: { show: false },
+    // The days are UTC days: their axis says so whatever the reader's zone.
+    tzDate: (ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
+    scales: { x: { time: true }, y: { range: (_u, _min, max) => [0, max > 0 ? max * 1.1 : 1] } },
+    axes: [axis, yAxis],
+    series: [
+      {},
+      ...lines.map((l) => ({
+        label: l.label,
+        stroke: colourOf(l.colour),
+        width: 2,
+        dash: l.dash,
+        points: { show: x.length < 2 },
+      })),
+    ],
+  };
+  charts.push(new uPlot(options, [x, ...lines.map((l) => l.values)], node));
+}
+
+$("lang").addEventListener("click", () => {
+  lang = lang === "zh" ? "en" : "zh";
+  saveLang(lang);
+  render();
+});
+render();
+load();
