@@ -52,7 +52,6 @@ __all__ = ["Answer", "CheckAnswer", "Sources"]
 # Checks a finished answer's recorded stream (``MODERATION=input,output``);
 # None: the answer was too long to record.
 CheckAnswer = Callable[[bytes | None], Awaitable[Verdict]]
-Sleep = Callable[[float], Awaitable[None]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +106,6 @@ class Answer:
         candidates: Candidates,
         deadlines: Deadlines,
         *,
-        sleep: Sleep,
         record: bool = False,
         check_answer: CheckAnswer | None = None,
     ) -> None:
@@ -117,7 +115,6 @@ class Answer:
         self._candidates = candidates
         self._deadlines = deadlines
         self._settings = deadlines.settings
-        self._sleep = sleep
         self._check_answer = check_answer
         self._upstream: UpstreamStream | None = None
         # Whether the client's stream is known to be between two events.
@@ -256,7 +253,6 @@ class Answer:
             framing,
             deadlines,
             self.recording,
-            sleep=self._sleep,
             redact=self._sources.redaction,
         )
         try:

@@ -115,7 +115,7 @@ class CachedUpstream:
     def __init__(self, body: bytes) -> None:
         self._body: bytes | None = body
 
-    async def read(self, within: float) -> bytes | TimedOut | None:
+    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
         body, self._body = self._body, None
         return body
 

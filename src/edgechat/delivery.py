@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Awaitable, Callable
 
 from edgechat import sse
 from edgechat.config import Settings
@@ -30,7 +29,6 @@ from edgechat.upstream import (
 
 __all__ = ["MAX_HELD_BYTES", "Delivery", "ModelEvents", "Writer", "forward_batch", "watch_interval"]
 
-Sleep = Callable[[float], Awaitable[None]]
 
 # Bytes a model may send before its first text (role chunks, empty deltas),
 # held back so a fallback leaves nothing of the failed model behind; a stream
@@ -122,7 +120,6 @@ class Delivery:
         "_outcome",
         "_recording",
         "_redact",
-        "_sleep",
         "_upstream",
         "_writer",
         "between_events",
@@ -136,7 +133,6 @@ class Delivery:
         deadlines: Deadlines,
         recording: Recording,
         *,
-        sleep: Sleep,
         redact: Redaction,
     ) -> None:
         self._upstream = upstream
@@ -144,7 +140,6 @@ class Delivery:
         self._framing = framing
         self._deadlines = deadlines
         self._recording = recording
-        self._sleep = sleep
         self._redact = redact
         self._outcome = outcome = writer.outcome
         # A provider's stream is never relayed natively: Python sees every
@@ -284,14 +279,17 @@ class Delivery:
 
     async def _forward_rest(self, head: bytes) -> UpstreamReader:
         """Takes what arrived, writes what the framing makes of its checked
-        events, then lets the next batch gather (``forward_batch``)."""
+        events, then lets the next batch gather (``forward_batch``): the
+        pause is the next read's ``after``, one wait for both."""
         upstream, deadlines = self._upstream, self._deadlines
         tail = Tail()
         tail.add(head)
         await upstream.coalesce()
         began = deadlines.now()
+        pause = 0.0
         while True:
-            data = await upstream.read(deadlines.next() - deadlines.now())
+            data = await upstream.read(deadlines.next() - deadlines.now(), pause)
+            pause = 0.0
             if data is TIMED_OUT:
                 await deadlines.keep(upstream)
                 continue
@@ -302,8 +300,8 @@ class Delivery:
             self._recording.add(data)
             await self._writer.write(self._framing.feed(self._events(data)))
             await deadlines.keep(upstream)
-            pause = min(now + forward_batch(now - began), deadlines.next()) - deadlines.now()
-            if pause > 0:
-                await self._sleep(pause)
+            pause = max(
+                0.0, min(now + forward_batch(now - began), deadlines.next()) - deadlines.now()
+            )
         await self._writer.write(self._framing.feed(self._events(b"", end=True)))
         return tail.read()

@@ -130,7 +130,6 @@ def _answer(
         Sources(platform.ai, model_options, providers, _redaction(settings)),
         Candidates(request, settings, ctx.cooling, providers=providers is not None),
         Deadlines(settings, time.monotonic),
-        sleep=platform.sleep,
         record=record,
         check_answer=check_answer,
     )

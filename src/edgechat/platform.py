@@ -37,11 +37,11 @@ from js import (
     IdentityTransformStream,
     Object,
     Promise,
+    Reflect,
     Uint8Array,
     WritableStream,
     clearTimeout,
     crypto,
-    scheduler,
     setTimeout,
 )
 from js import Response as JsResponse
@@ -92,6 +92,15 @@ async def _bounded(promise: Any, within: float) -> Any:
         clearTimeout(handle)
 
 
+_then_js: list[Any] = []  # ``Promise.prototype.then``, taken on first use (not at import)
+
+
+def _js_then() -> Any:
+    if not _then_js:
+        _then_js.append(Reflect.get(Promise.prototype, "then"))
+    return _then_js[0]
+
+
 class ByteReader:
     """A BYOB reader of a native byte stream: each ``read`` returns every byte
     that has arrived (at least one, at most ``READ_BYTES``), or None at the
@@ -104,10 +113,25 @@ class ByteReader:
         self._buffer = ArrayBuffer.new(READ_BYTES)
         self._pending: Any = None
 
-    async def read(self, within: float) -> bytes | TimedOut | None:
+    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
         pending = self._pending
         if pending is None:
-            pending = self._pending = self.reader.read(Uint8Array.new(self._buffer))
+            view = Uint8Array.new(self._buffer)
+            if after > 0:
+                # The pause and the read as one JavaScript promise: a timer
+                # whose settling starts the read. Python wakes once per batch
+                # instead of twice: each wake is a setTimeout and a future in
+                # Pyodide's event loop (``pyodide/webloop.py``). JavaScript's
+                # own ``then`` and ``bind`` keep the chain in JavaScript: a
+                # promise's ``then`` seen from Python is Pyodide's, which
+                # calls back into Python with the result converted.
+                timer = Promise.withResolvers()
+                setTimeout(timer.resolve, after * 1000)
+                start_read = self.reader.read.bind(self.reader, view)
+                pending = Reflect.apply(_js_then(), timer.promise, to_js([start_read]))
+            else:
+                pending = self.reader.read(view)
+            self._pending = pending
         result = await _bounded(pending, within)
         if result is None:
             return TIMED_OUT  # a read always resolves to an object
@@ -252,7 +276,7 @@ class BindingUpstream:
             return ClientGone()
         return from_binding_error(str(reason))
 
-    async def read(self, within: float) -> bytes | TimedOut | None:
+    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
         if isinstance(self._stream, bytes):
             whole, self._stream = self._stream, None
             return whole
@@ -261,7 +285,7 @@ class BindingUpstream:
         if self._reader is None:
             self._reader = ByteReader(self._stream)
         try:
-            data = await self._reader.read(within)
+            data = await self._reader.read(within, after)
         except JsException as exc:
             raise self.failure(exc) from exc
         if data is None:
@@ -593,9 +617,6 @@ class WorkerPlatform:
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)
-
-    async def sleep(self, seconds: float) -> None:
-        await scheduler.wait(max(seconds, 0.0) * 1000)
 
     def wait_until(self, work: Awaitable[None]) -> None:
         _keep_alive(asyncio.ensure_future(work), self._ctx)

@@ -68,9 +68,11 @@ class Relay(Protocol):
 class UpstreamStream(Protocol):
     """The model's answer as it arrives: raw bytes of the binding's stream."""
 
-    async def read(self, within: float) -> bytes | TimedOut | None:
+    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
         """Python reads the bytes that have arrived (at least one), or None at
-        the end. Raises ``UpstreamError`` when the upstream fails."""
+        the end; with ``after``, the read starts that many seconds from now
+        (a batch gathers meanwhile), all in one wait bounded by ``within``
+        seconds from now. Raises ``UpstreamError`` when the upstream fails."""
         ...
 
     async def relay(self, sink: Sink) -> Relay:
@@ -221,10 +223,6 @@ class Platform(Protocol):
     @property
     def kv(self) -> Kv | None:
         """The ``CACHE`` namespace, when bound."""
-        ...
-
-    async def sleep(self, seconds: float) -> None:
-        """One timer wait (workerd's ``scheduler.wait``)."""
         ...
 
     def wait_until(self, work: Awaitable[None]) -> None:

@@ -65,7 +65,6 @@ class AnswerUnderTest(Answer):
         providers: Streams | None = None,
         cooling: Cooling | None = None,
         check_answer: CheckAnswer | None = None,
-        sleep: Any = asyncio.sleep,
     ) -> None:
         self.framing = framing or ChatFraming(request_id)
         self.first_model = request.model
@@ -75,7 +74,6 @@ class AnswerUnderTest(Answer):
             Sources(ai, {}, providers),
             Candidates(request, settings, cooling or Cooling(), providers=providers is not None),
             Deadlines(settings, time.monotonic),
-            sleep=sleep,
             record=record,
             check_answer=check_answer,
         )
@@ -227,6 +225,9 @@ class FakeUpstream:
         self._cancelled = asyncio.Event()
         self.cancel_calls = 0
         self.reads = 0
+        # Each read's ``after`` (the pause before it), recorded and not
+        # waited: a batch here gathers whatever the script has ready.
+        self.pauses: list[float] = []
         self.looks = 0
         self.chunks_relayed = 0
         self.relays = 0
@@ -276,8 +277,10 @@ class FakeUpstream:
             batch.append(cast(bytes, self._steps.pop(0)))
         return b"".join(batch)
 
-    async def read(self, within: float) -> bytes | TimedOut | None:
+    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
         assert self._copy is None, "read() after relay()"
+        if after > 0:
+            self.pauses.append(after)
         if self._pending_read is None:
             self.reads += 1
             self._pending_read = _retrieved(asyncio.ensure_future(self._next_batch()))
@@ -750,9 +753,6 @@ class FakePlatform:
 
     def var(self, name: str) -> object:
         return self.vars.get(name)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(seconds)
 
     def wait_until(self, work: Any) -> None:
         self.background.append(asyncio.ensure_future(work))

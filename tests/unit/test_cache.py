@@ -78,12 +78,9 @@ def v1_body(content: str = "Hi", **fields: object) -> dict[str, object]:
 
 @dataclass
 class CachePlatform(FakePlatform):
-    """A ``FakePlatform`` with a KV whose batching waits only yield."""
+    """A ``FakePlatform`` with a KV."""
 
     kv: FakeKv | None = field(default_factory=FakeKv)
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(0)
 
 
 def world(*, ai: FakeAi | None = None, kv: FakeKv | None = None, **vars: object) -> CachePlatform:

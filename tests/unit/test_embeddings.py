@@ -19,8 +19,8 @@ from edgechat.models import EMBEDDING_CATALOG
 from edgechat.requests import EmbeddingsRequest, Limits
 from edgechat.validation import MAX_EMBEDDING_INPUTS, parse_embeddings_request
 
-from .fakes import FakeAi
-from .test_openai_api import AUTH, V1Platform, incoming, openai_error, serve
+from .fakes import FakeAi, FakePlatform
+from .test_openai_api import AUTH, incoming, openai_error, serve
 
 BGE = EMBEDDING_CATALOG[0]
 LIMITS = Limits()
@@ -199,7 +199,7 @@ def test_floats_and_base64_say_the_same() -> None:
 def test_the_route_answers_openais_list() -> None:
     ai = FakeAi({}, runs={BGE.id: [answer(9)]})
     body = json.dumps({"model": "bge-m3", "input": "你好"}).encode()
-    where = V1Platform(vars={"API_TOKEN": "tok-123"}, body=body, ai=ai)
+    where = FakePlatform(vars={"API_TOKEN": "tok-123"}, body=body, ai=ai)
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 200
     body = json.loads(raw)
@@ -209,7 +209,7 @@ def test_the_route_answers_openais_list() -> None:
 
 def test_the_route_refuses_in_the_openai_shape_before_any_call() -> None:
     ai = FakeAi({}, runs={BGE.id: []})
-    where = V1Platform(vars={"API_TOKEN": "tok-123"}, body=b'{"input": []}', ai=ai)
+    where = FakePlatform(vars={"API_TOKEN": "tok-123"}, body=b'{"input": []}', ai=ai)
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 400
     assert openai_error(reply, raw)["code"] == "invalid_request"
@@ -218,7 +218,7 @@ def test_the_route_refuses_in_the_openai_shape_before_any_call() -> None:
 
 def test_a_busy_model_is_the_openai_503() -> None:
     ai = FakeAi({}, runs={BGE.id: [UpstreamBusy(detail="3040")]})
-    where = V1Platform(vars={"API_TOKEN": "tok-123"}, body=b'{"input": "x"}', ai=ai)
+    where = FakePlatform(vars={"API_TOKEN": "tok-123"}, body=b'{"input": "x"}', ai=ai)
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 503
     assert openai_error(reply, raw)["code"] == "model_busy"
@@ -227,7 +227,7 @@ def test_a_busy_model_is_the_openai_503() -> None:
 
 def test_without_api_token_the_route_is_off() -> None:
     ai = FakeAi({}, runs={BGE.id: []})
-    where = V1Platform(vars={}, body=b'{"input": "x"}', ai=ai)
+    where = FakePlatform(vars={}, body=b'{"input": "x"}', ai=ai)
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 403
     assert openai_error(reply, raw)["code"] == "api_disabled"

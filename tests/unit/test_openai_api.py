@@ -6,8 +6,8 @@ OpenAI error shape and the AI Gateway options.
 
 The framings are driven two ways: fed by hand (with the session's outcome set
 as the session sets it at the end of a stream), and through ``Answer``
-with a scripted ``FakeAi``, whose batching waits go to a recorder instead of a
-clock (``sleep=``).
+with a scripted ``FakeAi``, whose streams record the batching pauses instead
+of waiting them (``FakeUpstream.pauses``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import asyncio
 import itertools
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -184,17 +184,6 @@ def cuts(body: bytes, points: Sequence[int]) -> list[bytes]:
 cut_points = st.lists(st.integers(min_value=0, max_value=700), max_size=12)
 
 
-class Naps:
-    """The session's ``sleep``: records each wait and only yields."""
-
-    def __init__(self) -> None:
-        self.seconds: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.seconds.append(seconds)
-        await asyncio.sleep(0)
-
-
 def session_for(
     chosen: Model = GLM,
     *,
@@ -203,7 +192,6 @@ def session_for(
     include_usage: bool = False,
     max_tokens: int = 256,
     settings: Settings = CALM,
-    naps: Naps | None = None,
 ) -> AnswerUnderTest:
     request = chat_request(chosen, max_tokens=max_tokens)
     facts = (REQUEST_ID, chosen, request.max_tokens)
@@ -218,7 +206,6 @@ def session_for(
         ai or FakeAi({}),
         request_id=REQUEST_ID,
         framing=framing,
-        sleep=naps or Naps(),
     )
 
 
@@ -610,18 +597,21 @@ class Streamed:
     session: AnswerUnderTest
     sink: FakeSink
     ai: FakeAi
-    naps: Naps
 
     @property
     def body(self) -> bytes:
         return self.sink.body
 
+    @property
+    def pauses(self) -> list[float]:
+        """The pauses Python took before its reads, on every model asked."""
+        return [p for call in self.ai.calls if call.upstream for p in call.upstream.pauses]
+
 
 def stream_answer(
     ai: FakeAi, chosen: Model = GLM, *, include_usage: bool = False, **kw: Any
 ) -> Streamed:
-    naps = Naps()
-    session = session_for(chosen, ai=ai, include_usage=include_usage, naps=naps, **kw)
+    session = session_for(chosen, ai=ai, include_usage=include_usage, **kw)
     sink = FakeSink()
 
     async def run() -> None:
@@ -630,7 +620,7 @@ def stream_answer(
 
     asyncio.run(run())
     assert sink.closed == 1
-    return Streamed(session, sink, ai, naps)
+    return Streamed(session, sink, ai)
 
 
 def test_a_glm_answer_streams_its_chunks_then_done() -> None:
@@ -639,8 +629,8 @@ def test_a_glm_answer_streams_its_chunks_then_done() -> None:
     assert got.session.outcome.finish_reason == "stop"
     assert got.session.outcome.usage == USAGE
     # Python forwards in batches: after each chunk it let the next ones gather.
-    assert got.naps.seconds
-    assert all(0 < s <= FORWARD_BATCH_S for s in got.naps.seconds)
+    assert got.pauses
+    assert all(0 < s <= FORWARD_BATCH_S for s in got.pauses)
 
 
 def test_a_llama_answer_streams_chunks_of_ours() -> None:
@@ -926,9 +916,9 @@ class ReadCounter:
         counter = self
 
         class Counted:
-            async def read(self, within: float) -> Any:
+            async def read(self, within: float, after: float = 0.0) -> Any:
                 counter.reads += 1
-                return await upstream.read(within)
+                return await upstream.read(within, after)
 
             async def relay(self, sink: Any) -> Any:
                 return await upstream.relay(sink)
@@ -1084,27 +1074,16 @@ def incoming(method: str, path: str, headers: dict[str, str] | None = None) -> I
     return Incoming(method=method, path=path, origin=SELF, headers=headers or {})
 
 
-@dataclass
-class V1Platform(FakePlatform):
-    """A ``FakePlatform`` whose batching waits only yield."""
-
-    naps: list[float] = field(default_factory=list)
-
-    async def sleep(self, seconds: float) -> None:
-        self.naps.append(seconds)
-        await asyncio.sleep(0)
-
-
 def v1(
     *,
     ai: FakeAi | None = None,
     body: object = HELLO_BODY,
     token: str | None = TOKEN,
     **vars: object,
-) -> V1Platform:
+) -> FakePlatform:
     if token is not None:
         vars["API_TOKEN"] = token
-    return V1Platform(
+    return FakePlatform(
         vars=vars,
         body=json.dumps(body).encode(),
         ai=ai or FakeAi({GLM.id: GLM_CHUNKS, LLAMA.id: LLAMA_CHUNKS}),

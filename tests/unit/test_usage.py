@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -331,16 +330,8 @@ def test_read_day_reads_only_that_day() -> None:
 # --- /api/usage and the counting through the app -------------------------------------------
 
 
-@dataclass
-class UsagePlatform(FakePlatform):
-    """A ``FakePlatform`` whose batching waits only yield."""
-
-    async def sleep(self, seconds: float) -> None:
-        await asyncio.sleep(0)
-
-
-def world(*, kv: FakeKv | None = None, ai: FakeAi | None = None, **vars: object) -> UsagePlatform:
-    return UsagePlatform(
+def world(*, kv: FakeKv | None = None, ai: FakeAi | None = None, **vars: object) -> FakePlatform:
+    return FakePlatform(
         vars=dict(vars),
         kv=kv,
         ai=ai or FakeAi({GLM.id: openai_stream(("content", "Hi"), usage=counts(20, 4))}),
