@@ -24,6 +24,11 @@ MAX_OUTPUT_TOKENS          4096                        highest max_tokens accept
 MAX_IMAGES                 4                           images per request, history included
 MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
 MAX_JSON_DEPTH             32                          nesting of a JSON body (at most 64)
+MAX_CONVERSATIONS          1000                        live conversations per user on the server
+MAX_HISTORY_BYTES          52428800                    a user's stored conversations (50 MiB)
+MAX_CONVERSATION_BYTES     1048576                     one conversation's PUT body (1 MiB)
+MAX_SHARES                 100                         live share links per user
+MAX_SHARE_DAYS             365                         the longest a share link lives
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
 IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer

@@ -31,6 +31,8 @@ class Incoming:
     origin: str
     # Lower-case header names.
     headers: Mapping[str, str]
+    # The query string, without its "?".
+    query: str = ""
 
 
 @dataclass(slots=True)
