@@ -24,7 +24,7 @@ import { loadRenderer } from "./markdown.js";
 import { loadPresets } from "./presets.js";
 import { closeOnBackdrop, openSearch, runSearch, searchKey } from "./search-dialog.js";
 import { closeSidebar, newChat, renderSidebar, toggleSidebar } from "./sidebar.js";
-import { MODEL_KEY, state, store, THINK_KEY } from "./state.js";
+import { MODEL_KEY, state, store, THINK_KEY, TOKEN_KEY } from "./state.js";
 import { nodes } from "./tree.js";
 
 function applyLang() {
@@ -41,7 +41,23 @@ function applyLang() {
   renderConversation();
   renderTray();
   renderMic();
+  state.relabel?.();
   if (ui.searchDialog.open) runSearch();
+}
+
+// A signed-in user's conversations follow them (sync.js, fetched only then);
+// anyone else's stay in this browser, as the sidebar says.
+async function startSync() {
+  const token = localStorage.getItem(TOKEN_KEY);
+  const me = await fetch("/api/me", { headers: token ? { Authorization: `Bearer ${token}` } : {} })
+    .then((r) => (r.ok ? r.json() : null))
+    .catch(() => null);
+  if (!me || me.via === "anonymous") return;
+  const { start } = await import("./sync.js");
+  state.sync = start(me, () => {
+    renderSidebar();
+    if (!state.active) renderConversation();
+  });
 }
 
 function pageKey(e) {
@@ -122,6 +138,7 @@ for (const c of store.conversations) {
 if (!store.current && store.conversations.length) store.select(store.sorted()[0].id);
 applyLang();
 loadModels().then(loadPresets);
+startSync();
 ui.input.focus();
 // The answer renderer and its libraries are not part of the first load: they
 // come once the page has painted (or at once, for a conversation on screen).
