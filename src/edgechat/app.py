@@ -45,6 +45,7 @@ from edgechat.errors import (
     MethodNotAllowed,
     Misconfigured,
     NotFound,
+    PreconditionRequired,
     SignInRequired,
     StoreUnavailable,
 )
@@ -361,7 +362,10 @@ async def api_conversations(ctx: Context) -> Reply:
     first (``history.list_page``)."""
     db, user = await _history(ctx)
     query = _query(ctx)
+    days = ctx.settings.history_retention_days
     try:
+        if days is not None:
+            await history.expire(db, user, _now_ms(ctx), days)
         page = await history.list_page(db, user, query)
     except DatabaseError as exc:
         raise _stored(exc) from exc
@@ -435,6 +439,36 @@ async def conversation_delete(ctx: Context) -> Reply:
     return json_reply(200, {"id": cid, "etag": tag, "seq": seq, "deleted": True}, {"ETag": tag})
 
 
+async def my_data(ctx: Context) -> Reply:
+    """``GET /api/my-data``: everything the server holds of the user."""
+    db, user = await _history(ctx)
+    try:
+        body = await history.export(db, user)
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    headers = {
+        **API_HEADERS,
+        "Content-Type": "application/json",
+        "Cache-Control": "no-store",
+        "Content-Disposition": 'attachment; filename="edgechat-my-data.json"',
+    }
+    return Reply(200, {**headers, **ctx.reply_headers}, body)
+
+
+async def my_data_delete(ctx: Context) -> Reply:
+    """``DELETE /api/my-data`` with ``If-Match: *``: all of it deleted."""
+    db, user = await _history(ctx)
+    if ctx.request.headers.get("if-match", "").strip() != "*":
+        raise PreconditionRequired(
+            public="Deleting everything needs If-Match: * (it cannot be undone)."
+        )
+    try:
+        await history.erase(db, user, _now_ms(ctx))
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    return Reply(204, {**API_HEADERS, "Cache-Control": "no-store", **ctx.reply_headers})
+
+
 async def api_shares(ctx: Context) -> Reply:
     """``GET /api/shares``: my links (not revoked), newest first."""
     db, user = await _history(ctx)
@@ -505,6 +539,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/me": {"GET": me},
     "/api/conversations": {"GET": api_conversations},
     "/api/shares": {"GET": api_shares, "POST": share_create},
+    "/api/my-data": {"GET": my_data, "DELETE": my_data_delete},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},

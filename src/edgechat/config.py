@@ -62,6 +62,8 @@ MODERATION                 off                         Llama Guard checks: off, 
                                                        input,output
 MODERATION_FAIL            open                        a failed check lets the request
                                                        through (open) or refuses it (closed)
+HISTORY_RETENTION_DAYS     (none)                      days a conversation on the server lives
+                                                       after its last write
 PRESETS                    (none)                      a JSON array of presets (presets.py):
                                                        name, title, system_prompt, model,
                                                        temperature, greeting
@@ -133,6 +135,8 @@ class Settings:
     identity: Rules = field(default_factory=Rules, repr=False)
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     presets: tuple[Preset, ...] = ()
+    # Days a conversation on the server lives after its last write (None: for ever).
+    history_retention_days: int | None = None
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -232,6 +236,7 @@ class Settings:
                 account_neurons=_int("DAILY_NEURON_LIMIT", get, 0) or None,
             ),
             presets=_presets("PRESETS", get),
+            history_retention_days=_int("HISTORY_RETENTION_DAYS", get, 0) or None,
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:

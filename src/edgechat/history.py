@@ -39,7 +39,10 @@ __all__ = [
     "Page",
     "Precondition",
     "Quota",
+    "erase",
     "etag",
+    "expire",
+    "export",
     "get",
     "list_page",
     "precondition",
@@ -150,6 +153,19 @@ _LIST = (
     "ORDER BY seq DESC LIMIT ?4"
 )
 _TOP = "SELECT COALESCE(MAX(seq), 0) AS seq FROM conversations WHERE user = ?1"
+# HISTORY_RETENTION_DAYS: what was last written before the cutoff goes, and
+# an expired link's copy with it.
+_EXPIRE = "DELETE FROM conversations WHERE user = ?1 AND changed < ?2"
+_EXPIRE_SHARES = "UPDATE shares SET body = NULL WHERE user = ?1 AND expires <= ?2"
+# My data: everything of the user's, and all of it deleted.
+_EVERYTHING = "SELECT id, version, body FROM conversations WHERE user = ?1 ORDER BY seq"
+_MY_SHARES = "SELECT id, conversation, title, created, expires FROM shares WHERE user = ?1"
+_ERASE = (
+    "UPDATE conversations SET version = version + 1, "
+    "seq = (SELECT MAX(seq) FROM conversations WHERE user = ?1) + 1, "
+    "changed = ?2, title = '', bytes = 0, body = NULL WHERE user = ?1 AND body IS NOT NULL"
+)
+_ERASE_SHARES = "DELETE FROM shares WHERE user = ?1"
 
 
 async def put(
@@ -262,6 +278,36 @@ def _whole(query: dict[str, str], name: str, default: int, low: int, high: int) 
     if not raw.isdigit() or len(raw) > 16 or not low <= int(raw) <= high:
         raise BadRequest(public=f"{name} must be a whole number from {low} to {high}.")
     return int(raw)
+
+
+async def expire(db: Database, user: str, now_ms: int, days: int) -> None:
+    """Deletes the user's conversations not written for ``days`` (rows,
+    tombstones included), and the copies of their expired links."""
+    cutoff = now_ms - days * 86_400_000
+    await db.batch([(_EXPIRE, [user, cutoff]), (_EXPIRE_SHARES, [user, now_ms])])
+
+
+async def export(db: Database, user: str) -> bytes:
+    """Everything the server holds of the user: ``{"user", "conversations":
+    [flat conversation, with its "etag"], "shares": [...]}`` (stored JSON
+    spliced in, not parsed again)."""
+    rows, links = await db.batch([(_EVERYTHING, [user]), (_MY_SHARES, [user])])
+    items = [
+        row["body"][:-1] + ',"etag":' + json.dumps(etag(int(row["version"]))) + "}"
+        for row in rows
+        if row["body"] is not None
+    ]
+    head = json.dumps({"format": "edgechat-server", "version": 1, "user": user})[:-1]
+    tail = json.dumps(links, ensure_ascii=False, separators=(",", ":"))
+    return (head + ',"conversations":[' + ",".join(items) + '],"shares":' + tail + "}").encode()
+
+
+async def erase(db: Database, user: str, now_ms: int) -> None:
+    """Deletes all the user's conversations and share links, in one
+    transaction: each conversation's content goes, leaving a tombstone (its
+    id and version, nothing of what it said) so the user's other devices
+    delete their copies too; every link is deleted outright."""
+    await db.batch([(_ERASE, [user, now_ms]), (_ERASE_SHARES, [user])])
 
 
 async def list_page(db: Database, user: str, query: dict[str, str]) -> Page:

@@ -302,6 +302,8 @@ def test_without_identity_conversations_stay_in_the_browser(anonymous: httpx.Cli
         ),
         anonymous.post("/api/shares", json={"conversation": "c1"}),
         anonymous.get("/api/shares"),
+        anonymous.get("/api/my-data"),
+        anonymous.delete("/api/my-data", headers={"if-match": "*"}),
     ):
         assert_error(response, 403, "sign_in_required")
         assert "this browser" in response.json()["error"]["message"]
@@ -379,3 +381,31 @@ def test_share_requests_are_checked(ann: httpx.Client) -> None:
     assert over.json()["error"]["limit"] == "max_shares"
     for link in ann.get("/api/shares").json()["shares"]:
         assert ann.delete(f"/api/shares/{link['id']}").status_code == 204
+
+
+def test_my_data_exports_and_deletes_everything(
+    new_client: ClientFactory, servers: ServerPool
+) -> None:
+    carol_token = "carol-token-4a7c1e9f0b2d6e83"
+    dave_token = "dave-token-8b3e5a1c7f9d2046"
+    own = servers.get({"API_KEYS": f"carol:{carol_token},dave:{dave_token}"})
+    carol = token_client(new_client, own, carol_token)
+    dave = token_client(new_client, own, dave_token)
+    create(carol, "mine-1", "carol's first")
+    create(carol, "mine-2", "carol's second")
+    create(dave, "mine-1", "dave's")
+    link = carol.post("/api/shares", json={"conversation": "mine-1"}).json()
+    exported = carol.get("/api/my-data")
+    assert exported.status_code == 200
+    assert exported.headers["content-disposition"].startswith("attachment")
+    data = exported.json()
+    assert sorted(c["id"] for c in data["conversations"]) == ["mine-1", "mine-2"]
+    assert [s["id"] for s in data["shares"]] == [link["id"]]
+    assert "dave's" not in exported.text
+    assert_error(carol.delete("/api/my-data"), 428, "precondition_required")
+    assert carol.delete("/api/my-data", headers={"if-match": "*"}).status_code == 204
+    assert carol.get("/api/my-data").json()["conversations"] == []
+    assert carol.get("/api/conversations").json()["conversations"] == []
+    assert httpx.get(own.url + link["url"]).status_code == 404
+    assert_error(carol.get("/api/conversations/mine-1"), 410, "gone")
+    assert dave.get("/api/conversations/mine-1").json()["nodes"][0]["content"] == "dave's"

@@ -253,3 +253,41 @@ def test_a_failing_database_is_a_503_and_the_routes_are_prefixed() -> None:
     # A share page when the database fails: a 503, no page of someone's.
     db.fail = True
     assert handle("GET", "/s/" + "A" * 24, db).status == 503
+
+
+def test_retention_deletes_what_was_not_written_for_its_days() -> None:
+    db = migrated()
+    put(db, "ann", flat("old", "x"), CREATE)  # written at 1000 ms
+    c = flat("new", "y")
+    run(history.put(db, "ann", "new", c, CREATE, QUOTA, 1000 + 3 * shares.DAY_MS))
+    put(db, "bob", flat("old", "bob's"), CREATE)
+    link = run(shares.create(db, "ann", "new", 1, 5, 1000))
+    run(history.expire(db, "ann", 1000 + 3 * shares.DAY_MS, 2))
+    assert run(history.get(db, "ann", "old")) is None
+    assert run(history.get(db, "ann", "new")) is not None
+    assert run(history.get(db, "bob", "old")) is not None
+    # The expired link's copy is gone; its page still says it expired.
+    row = run(shares.read(db, link["id"]))
+    assert row is not None
+    assert row["body"] is None
+
+
+def test_my_data_is_exported_whole_and_erased_whole() -> None:
+    db = migrated()
+    put(db, "ann", flat("a", "one"), CREATE)
+    put(db, "ann", flat("b", "two"), CREATE)
+    put(db, "bob", flat("a", "bob's"), CREATE)
+    run(shares.create(db, "ann", "a", 30, 5, 1000))
+    data = json.loads(run(history.export(db, "ann")))
+    assert [(c["id"], c["etag"]) for c in data["conversations"]] == [("a", '"1"'), ("b", '"1"')]
+    assert [s["conversation"] for s in data["shares"]] == ["a"]
+    assert "bob's" not in json.dumps(data)
+    run(history.erase(db, "ann", 2000))
+    assert json.loads(run(history.export(db, "ann")))["conversations"] == []
+    assert run(shares.mine(db, "ann", 2000)) == []
+    # Tombstones only: the other devices learn of it, and nothing of what was said stays.
+    rows = db.connection.execute("SELECT title, body FROM conversations WHERE user = 'ann'")
+    assert [tuple(r) for r in rows] == [("", None), ("", None)]
+    changes = run(history.list_page(db, "ann", {"since": "2"}))
+    assert {(r["id"], r["deleted"]) for r in changes.rows} == {("a", 1), ("b", 1)}
+    assert run(history.get(db, "bob", "a")) is not None
