@@ -68,7 +68,8 @@ export function configWithoutRateLimiter() {
     .replace(/\[\[ratelimits\]\][^[]*/, "")
     .replace(/\[\[kv_namespaces\]\][^[]*/, "")
     .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
-    .replace('directory = "./static"', 'directory = "../static"');
+    .replace('directory = "./static"', 'directory = "../static"')
+    .replace('migrations_dir = "migrations"', 'migrations_dir = "../migrations"');
   if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
   if (text.includes('binding = "CACHE"')) throw new Error("could not remove the KV namespace from wrangler.toml");
   mkdirSync(join(ROOT, ".cache"), { recursive: true });
