@@ -14,7 +14,7 @@
 //   conversation since (then its copy goes back up: nothing is lost).
 // - A failure (offline, 5xx) keeps everything here, says so, and retries.
 
-import { ui } from "./dom.js";
+import { el, ui } from "./dom.js";
 import { state, store, TOKEN_KEY } from "./state.js";
 import { nodes } from "./tree.js";
 
@@ -337,15 +337,17 @@ export function start(me, render) {
   // page's language (app.js calls state.relabel when it changes).
   let kept = { what: "syncing" };
   delete ui.kept.dataset.i18n;
+  const sync = new Sync(me, { render, say: (what, limit) => say(what, limit) });
+  const relabelShare = shareControls(sync);
   state.relabel = () => {
     ui.kept.textContent = keptText(state.lang, { ...kept, user: me.user });
+    relabelShare();
   };
   const say = (what, limit) => {
     kept = { what, limit };
     state.relabel();
     ui.kept.classList.toggle("problem-text", what === "failed" || what === "limit");
   };
-  const sync = new Sync(me, { render, say });
   // Every local change is sent a moment later; a delete also as a DELETE.
   const save = store.save.bind(store);
   store.save = () => {
@@ -370,18 +372,73 @@ export function start(me, render) {
 const WORDS = {
   en: {
     syncing: () => "Syncing conversations with the server…",
+    share: () => "Share a read-only link",
+    shareDays: () => "Link lives",
+    days: (n) => (n === 1 ? "1 day" : `${n} days`),
+    shared: (url) => `Read-only link (anyone who has it can read this copy): ${url}`,
+    shareFailed: () => "No link was made: the conversation is not on the server yet. Try again in a moment.",
     synced: (user) => `Conversations are kept on the server for ${user}, and in this browser.`,
     failed: () => "The server cannot be reached: conversations are kept in this browser and sent when it is back.",
     limit: (_, limit) => `Some conversations stay in this browser only: the server refused them (${limit}).`,
   },
   zh: {
     syncing: () => "正在与服务器同步对话…",
+    share: () => "分享只读链接",
+    shareDays: () => "链接有效期",
+    days: (n) => `${n} 天`,
+    shared: (url) => `只读链接（拿到链接的人都能阅读此副本）：${url}`,
+    shareFailed: () => "未能生成链接：对话尚未保存到服务器，请稍后再试。",
     synced: (user) => `对话保存在服务器上（${user}），也保存在此浏览器中。`,
     failed: () => "无法连接服务器：对话保存在此浏览器中，恢复连接后会发送。",
     limit: (_, limit) => `部分对话只保存在此浏览器中：服务器拒绝了它们（${limit}）。`,
   },
 };
 
+const words = (lang) => WORDS[lang] || WORDS.en;
+
+/**
+ * "Share": a link to a read-only copy of the conversation on screen
+ * (POST /api/shares, after the conversation is sent), living the days chosen.
+ */
+function shareControls(sync) {
+  const row = el("div", "share-row");
+  const days = el("select", "share-days");
+  const label = el("label", "share-label");
+  const go = el("button", "btn btn-small share");
+  go.type = "button";
+  for (const n of [1, 7, 30, 365]) {
+    const option = el("option", "", "");
+    option.value = String(n);
+    days.append(option);
+  }
+  days.value = "30";
+  label.append(days);
+  row.append(go, label);
+  const relabel = () => {
+    const w = words(state.lang);
+    go.textContent = w.share();
+    days.setAttribute("aria-label", w.shareDays());
+    for (const option of days.options) option.textContent = w.days(Number(option.value));
+  };
+  go.addEventListener("click", async () => {
+    const c = store.current;
+    if (!c?.next?.length) return;
+    const w = words(state.lang);
+    await sync.run();
+    let link = null;
+    try {
+      const response = await sync.request("POST", "/api/shares", {
+        body: { conversation: c.id, days: Number(days.value) },
+      });
+      if (response.ok) link = await response.json();
+    } catch {}
+    ui.notice.textContent = link ? w.shared(new URL(link.url, location.href).href) : w.shareFailed();
+    ui.notice.classList.toggle("problem-text", !link);
+  });
+  ui.exportChat.after(row);
+  return relabel;
+}
+
 export function keptText(lang, kept) {
-  return (WORDS[lang] || WORDS.en)[kept.what](kept.user, kept.limit);
+  return words(lang)[kept.what](kept.user, kept.limit);
 }

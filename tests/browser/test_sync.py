@@ -205,3 +205,34 @@ def test_without_identity_the_page_says_conversations_stay_here(chat: Chat) -> N
     chat.ask("Only here")
     assert not any("sync.js" in url for url in chat.log.requests)
     assert not any("/api/conversations" in url for url in chat.log.requests)
+
+
+def test_share_in_the_page_makes_a_link_of_the_days_chosen(
+    signed_in: Any, browser: Any, site: str
+) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    laptop.page.get_by_role("button", name="New chat").click()
+    laptop.ask("Shared from the page")
+    laptop.page.get_by_role("combobox", name="Link lives").select_option("7")
+    laptop.page.get_by_role("button", name="Share a read-only link").click()
+    notice = laptop.page.locator("#notice")
+    expect(notice).to_contain_text("Read-only link", timeout=15_000)
+    url = notice.inner_text().rsplit(" ", 1)[-1]
+    assert "/s/" in url
+    link_id = url.rsplit("/", 1)[-1]
+    (link,) = [
+        s
+        for s in httpx.get(site + "/api/shares", headers=BEARER).json()["shares"]
+        if s["id"] == link_id
+    ]
+    assert link["expires"] - link["created"] == 7 * 86_400_000
+    stranger = browser.new_context()
+    try:
+        page = stranger.new_page()
+        response = page.goto(url)
+        assert response is not None
+        assert response.status == 200
+        expect(page.locator("pre").first).to_have_text("Shared from the page")
+    finally:
+        stranger.close()
