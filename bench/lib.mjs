@@ -68,18 +68,22 @@ export function percentile(xs, p) {
 // local or I/O. Timing without them shows what is the Worker's own cost; the
 // Worker's side of the budget's D1 calls is measured on its own by
 // bench/identity_cost.mjs, against an in-process stand-in of the binding.
-const PROXIED = [/\[\[ratelimits\]\][^[]*/, /\[\[kv_namespaces\]\][^[]*/, /\[\[d1_databases\]\][^[]*/];
-const withoutProxied = (text) => PROXIED.reduce((rest, table) => rest.replace(table, ""), text);
+// `withD1` keeps the D1 databases, for a bench of what is stored in them.
+const PROXIED = [/\[\[ratelimits\]\][^[]*/, /\[\[kv_namespaces\]\][^[]*/];
+const D1_TABLES = /\[\[d1_databases\]\][^[]*/g;
+const withoutProxied = (text, withD1 = false) =>
+  PROXIED.reduce((rest, table) => rest.replace(table, ""), withD1 ? text : text.replace(D1_TABLES, ""));
 
-export function configWithoutRateLimiter() {
-  const text = withoutProxied(readFileSync(join(ROOT, "wrangler.toml"), "utf8"))
+export function configWithoutRateLimiter({ withD1 = false } = {}) {
+  const text = withoutProxied(readFileSync(join(ROOT, "wrangler.toml"), "utf8"), withD1)
     .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
-    .replace('directory = "./static"', 'directory = "../static"');
+    .replace('directory = "./static"', 'directory = "../static"')
+    .replace('migrations_dir = "migrations"', 'migrations_dir = "../migrations"');
   if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
   if (text.includes('binding = "CACHE"')) throw new Error("could not remove the KV namespace from wrangler.toml");
-  if (text.includes("d1_databases")) throw new Error("could not remove the D1 database from wrangler.toml");
+  if (!withD1 && text.includes("d1_databases")) throw new Error("could not remove D1 from wrangler.toml");
   mkdirSync(join(ROOT, ".cache"), { recursive: true });
-  const path = join(ROOT, ".cache", "bench-no-rate-limiter.toml");
+  const path = join(ROOT, ".cache", withD1 ? "bench-with-d1.toml" : "bench-no-rate-limiter.toml");
   writeFileSync(path, text);
   return path;
 }

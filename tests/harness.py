@@ -145,6 +145,7 @@ def config_without_rate_limiter() -> Path:
         'main = "src/entry.py"', 'main = "../src/entry.py"'
     )
     text = text.replace('directory = "./static"', 'directory = "../static"')
+    text = text.replace('migrations_dir = "migrations"', 'migrations_dir = "../migrations"')
     assert "RATE_LIMITER" not in text
     path = ROOT / ".cache" / "test-no-rate-limiter.toml"
     path.parent.mkdir(exist_ok=True)

@@ -8,22 +8,27 @@ answer is ``pipeline``'s.
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 import urllib.parse
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import parse_qsl
 
 from edgechat import (
     budget,
     documents,
     embeddings,
     guards,
+    history,
     identity,
+    json_body,
     openai_api,
     pipeline,
     presets,
     responses,
+    shares,
     speech,
     transcription,
     usage,
@@ -32,18 +37,23 @@ from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
 from edgechat.context import Context
+from edgechat.conversations import check_conversation
 from edgechat.errors import (
     BadRequest,
     EdgechatError,
+    Gone,
+    HistoryUnavailable,
     MethodNotAllowed,
     Misconfigured,
     NotFound,
+    PreconditionRequired,
+    SignInRequired,
     StoreUnavailable,
 )
 from edgechat.http import API_HEADERS, Incoming, Reply, error_reply, json_reply
 from edgechat.identity import AccessKeys, User
 from edgechat.models import Model, catalog_json
-from edgechat.ports import DatabaseError, KvError, Platform
+from edgechat.ports import Database, DatabaseError, KvError, Platform
 from edgechat.requests import Limits, OpenAIRequest
 from edgechat.validation import (
     body_cap,
@@ -325,6 +335,219 @@ def _cors(ctx: Context) -> dict[str, str]:
     return cors
 
 
+# --- conversations on the server (history.py) and share links (shares.py) --
+
+# A conversation's id in a URL: the page's ids (UUIDs) and more, nothing to escape.
+_CONVERSATION_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
+# The field names a refusal of a conversation body may use to say where.
+_CONVERSATION_FIELDS = frozenset(
+    (
+        *("id", "title", "updated", "pick", "preset", "nodes", "parent", "role", "content"),
+        *("reasoning", "status", "stats", "error", "moderation", "categories", "message"),
+    )
+)
+
+
+async def _history(ctx: Context) -> tuple[Database, str]:
+    """The ``DB`` database and the signed-in user's id; refuses anonymous
+    clients (their conversations stay in the browser) and cross-site callers."""
+    _cors(ctx)
+    user = await _who(ctx)
+    if user.via == "anonymous":
+        raise SignInRequired(detail="history without an identity")
+    db = ctx.platform.history
+    if db is None:
+        raise NotFound(
+            public="Conversations are kept on the server in the DB database, which is not bound.",
+            detail="no DB binding",
+        )
+    return db, user.id
+
+
+def _query(ctx: Context) -> dict[str, str]:
+    pairs = parse_qsl(ctx.request.query, keep_blank_values=True)
+    query = dict(pairs)
+    if len(query) != len(pairs):
+        raise BadRequest(public="A query parameter is given twice.")
+    return query
+
+
+def _now_ms(ctx: Context) -> int:
+    return int(ctx.cooling.wall() * 1000)
+
+
+def _stored(exc: DatabaseError) -> HistoryUnavailable:
+    return HistoryUnavailable(detail=f"history: {exc}")
+
+
+async def api_conversations(ctx: Context) -> Reply:
+    """``GET /api/conversations``: the user's conversations, newest write
+    first (``history.list_page``)."""
+    db, user = await _history(ctx)
+    query = _query(ctx)
+    days = ctx.settings.history_retention_days
+    try:
+        if days is not None:
+            await history.expire(db, user, _now_ms(ctx), days)
+        page = await history.list_page(db, user, query)
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    headers = {**API_HEADERS, "Content-Type": "application/json", "Cache-Control": "no-store"}
+    return Reply(200, {**headers, **ctx.reply_headers}, page.to_json_bytes())
+
+
+def _conversation_id(ctx: Context) -> str:
+    if _CONVERSATION_ID.fullmatch(ctx.param) is None:
+        raise BadRequest(public="A conversation id is 1 to 100 letters, digits, '.', '_' or '-'.")
+    return ctx.param
+
+
+async def conversation_get(ctx: Context) -> Reply:
+    db, user = await _history(ctx)
+    cid = _conversation_id(ctx)
+    try:
+        found = await history.get(db, user, cid)
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    if found is None:
+        raise NotFound(public="No such conversation.", detail=f"get {cid}")
+    version, body = found
+    tag = {"ETag": history.etag(version)}
+    if body is None:
+        ctx.reply_headers.update(tag)
+        raise Gone(public="This conversation was deleted.", detail=f"tombstone {cid}")
+    if history.version_of(ctx.request.headers.get("if-none-match", "")) == version:
+        return Reply(304, {**tag, "Cache-Control": "no-store", **ctx.reply_headers})
+    headers = {**API_HEADERS, "Content-Type": "application/json", "Cache-Control": "no-store"}
+    return Reply(200, {**headers, **tag, **ctx.reply_headers}, body.encode())
+
+
+async def conversation_put(ctx: Context) -> Reply:
+    """``PUT /api/conversations/<id>``: the whole conversation, checked by
+    the import rules (``conversations``), written if its precondition holds."""
+    db, user = await _history(ctx)
+    cid = _conversation_id(ctx)
+    want = history.precondition(ctx.request.headers)
+    guards.check_json(ctx.request)
+    limits = ctx.settings.limits
+    body = await ctx.platform.read_body(limits.max_conversation_bytes)
+    data = json_body.loads(
+        body,
+        max_depth=limits.max_json_depth,
+        max_text_bytes=limits.max_conversation_bytes,
+        names=_CONVERSATION_FIELDS,
+    )
+    conversation = check_conversation(data, cid)
+    quota = history.Quota(limits.max_conversations, limits.max_history_bytes)
+    try:
+        version, seq, created = await history.put(
+            db, user, cid, conversation, want, quota, _now_ms(ctx)
+        )
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    tag = history.etag(version)
+    return json_reply(201 if created else 200, {"id": cid, "etag": tag, "seq": seq}, {"ETag": tag})
+
+
+async def conversation_delete(ctx: Context) -> Reply:
+    """``DELETE /api/conversations/<id>`` with ``If-Match``: a tombstone."""
+    db, user = await _history(ctx)
+    cid = _conversation_id(ctx)
+    want = history.precondition(ctx.request.headers, creating_allowed=False)
+    try:
+        version, seq = await history.remove(db, user, cid, want, _now_ms(ctx))
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    tag = history.etag(version)
+    return json_reply(200, {"id": cid, "etag": tag, "seq": seq, "deleted": True}, {"ETag": tag})
+
+
+async def my_data(ctx: Context) -> Reply:
+    """``GET /api/my-data``: everything the server holds of the user."""
+    db, user = await _history(ctx)
+    try:
+        body = await history.export(db, user)
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    headers = {
+        **API_HEADERS,
+        "Content-Type": "application/json",
+        "Cache-Control": "no-store",
+        "Content-Disposition": 'attachment; filename="edgechat-my-data.json"',
+    }
+    return Reply(200, {**headers, **ctx.reply_headers}, body)
+
+
+async def my_data_delete(ctx: Context) -> Reply:
+    """``DELETE /api/my-data`` with ``If-Match: *``: all of it deleted."""
+    db, user = await _history(ctx)
+    if ctx.request.headers.get("if-match", "").strip() != "*":
+        raise PreconditionRequired(
+            public="Deleting everything needs If-Match: * (it cannot be undone)."
+        )
+    try:
+        await history.erase(db, user, _now_ms(ctx))
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    return Reply(204, {**API_HEADERS, "Cache-Control": "no-store", **ctx.reply_headers})
+
+
+async def api_shares(ctx: Context) -> Reply:
+    """``GET /api/shares``: my links (not revoked), newest first."""
+    db, user = await _history(ctx)
+    try:
+        links = await shares.mine(db, user, _now_ms(ctx))
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    return json_reply(200, {"shares": links})
+
+
+async def share_create(ctx: Context) -> Reply:
+    """``POST /api/shares`` ``{"conversation": id, "days": n?}``: a link to a copy."""
+    db, user = await _history(ctx)
+    guards.check_json(ctx.request)
+    limits = ctx.settings.limits
+    data = json_object(await ctx.platform.read_body(4096), limits)
+    for key in data:
+        if key not in ("conversation", "days"):
+            raise BadRequest(public="A share takes conversation and days only.")
+    cid = data.get("conversation")
+    if not isinstance(cid, str) or _CONVERSATION_ID.fullmatch(cid) is None:
+        raise BadRequest(public="conversation must be the id of one of your conversations.")
+    days = data.get("days", shares.DEFAULT_DAYS)
+    if type(days) is not int or not 1 <= days <= limits.max_share_days:
+        raise BadRequest(public=f"days must be a whole number from 1 to {limits.max_share_days}.")
+    try:
+        link = await shares.create(db, user, cid, days, limits.max_shares, _now_ms(ctx))
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    return json_reply(201, link)
+
+
+async def share_revoke(ctx: Context) -> Reply:
+    db, user = await _history(ctx)
+    if not shares.is_share_id(ctx.param):
+        raise NotFound(public="No such share link.", detail="not a share id")
+    try:
+        await shares.revoke(db, user, ctx.param)
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    return Reply(204, {**API_HEADERS, "Cache-Control": "no-store", **ctx.reply_headers})
+
+
+async def shared_page(ctx: Context) -> Reply:
+    """``GET /s/<id>``: the shared copy, read-only, for anyone with the link."""
+    db = ctx.platform.history
+    row = None
+    if db is not None and shares.is_share_id(ctx.param):
+        try:
+            row = await shares.read(db, ctx.param)
+        except DatabaseError as exc:
+            raise _stored(exc) from exc
+    status, body = shares.page(row, _now_ms(ctx))
+    return Reply(status, {**shares.HEADERS, **ctx.reply_headers}, body)
+
+
 # (path → method → handler). HEAD is answered wherever GET is.
 ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/": {"GET": page},
@@ -337,6 +560,9 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/transcribe": {"POST": api_transcribe, "OPTIONS": preflight},
     "/api/usage": {"GET": api_usage},
     "/api/me": {"GET": me},
+    "/api/conversations": {"GET": api_conversations},
+    "/api/shares": {"GET": api_shares, "POST": share_create},
+    "/api/my-data": {"GET": my_data, "DELETE": my_data_delete},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
@@ -344,6 +570,18 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/v1/audio/speech": {"POST": v1_speech, "OPTIONS": preflight},
     "/v1/audio/transcriptions": {"POST": v1_transcriptions, "OPTIONS": preflight},
     "/healthz": {"GET": healthz},
+}
+
+# (prefix → method → handler): the path's rest, one segment, is ``ctx.param``;
+# the log names the route by its prefix (a share link's id is a secret).
+PREFIXED: Mapping[str, Mapping[str, Handler]] = {
+    "/api/conversations/": {
+        "GET": conversation_get,
+        "PUT": conversation_put,
+        "DELETE": conversation_delete,
+    },
+    "/api/shares/": {"DELETE": share_revoke},
+    "/s/": {"GET": shared_page},
 }
 
 # Routes that speak the OpenAI API, errors included.
@@ -355,6 +593,16 @@ def _allowed(methods: Mapping[str, Handler]) -> tuple[str, ...]:
     if "GET" in methods:
         names.insert(names.index("GET") + 1, "HEAD")
     return tuple(names)
+
+
+def _prefixed(ctx: Context) -> Mapping[str, Handler] | None:
+    for prefix, methods in PREFIXED.items():
+        rest = ctx.request.path.removeprefix(prefix)
+        if rest != ctx.request.path and rest and "/" not in rest:
+            ctx.param = rest
+            ctx.log["route"] = prefix + "*"
+            return methods
+    return None
 
 
 class SettingsOnce:
@@ -400,6 +648,8 @@ async def handle(
     try:
         ctx.settings = (settings or SettingsOnce()).get(platform)
         methods = ROUTES.get(request.path)
+        if methods is None:
+            methods = _prefixed(ctx)
         if methods is None:
             raise NotFound(detail=f"no route for {request.path}")
         handler = methods.get("GET" if request.method == "HEAD" else request.method)

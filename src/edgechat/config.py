@@ -24,6 +24,11 @@ MAX_OUTPUT_TOKENS          4096                        highest max_tokens accept
 MAX_IMAGES                 4                           images per request, history included
 MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
 MAX_JSON_DEPTH             32                          nesting of a JSON body (at most 64)
+MAX_CONVERSATIONS          1000                        live conversations per user on the server
+MAX_HISTORY_BYTES          52428800                    a user's stored conversations (50 MiB)
+MAX_CONVERSATION_BYTES     1048576                     one conversation's PUT body (1 MiB)
+MAX_SHARES                 100                         live share links per user
+MAX_SHARE_DAYS             365                         the longest a share link lives
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
 IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer
@@ -61,6 +66,8 @@ MODERATION                 off                         Llama Guard checks: off, 
                                                        input,output
 MODERATION_FAIL            open                        a failed check lets the request
                                                        through (open) or refuses it (closed)
+HISTORY_RETENTION_DAYS     (none)                      days a conversation on the server lives
+                                                       after its last write
 PRESETS                    (none)                      a JSON array of presets (presets.py):
                                                        name, title, system_prompt, model,
                                                        temperature, greeting
@@ -132,6 +139,8 @@ class Settings:
     identity: Rules = field(default_factory=Rules, repr=False)
     budget: BudgetLimits = field(default_factory=BudgetLimits)
     presets: tuple[Preset, ...] = ()
+    # Days a conversation on the server lives after its last write (None: for ever).
+    history_retention_days: int | None = None
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -234,6 +243,7 @@ class Settings:
                 key_neurons=_key_limits("KEY_DAILY_NEURONS", get, identity.keys, _amount_neurons),
             ),
             presets=_presets("PRESETS", get),
+            history_retention_days=_int("HISTORY_RETENTION_DAYS", get, 0) or None,
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:

@@ -38,6 +38,8 @@ class Context:
     # The isolate's Cloudflare Access keys, and who this request is.
     access_keys: AccessKeys = field(default_factory=AccessKeys)
     user: User | None = None
+    # The last segment of a path routed by its prefix (``/s/<id>``).
+    param: str = ""
 
     def emit(self, status: int) -> None:
         """Writes the request's log line."""

@@ -13,12 +13,20 @@ into a plain ``EdgechatError`` (500). The tree::
     │   ├── ApiDisabled                403 api_disabled           /v1 without API_TOKEN
     │   ├── NotFound                   404 not_found
     │   ├── MethodNotAllowed           405 method_not_allowed     (+ Allow)
+    │   ├── SignInRequired             403 sign_in_required       history without an identity
+    │   ├── Gone                       410 gone                   a revoked share link
+    │   ├── PreconditionFailed         412 version_conflict       a stale write (+ ETag)
+    │   ├── PreconditionRequired       428 precondition_required  a write without If-Match
+    │   ├── TooManyConversations       409 too_many_conversations max_conversations
+    │   ├── HistoryFull                413 history_full           max_history_bytes
+    │   ├── TooManyShares              409 too_many_shares        max_shares
     │   ├── PayloadTooLarge            413 payload_too_large
     │   ├── UnsupportedMediaType       415 unsupported_media_type
     │   ├── RateLimited                429 rate_limited           (+ Retry-After)
     │   └── BudgetExhausted            429 budget_exhausted       a user's daily budget is spent
     ├── Misconfigured                  500 misconfigured          the operator's [vars] are invalid
     ├── StoreUnavailable               503 store_unavailable      KV failed where it was needed
+    │   └── HistoryUnavailable         503 store_unavailable      D1 failed on a conversation
     ├── ModerationUnavailable          503 moderation_unavailable no verdict, MODERATION_FAIL=closed
     ├── IdentityUnavailable            503 identity_unavailable   Access's keys could not be read
     └── UpstreamError                  502 upstream_error         Workers AI failed us
@@ -72,6 +80,9 @@ __all__ = [
     "DeadlineExceeded",
     "EdgechatError",
     "Forbidden",
+    "Gone",
+    "HistoryFull",
+    "HistoryUnavailable",
     "IdentityUnavailable",
     "MethodNotAllowed",
     "Misconfigured",
@@ -80,9 +91,14 @@ __all__ = [
     "NoFirstToken",
     "NotFound",
     "PayloadTooLarge",
+    "PreconditionFailed",
+    "PreconditionRequired",
     "ProviderError",
     "RateLimited",
+    "SignInRequired",
     "StoreUnavailable",
+    "TooManyConversations",
+    "TooManyShares",
     "Unauthorized",
     "UnsupportedMediaType",
     "UpstreamBadRequest",
@@ -262,6 +278,104 @@ class RateLimited(ClientError):
     default_retry_after = 60
 
 
+class SignInRequired(ClientError):
+    """Conversations are kept on the server for a user ``identity`` knows;
+    an anonymous client keeps its own in the browser."""
+
+    status = 403
+    code = "sign_in_required"
+    public_message = (
+        "Conversations are kept on the server only for a signed-in user (Cloudflare Access "
+        "or a named key); yours stay in this browser."
+    )
+
+
+class Gone(ClientError):
+    status = 410
+    code = "gone"
+    public_message = "This is gone."
+
+
+class PreconditionFailed(ClientError):
+    """A write named a version that is no longer the current one (another
+    device wrote first), or ``If-None-Match: *`` found one: nothing was
+    written. ``current`` (the version now, None: none) goes into the ETag."""
+
+    status = 412
+    code = "version_conflict"
+    public_message = (
+        "The conversation changed since this version was read: read it again, merge, and retry."
+    )
+
+    def __init__(self, *, current: int | None = None, detail: str = "") -> None:
+        self.current = current
+        super().__init__(detail=detail)
+
+    def headers(self) -> dict[str, str]:
+        if self.current is None:
+            return super().headers()
+        return {**super().headers(), "ETag": f'"{self.current}"'}
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        body = super().to_json()
+        body["error"]["etag"] = None if self.current is None else f'"{self.current}"'
+        return body
+
+
+class PreconditionRequired(ClientError):
+    status = 428
+    code = "precondition_required"
+    public_message = (
+        "A write must say what it replaces: If-Match with the ETag read, If-Match: * "
+        "or If-None-Match: * to create."
+    )
+
+
+class UserLimit:
+    """A refusal by one of a user's limits (``/api/limits`` names it): the
+    limit's name and value go into the body. Mixed into a ``ClientError``."""
+
+    limit_name: ClassVar[str] = ""
+    limit: int = 0
+
+    def __init__(self, *, limit: int = 0, detail: str = "") -> None:
+        self.limit = limit
+        super().__init__(detail=detail)  # type: ignore[call-arg]
+
+    def to_json(self) -> dict[str, dict[str, Any]]:
+        body: dict[str, dict[str, Any]] = super().to_json()  # type: ignore[misc]
+        body["error"]["limit"] = self.limit_name
+        body["error"]["max"] = self.limit
+        return body
+
+
+class TooManyConversations(UserLimit, ClientError):
+    status = 409
+    code = "too_many_conversations"
+    limit_name = "max_conversations"
+    public_message = (
+        "You keep as many conversations on the server as max_conversations allows: "
+        "delete some first."
+    )
+
+
+class HistoryFull(UserLimit, ClientError):
+    status = 413
+    code = "history_full"
+    limit_name = "max_history_bytes"
+    public_message = (
+        "Your conversations on the server would be larger than max_history_bytes: "
+        "delete some first."
+    )
+
+
+class TooManyShares(UserLimit, ClientError):
+    status = 409
+    code = "too_many_shares"
+    limit_name = "max_shares"
+    public_message = "You have as many live share links as max_shares allows: revoke some first."
+
+
 class ResetsAtMidnight:
     """A refusal that lasts until the next 00:00 UTC: ``resets_at`` (epoch
     seconds, set where a clock is at hand) goes into the body."""
@@ -312,6 +426,13 @@ class StoreUnavailable(EdgechatError):
     code = "store_unavailable"
     public_message = "The usage store is not available right now. Please try again later."
     retryable = True
+
+
+class HistoryUnavailable(StoreUnavailable):
+    """D1 failed on a conversation or share request: the page keeps its
+    local copy and tries again."""
+
+    public_message = "The conversation store is not available right now. Please try again later."
 
 
 class ModerationUnavailable(EdgechatError):

@@ -46,7 +46,7 @@ from js import (
 )
 from js import Response as JsResponse
 from js import fetch as js_fetch
-from pyodide.ffi import JsException, create_proxy, to_js
+from pyodide.ffi import JsException, create_proxy, jsnull, to_js
 from workers import Request
 
 from edgechat.errors import UpstreamError, UpstreamMalformed, body_too_large, from_binding_error
@@ -545,7 +545,13 @@ async def _rows(settled: Any) -> list[list[dict[str, Any]]]:
     outcome = await settled
     if not Array.isArray(outcome):
         raise DatabaseError(str(outcome))
-    return [list(result.results.to_py()) for result in outcome[0]]
+    # A NULL column is JS null, which Pyodide hands over as ``jsnull`` (not
+    # None, since Pyodide 0.27 unless ``convertNullToNone``): None here, as
+    # ``ports.Database`` promises SQL's NULL.
+    return [
+        [{k: None if v is jsnull else v for k, v in row.items()} for row in result.results.to_py()]
+        for result in outcome[0]
+    ]
 
 
 async def _failed(exc: Exception) -> Any:
@@ -614,6 +620,8 @@ class WorkerPlatform:
         self.kv = BindingKv(cache) if cache is not None else None
         usage_db = getattr(env, "USAGE_DB", None)
         self.db = BindingD1(usage_db) if usage_db is not None else None
+        history_db = getattr(env, "DB", None)
+        self.history = BindingD1(history_db) if history_db is not None else None
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)

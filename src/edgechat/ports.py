@@ -221,6 +221,11 @@ class Platform(Protocol):
         ...
 
     @property
+    def history(self) -> Database | None:
+        """The ``DB`` database (conversations, share links), when bound."""
+        ...
+
+    @property
     def kv(self) -> Kv | None:
         """The ``CACHE`` namespace, when bound."""
         ...

@@ -62,6 +62,14 @@ class Limits:
     # where the page stops recording) its seconds.
     max_audio_bytes: int = 4 << 20
     max_audio_seconds: int = 120
+    # Each user's conversations on the server (history.py, the DB binding):
+    # how many live ones, their stored JSON together, one conversation's
+    # body (PUT /api/conversations/<id>), live share links, a link's days.
+    max_conversations: int = 1_000
+    max_history_bytes: int = 50 << 20
+    max_conversation_bytes: int = 1 << 20
+    max_shares: int = 100
+    max_share_days: int = 365
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():

@@ -22,7 +22,7 @@ import { loadRenderer } from "./markdown.js";
 import { onDemand } from "./on-demand.js";
 import { loadPresets } from "./presets.js";
 import { closeSidebar, newChat, renderSidebar, toggleSidebar } from "./sidebar.js";
-import { MODEL_KEY, state, store, THINK_KEY } from "./state.js";
+import { MODEL_KEY, state, store, THINK_KEY, TOKEN_KEY } from "./state.js";
 import { nodes } from "./tree.js";
 
 // What the empty page does not need comes with its first use (on-demand.js).
@@ -45,7 +45,23 @@ function applyLang() {
   renderConversation();
   renderTray();
   dictation.loaded?.renderMic();
+  state.relabel?.();
   if (ui.searchDialog.open) searching.loaded?.runSearch();
+}
+
+// A signed-in user's conversations follow them (sync.js, fetched only then);
+// anyone else's stay in this browser, as the sidebar says.
+async function startSync() {
+  const token = localStorage.getItem(TOKEN_KEY);
+  const me = await fetch("/api/me", { headers: token ? { Authorization: `Bearer ${token}` } : {} })
+    .then((r) => (r.ok ? r.json() : null))
+    .catch(() => null);
+  if (!me || me.via === "anonymous") return;
+  const { start } = await import("./sync.js");
+  state.sync = start(me, () => {
+    renderSidebar();
+    if (!state.active) renderConversation();
+  });
 }
 
 function pageKey(e) {
@@ -126,6 +142,7 @@ for (const c of store.conversations) {
 if (!store.current && store.conversations.length) store.select(store.sorted()[0].id);
 applyLang();
 loadModels().then(loadPresets);
+startSync();
 ui.input.focus();
 // The answer renderer and its libraries are not part of the first load: they
 // come once the page has painted (or at once, for a conversation on screen).

@@ -83,6 +83,11 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_speech_chars": 2_000,
         "max_audio_bytes": 4 << 20,
         "max_audio_seconds": 120,
+        "max_conversations": 1_000,
+        "max_history_bytes": 50 << 20,
+        "max_conversation_bytes": 1 << 20,
+        "max_shares": 100,
+        "max_share_days": 365,
     }
 
 

@@ -68,7 +68,10 @@ def project_config(folder: Path, vars_toml: Mapping[str, str]) -> Path:
     text, mains = re.subn(r'(?m)^main = "(.+)"$', f'main = "{ROOT}/\\1"', text)
     text, dirs = re.subn(r'(?m)^directory = "\./(.+)"$', f'directory = "{ROOT}/\\1"', text)
     text, tables = re.subn(r"(?ms)^\[vars\]\n.*?(?=^\[)", "", text)
-    assert (mains, dirs, tables) == (1, 1, 1), "wrangler.toml changed shape"
+    text, migrations = re.subn(
+        r'(?m)^migrations_dir = "(.+)"$', f'migrations_dir = "{ROOT}/\\1"', text
+    )
+    assert (mains, dirs, tables, migrations) == (1, 1, 1, 1), "wrangler.toml changed shape"
     lines = [f'{name} = "{value}"' for name, value in vars_toml.items()]
     config = folder / "wrangler.toml"
     config.write_text(text + "\n[vars]\n" + "\n".join(lines) + "\n")

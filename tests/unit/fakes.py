@@ -684,7 +684,9 @@ class FakeDb:
         self.connection.execute("BEGIN")
         try:
             for sql, params in statements:
-                rows = self.connection.execute(sql, params).fetchall()
+                # D1 binds ?NNN by position; CPython's sqlite3 by name ("1").
+                bound: Any = {str(k): v for k, v in enumerate(params, 1)} if "?1" in sql else params
+                rows = self.connection.execute(sql, bound).fetchall()
                 results.append([dict(row) for row in rows])
         except sqlite3.Error as exc:
             # D1 reports SQLite's own message ("no such table: spend").
@@ -748,6 +750,7 @@ class FakePlatform:
     fetch: FakeFetch = field(default_factory=FakeFetch)
     verifier: FakeVerifier = field(default_factory=lambda: FakeVerifier())
     db: FakeDb | None = None
+    history: FakeDb | None = None
     # What the request left to run after its reply (``wait_until``).
     background: list[asyncio.Future[None]] = field(default_factory=list)
 

@@ -2,7 +2,8 @@
 // wrangler's getPlatformProxy (KV, D1, rate limiter, static assets, [vars],
 // .dev.vars secrets), with `AI` served by the Workers AI emulator — or by the
 // real Workers AI REST API when Cloudflare credentials are in the environment.
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import { getPlatformProxy } from "wrangler";
 import { systemStream } from "./streams.mjs";
 
@@ -79,6 +80,43 @@ async function makeAi(log) {
   return new Ai(createEmulator());
 }
 
+// The statements of a migration file: `--` comments dropped, split at `;`
+// (the project's migrations hold no `;` inside a string).
+export function migrationStatements(text) {
+  return text
+    .split("\n")
+    .map((line) => line.replace(/--.*$/, ""))
+    .join("\n")
+    .split(";")
+    .map((statement) => statement.trim())
+    .filter(Boolean);
+}
+
+// What `wrangler d1 migrations apply` does to a database with a
+// `migrations_dir`: every `.sql` file there, in name order, each in one
+// batch (one transaction), recorded in wrangler's own `d1_migrations` table.
+async function applyMigrations(database, directory, log) {
+  const files = readdirSync(directory)
+    .filter((name) => name.endsWith(".sql"))
+    .sort();
+  await database
+    .prepare(
+      "CREATE TABLE IF NOT EXISTS d1_migrations (id INTEGER PRIMARY KEY AUTOINCREMENT, " +
+        "name TEXT UNIQUE, applied_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP NOT NULL)",
+    )
+    .run();
+  for (const name of files) {
+    const done = await database.prepare("SELECT 1 FROM d1_migrations WHERE name = ?").bind(name).first();
+    if (done) continue;
+    const statements = migrationStatements(readFileSync(join(directory, name), "utf8"));
+    await database.batch([
+      ...statements.map((sql) => database.prepare(sql)),
+      database.prepare("INSERT INTO d1_migrations (name) VALUES (?)").bind(name),
+    ]);
+  }
+  log(`D1: ${files.length} migration(s) from ${directory}`);
+}
+
 export async function createEnv({ config, configPath, varsFile, log }) {
   const proxy = await getPlatformProxy({ configPath, remoteBindings: false, persist: false });
   const env = {};
@@ -91,6 +129,11 @@ export async function createEnv({ config, configPath, varsFile, log }) {
       const name = entry.binding ?? entry.name;
       env[name] = asBindingClass(className, proxy.env[name], methods);
     }
+  }
+  for (const entry of config.d1_databases ?? []) {
+    if (!entry.migrations_dir) continue;
+    const directory = resolve(dirname(configPath), entry.migrations_dir);
+    await applyMigrations(proxy.env[entry.binding], directory, log);
   }
   if (config.assets?.binding) {
     const assets = proxy.env[config.assets.binding];

@@ -1,0 +1,238 @@
+"""Conversations that follow the user: two browser contexts signed in as one
+user (a named key) share their conversations, and edits made on both merge
+with both versions kept; a third context with no identity opens a share
+link (read-only), and sees it gone once revoked. A page without identity
+says its conversations stay in the browser; a server that fails keeps the
+local copy and says so, then catches up."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import WATCH_CSP, Chat, Relay, next_client_address
+from tests.harness import ROOT, start_runner
+
+TOKEN = "ann-browser-token-5e1c9a7b3d"
+BEARER = {"authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    folder = tmp_path_factory.mktemp("sync-site")
+    vars_file: Path = folder / "sync.vars"
+    vars_file.write_text(f"API_KEYS=ann:{TOKEN}\n")
+    env = {"EDGECHAT_AI_DELAY_MS": "0"}
+    with start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env) as runner:
+        yield runner.base_url
+
+
+@pytest.fixture
+def signed_in(browser: Any, new_chat: Any, site: str) -> Iterator[Any]:
+    """Opens a tab in a new context signed in as ann (her key in its storage)."""
+    relays: list[Relay] = []
+
+    def open_tab() -> Chat:
+        relay = Relay(site, next_client_address())
+        relays.append(relay)
+        context = browser.new_context()
+        context.add_init_script(WATCH_CSP)
+        context.add_init_script(f"localStorage.setItem('edgechat.token', {TOKEN!r})")
+        chat: Chat = new_chat(url=relay.url, context=context)
+        return chat.open()
+
+    yield open_tab
+    for relay in relays:
+        relay.close()
+
+
+def kept(chat: Chat) -> Any:
+    return chat.page.locator("#kept")
+
+
+def synced(chat: Chat) -> None:
+    expect(kept(chat)).to_have_text(
+        "Conversations are kept on the server for ann, and in this browser.", timeout=15_000
+    )
+
+
+def server_conversations(site: str) -> list[dict[str, Any]]:
+    listed = httpx.get(site + "/api/conversations", params={"bodies": 1}, headers=BEARER)
+    return list(listed.json()["conversations"])
+
+
+def wait_for_server(site: str, condition: Any, what: str, timeout: float = 20.0) -> None:
+    """Waits until the server's conversations (read with ann's key) meet ``condition``."""
+    deadline = time.monotonic() + timeout
+    while not condition(server_conversations(site)):
+        assert time.monotonic() < deadline, f"never on the server: {what}"
+        time.sleep(0.05)
+
+
+def holding(*texts: str) -> Any:
+    def check(conversations: list[dict[str, Any]]) -> bool:
+        present = {n["content"] for c in conversations for n in c["conversation"]["nodes"]}
+        return set(texts) <= present
+
+    return check
+
+
+def versions(article: Any) -> Any:
+    return article.get_by_role("group", name="Version", exact=False)
+
+
+def test_two_devices_of_one_user_share_and_merge_conversations(signed_in: Any, site: str) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    laptop.ask("Hello from the laptop")
+    # The conversation reaches the server once the answer is done.
+    expect(laptop.page.locator("#kept")).to_contain_text("on the server")
+    wait_for_server(site, holding("Hello from the laptop"), "the first turn")
+
+    phone = signed_in()
+    synced(phone)
+    questions = phone.page.get_by_role("article", name="You")
+    expect(questions.first).to_contain_text("Hello from the laptop", timeout=15_000)
+    expect(phone.answers()).to_have_count(1)
+
+    # Both continue the same conversation, each without the other's turn.
+    phone.ask("Follow-up from the phone")
+    wait_for_server(site, holding("Follow-up from the phone"), "the phone's turn")
+    laptop.ask("Follow-up from the laptop")
+
+    # The laptop merged the phone's turn in: both follow-ups are versions.
+    wait_for_server(
+        site,
+        holding("Follow-up from the phone", "Follow-up from the laptop"),
+        "both follow-ups",
+    )
+    (conversation,) = [c["conversation"] for c in server_conversations(site)]
+    follow_ups = [n for n in conversation["nodes"] if n["content"].startswith("Follow-up")]
+    assert len({n["parent"] for n in follow_ups}) == 1, "both are versions of one turn"
+
+    laptop_turn = laptop.page.get_by_role("article", name="You").nth(1)
+    expect(versions(laptop_turn)).to_have_accessible_name("Version 1 of 2")
+    # The phone catches up when it is looked at again.
+    phone.page.reload()
+    phone.page.locator("#input").wait_for()
+    synced(phone)
+    phone_turn = phone.page.get_by_role("article", name="You").nth(1)
+    expect(versions(phone_turn)).to_be_visible(timeout=15_000)
+    expect(versions(phone_turn)).to_contain_text("2")
+
+    # A delete on one device is a tombstone the other applies.
+    laptop.page.get_by_role("button", name="Delete", exact=False).first.click()
+    wait_for_server(site, lambda conversations: not conversations, "the delete")
+    phone.page.reload()
+    phone.page.locator("#input").wait_for()
+    synced(phone)
+    expect(phone.page.get_by_role("article", name="You")).to_have_count(0, timeout=15_000)
+
+
+def test_a_share_link_opens_read_only_without_identity_and_is_gone_once_revoked(
+    signed_in: Any, browser: Any, site: str
+) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    laptop.ask("A question worth sharing")
+    wait_for_server(site, holding("A question worth sharing"), "the shared turn")
+    (item,) = [
+        c
+        for c in server_conversations(site)
+        if c["conversation"]["nodes"][0]["content"] == "A question worth sharing"
+    ]
+    link = httpx.post(
+        site + "/api/shares", json={"conversation": item["id"]}, headers=BEARER
+    ).json()
+
+    stranger = browser.new_context()
+    try:
+        page = stranger.new_page()
+        response = page.goto(site + link["url"])
+        assert response is not None
+        assert response.status == 200
+        expect(page.locator("h1")).to_have_text("A question worth sharing")
+        expect(page.locator("pre").first).to_have_text("A question worth sharing")
+        expect(page.locator("pre")).to_have_count(2)
+        # Read-only: no form, no field, no button, no script.
+        assert page.locator("form, input, textarea, button, script").count() == 0
+        assert httpx.delete(site + f"/api/shares/{link['id']}", headers=BEARER).status_code == 204
+        gone = page.goto(site + link["url"])
+        assert gone is not None
+        assert gone.status == 410
+        expect(page.locator("h1")).to_have_text("This link was revoked")
+        expect(page.locator("pre")).to_have_count(0)
+        expect(page.get_by_text("A question worth sharing")).to_have_count(0)
+    finally:
+        stranger.close()
+
+
+def test_a_failing_server_keeps_the_local_copy_and_says_so(signed_in: Any, site: str) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    laptop.page.route(
+        "**/api/conversations**",
+        lambda route: route.fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"error":{"code":"store_unavailable","message":"down"}}',
+        ),
+    )
+    laptop.ask("Written while the store is down")
+    expect(kept(laptop)).to_have_text(
+        "The server cannot be reached: conversations are kept in this browser and sent "
+        "when it is back.",
+        timeout=15_000,
+    )
+    # (The user's earlier conversations came with the page: it goes on the current one.)
+    expect(laptop.page.get_by_role("article", name="You").last).to_contain_text(
+        "Written while the store is down"
+    )
+    laptop.page.unroute("**/api/conversations**")
+    # The page retries by itself; its copy reaches the server.
+    synced(laptop)
+    wait_for_server(site, holding("Written while the store is down"), "the retried write", 60)
+
+
+def test_without_identity_the_page_says_conversations_stay_here(chat: Chat) -> None:
+    expect(chat.page.locator("#kept")).to_have_text("Conversations are kept in this browser only.")
+    chat.ask("Only here")
+    assert not any("sync.js" in url for url in chat.log.requests)
+    assert not any("/api/conversations" in url for url in chat.log.requests)
+
+
+def test_share_in_the_page_makes_a_link_of_the_days_chosen(
+    signed_in: Any, browser: Any, site: str
+) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    laptop.page.get_by_role("button", name="New chat").click()
+    laptop.ask("Shared from the page")
+    laptop.page.get_by_role("combobox", name="Link lives").select_option("7")
+    laptop.page.get_by_role("button", name="Share a read-only link").click()
+    notice = laptop.page.locator("#notice")
+    expect(notice).to_contain_text("Read-only link", timeout=15_000)
+    url = notice.inner_text().rsplit(" ", 1)[-1]
+    assert "/s/" in url
+    link_id = url.rsplit("/", 1)[-1]
+    (link,) = [
+        s
+        for s in httpx.get(site + "/api/shares", headers=BEARER).json()["shares"]
+        if s["id"] == link_id
+    ]
+    assert link["expires"] - link["created"] == 7 * 86_400_000
+    stranger = browser.new_context()
+    try:
+        page = stranger.new_page()
+        response = page.goto(url)
+        assert response is not None
+        assert response.status == 200
+        expect(page.locator("pre").first).to_have_text("Shared from the page")
+    finally:
+        stranger.close()

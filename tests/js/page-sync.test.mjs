@@ -1,0 +1,77 @@
+// Sync's pure parts (static/js/sync.js): a tree travels flat and comes back
+// the same; two devices' edits merge with both versions kept; a conversation
+// with nothing new here becomes the server's, keeping this browser's images.
+import assert from "node:assert/strict";
+import { after, describe, test } from "node:test";
+import { Window } from "happy-dom";
+
+const window = new Window({ url: "https://edgechat.example/" });
+for (const [name, value] of Object.entries({ document: window.document, localStorage: window.localStorage })) {
+  Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
+}
+const { adopt, fromFlat, merge, toFlat } = await import("../../static/js/sync.js");
+const { addVersion, thread } = await import("../../static/js/tree.js");
+after(() => window.happyDOM.close());
+
+function conversation() {
+  const c = { id: "c1", title: "Tea", updated: 5, next: [], pick: 0 };
+  const q = addVersion(c, { role: "user", content: "Green or black?" });
+  addVersion(q, { role: "assistant", content: "Green.", status: "done", stats: { model: "glm", extra: 1 } });
+  const a = addVersion(q, { role: "assistant", content: "Black.", status: "streaming" });
+  addVersion(a, { role: "user", content: "Why?", images: [{ id: "img1" }] });
+  return c;
+}
+
+const texts = (c) => thread(c).map((m) => m.content);
+
+describe("the flat form", () => {
+  test("a tree goes flat breadth first and comes back with its versions and picks", () => {
+    const flat = toFlat(conversation());
+    assert.deepEqual(
+      flat.nodes.map((n) => [n.parent, n.role, n.content]),
+      [
+        [null, "user", "Green or black?"],
+        [0, "assistant", "Green."],
+        [0, "assistant", "Black."],
+        [2, "user", "Why?"],
+      ],
+    );
+    assert.equal(flat.nodes[0].pick, 1);
+    // Only what the server's rules know travels: no stats it does not know,
+    // no "streaming", no images.
+    assert.deepEqual(flat.nodes[1].stats, { model: "glm" });
+    assert.equal(flat.nodes[2].status, "interrupted");
+    assert.equal(flat.nodes[3].images, undefined);
+    const back = fromFlat(flat);
+    assert.deepEqual(texts(back), ["Green or black?", "Black.", "Why?"]);
+    assert.equal(back.next[0].next.length, 2);
+  });
+});
+
+describe("merging two devices' edits", () => {
+  test("a message only one side has becomes one more version; nothing is lost", () => {
+    const here = conversation();
+    const there = fromFlat(toFlat(conversation()));
+    addVersion(thread(here)[2], { role: "assistant", content: "Tannins, here." });
+    addVersion(thread(there)[2], { role: "assistant", content: "Tannins, there." });
+    assert.equal(merge(here, there), true);
+    const why = thread(here)[2];
+    assert.deepEqual(
+      why.next.map((m) => m.content),
+      ["Tannins, here.", "Tannins, there."],
+    );
+    // Merging again adds nothing.
+    assert.equal(merge(here, there), false);
+  });
+
+  test("adopting the server's copy keeps this browser's images", () => {
+    const here = conversation();
+    const there = fromFlat(toFlat(conversation()));
+    there.title = "Renamed elsewhere";
+    addVersion(thread(there)[2], { role: "assistant", content: "Because." });
+    adopt(here, there);
+    assert.equal(here.title, "Renamed elsewhere");
+    assert.deepEqual(texts(here), ["Green or black?", "Black.", "Why?", "Because."]);
+    assert.deepEqual(thread(here)[2].images, [{ id: "img1" }]);
+  });
+});
