@@ -96,7 +96,10 @@ async function main() {
   const budget = { USER_DAILY_USD: "1000", USAGE_DB: new D1Database() };
   const token = { "cf-access-jwt-assertion": team.token };
   const sides = [];
-  for (const [root, suffix] of [[ROOT, ""], ...(values.against ? [[values.against, `, ${basename(values.against)}`]] : [])]) {
+  for (const [root, suffix] of [
+    [ROOT, ""],
+    ...(values.against ? [[values.against, `, ${basename(values.against)}`]] : []),
+  ]) {
     sides.push(
       [`no identity, no budget${suffix}`, await load(plain, config, root), {}],
       [`Access${suffix}`, await load({ ...plain, ...access }, config, root), token],
