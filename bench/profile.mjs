@@ -26,7 +26,7 @@ const { values } = parseArgs({
     against: { type: "string" },
   },
 });
-const TOKEN = "bench-token";
+const TOKEN = "bench-token-0123456789";
 
 function ask(url) {
   const body = JSON.stringify({

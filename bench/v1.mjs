@@ -30,7 +30,7 @@ const ANSWERS = Number(values.answers);
 const TOKENS = Number(values.tokens);
 const PACED = Number(values.paced);
 const DELAY_MS = Number(values["delay-ms"]);
-const TOKEN = "bench-token";
+const TOKEN = "bench-token-0123456789";
 const GLM = "@cf/zai-org/glm-4.7-flash";
 const LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8";
 

@@ -35,7 +35,7 @@ TOTAL_TIMEOUT_S            300                         deadline for the whole an
 HEARTBEAT_S                15                          ": ping" interval while silent
 ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
 API_TOKEN (secret)         (none)                      bearer token required when set (the
-                                                       key named api_token)
+                                                       key named api_token), >= 16 chars
 API_KEYS (secret)          (none)                      named keys, name:token, comma-separated;
                                                        each key is a user
 ACCESS_TEAM_DOMAIN         (none)                      Cloudflare Access team (https://<team>.
@@ -515,6 +515,14 @@ def _api_keys(get: Callable[[str], object]) -> tuple[ApiKey, ...]:
     keys: list[ApiKey] = []
     token = _text("API_TOKEN", get)
     if token is not None:
+        if len(token) < MIN_KEY_CHARS:
+            # A short token is guessable, and it is also taken out of every
+            # stream that holds it: one a model's envelope holds (``t``)
+            # would break every event.
+            raise ValueError(
+                f"API_TOKEN must be at least {MIN_KEY_CHARS} characters "
+                "(for example: openssl rand -hex 24)"
+            )
         keys.append(ApiKey("api_token", token))
     text = _text("API_KEYS", get) or ""
     for number, entry in enumerate(re.split(r"[,\s]+", text.strip()), 1):

@@ -63,7 +63,7 @@ def test_no_workers_ai_model_is_asked_twice_for_a_used_up_allocation(
 
 
 def test_the_openai_api_gets_the_same_429(servers: ServerPool) -> None:
-    server = servers.get({"API_TOKEN": "tok-alloc-1"}, rate_limited=False)
+    server = servers.get({"API_TOKEN": "tok-alloc-1-0123456789"}, rate_limited=False)
     server.ai.script(account={"allocation": "used_up", "code": 4006})
     with httpx.Client(base_url=server.url, timeout=30.0) as http:
         response = http.post(

@@ -20,7 +20,7 @@ from tests.api.conftest import ClientFactory, Server, ServerPool
 from tests.harness import EmulatorControl
 from tests.kit.ratelimit import in_one_window
 
-TOKEN = "tok-Secret-9b1f"
+TOKEN = "tok-Secret-9b1f-0123456789"
 AUTH = {"API_TOKEN": TOKEN}
 ALLOWED = "https://app.example.com"
 CORS = {"ALLOWED_ORIGINS": ALLOWED}

@@ -214,7 +214,9 @@ def test_the_readmes_responses_and_embeddings_examples_run(server: Server) -> No
         blocks.append(match.group(1))
     code = "\n".join(blocks)
     assert code.count("http://127.0.0.1:8787/v1") == 1
-    code = code.replace("http://127.0.0.1:8787", server.url).replace('"change-me"', repr(TOKEN))
+    code = code.replace("http://127.0.0.1:8787", server.url).replace(
+        '"change-me-to-a-long-secret"', repr(TOKEN)
+    )
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
         exec(compile(code, "README.md", "exec"), {"__name__": "readme"})

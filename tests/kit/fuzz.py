@@ -68,7 +68,7 @@ __all__ = [
 
 CHAT = "/chat"
 V1 = "/v1/chat/completions"
-TOKEN = "fuzz-token-5b1e"
+TOKEN = "fuzz-token-5b1e-0123456789"
 GLM = "@cf/zai-org/glm-4.7-flash"
 MAX_IMAGE_BYTES = 8192
 MAX_JSON_DEPTH = 32

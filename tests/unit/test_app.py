@@ -366,8 +366,8 @@ def test_chat_from_an_allowed_origin_gets_cors_headers() -> None:
 def test_chat_with_the_configured_token() -> None:
     limiter = FakeRateLimiter()
     reply = serve(
-        chat_request({"authorization": "Bearer tok-123"}),
-        platform(limiter=limiter, API_TOKEN="tok-123"),
+        chat_request({"authorization": "Bearer tok-123-0123456789"}),
+        platform(limiter=limiter, API_TOKEN="tok-123-0123456789"),
     )
     assert reply.status == 200
     # A verified token chooses the rate-limit bucket.
@@ -414,12 +414,12 @@ def test_chat_needs_json(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_chat_needs_the_token_when_one_is_set(capsys: pytest.CaptureFixture[str]) -> None:
-    where = platform(limiter=FakeRateLimiter(), API_TOKEN="tok-123")
+    where = platform(limiter=FakeRateLimiter(), API_TOKEN="tok-123-0123456789")
     reply, _ = refused(chat_request({"authorization": "Bearer nope"}), where, capsys)
     assert reply.status == 401
     assert reply.headers["WWW-Authenticate"] == 'Bearer realm="edgechat"'
     assert error_body(reply)["code"] == "unauthorized"
-    assert b"tok-123" not in reply.body
+    assert b"tok-123-0123456789" not in reply.body
     assert where.body_reads == []
     assert where.rate_limiter is not None
     assert where.rate_limiter.keys == []

@@ -53,7 +53,7 @@ USAGE = usage(20, 4)
 ANSWER = openai_stream(("reasoning", "Hmm."), ("content", "Hel"), ("content", "lo"), usage=USAGE)
 OTHER_ANSWER = openai_stream(("content", "Fresh"), usage=usage(20, 1))
 SELF = "https://chat.example.com"
-TOKEN = "tok-123"
+TOKEN = "tok-123-0123456789"
 HEADERS = {
     "content-type": "application/json",
     "cf-connecting-ip": "203.0.113.7",
@@ -492,13 +492,13 @@ def test_chat_and_v1_share_an_answer_when_they_ask_the_same() -> None:
 
 
 def test_the_key_does_not_depend_on_the_token() -> None:
-    where = world(API_TOKEN="first-token")
+    where = world(API_TOKEN="first-token-0123456789")
 
     async def run() -> Answer:
-        await ask(where, chat_body(), headers={"authorization": "Bearer first-token"})
+        await ask(where, chat_body(), headers={"authorization": "Bearer first-token-0123456789"})
         await where.settle()
-        where.vars["API_TOKEN"] = "rotated-token"
-        return await ask(where, chat_body(), headers={"authorization": "Bearer rotated-token"})
+        where.vars["API_TOKEN"] = "rotated-token-0123456789"
+        return await ask(where, chat_body(), headers={"authorization": "Bearer rotated-token-0123456789"})
 
     second = asyncio.run(run())
     assert second.reply.status == 200

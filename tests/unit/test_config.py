@@ -57,7 +57,7 @@ def test_every_variable_is_read() -> None:
         TOTAL_TIMEOUT_S="120",
         HEARTBEAT_S="5",
         ALLOWED_ORIGINS="https://chat.example.com, HTTP://LOCALHOST:8787/,https://a.example:443",
-        API_TOKEN="tok-123456",
+        API_TOKEN="tok-123456-0123456789",
         LOG_PROMPTS="true",
         CACHE_MODE="ALL",
         CACHE_TTL_S="600",
@@ -79,7 +79,7 @@ def test_every_variable_is_read() -> None:
         "http://localhost:8787",
         "https://a.example",
     )
-    assert s.api_token == "tok-123456"
+    assert s.api_token == "tok-123456-0123456789"
     assert s.log_prompts is True
     assert (s.cache_mode, s.cache_ttl_s, s.ai_gateway_id) == ("all", 600, "my-gateway")
 
@@ -157,13 +157,25 @@ def test_bad_values_name_the_variable(values: dict[str, object], variable: str) 
 
 def test_errors_never_show_secrets_or_the_prompt() -> None:
     with pytest.raises(ValueError, match="MODELS") as caught:
-        settings(API_TOKEN="hunter2-secret", SYSTEM_PROMPT="classified prompt", MODELS="gpt")
+        settings(
+            API_TOKEN="hunter2-secret-0123456789", SYSTEM_PROMPT="classified prompt", MODELS="gpt"
+        )
     assert "hunter2" not in str(caught.value)
     assert "classified" not in str(caught.value)
 
 
+@pytest.mark.parametrize("token", ["t", "change-me", "x" * 15])
+def test_a_short_api_token_is_refused_without_being_shown(token: str) -> None:
+    # A short token is guessable; it is also taken out of every stream, so
+    # one that a model's JSON envelope holds ("t") would break every event.
+    with pytest.raises(ValueError, match="API_TOKEN must be at least 16 characters") as caught:
+        settings(API_TOKEN=token)
+    assert repr(token) not in str(caught.value)
+    assert settings(API_TOKEN="x" * 16).api_token == "x" * 16
+
+
 def test_repr_hides_the_api_token() -> None:
-    s = settings(API_TOKEN="hunter2-secret")
+    s = settings(API_TOKEN="hunter2-secret-0123456789")
     assert "hunter2" not in repr(s)
     assert "hunter2" not in str(s)
 

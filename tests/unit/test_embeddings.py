@@ -199,7 +199,7 @@ def test_floats_and_base64_say_the_same() -> None:
 def test_the_route_answers_openais_list() -> None:
     ai = FakeAi({}, runs={BGE.id: [answer(9)]})
     body = json.dumps({"model": "bge-m3", "input": "你好"}).encode()
-    where = FakePlatform(vars={"API_TOKEN": "tok-123"}, body=body, ai=ai)
+    where = FakePlatform(vars={"API_TOKEN": "tok-123-0123456789"}, body=body, ai=ai)
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 200
     body = json.loads(raw)
@@ -209,7 +209,7 @@ def test_the_route_answers_openais_list() -> None:
 
 def test_the_route_refuses_in_the_openai_shape_before_any_call() -> None:
     ai = FakeAi({}, runs={BGE.id: []})
-    where = FakePlatform(vars={"API_TOKEN": "tok-123"}, body=b'{"input": []}', ai=ai)
+    where = FakePlatform(vars={"API_TOKEN": "tok-123-0123456789"}, body=b'{"input": []}', ai=ai)
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 400
     assert openai_error(reply, raw)["code"] == "invalid_request"
@@ -218,7 +218,7 @@ def test_the_route_refuses_in_the_openai_shape_before_any_call() -> None:
 
 def test_a_busy_model_is_the_openai_503() -> None:
     ai = FakeAi({}, runs={BGE.id: [UpstreamBusy(detail="3040")]})
-    where = FakePlatform(vars={"API_TOKEN": "tok-123"}, body=b'{"input": "x"}', ai=ai)
+    where = FakePlatform(vars={"API_TOKEN": "tok-123-0123456789"}, body=b'{"input": "x"}', ai=ai)
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 503
     assert openai_error(reply, raw)["code"] == "model_busy"

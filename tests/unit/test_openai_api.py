@@ -1061,7 +1061,7 @@ def test_finish_reason(said: str | None, counts: Usage | None, expected: str) ->
 
 # --- the /v1 routes through app.handle -------------------------------------------------
 
-TOKEN = "tok-123"
+TOKEN = "tok-123-0123456789"
 AUTH = {
     "content-type": "application/json",
     "authorization": f"Bearer {TOKEN}",

@@ -392,11 +392,16 @@ def test_api_usage_is_open_without_api_token() -> None:
 
 @pytest.mark.parametrize(
     ("authorization", "status"),
-    [(None, 401), ("Bearer wrong", 401), ("Bearer s3cret", 200), ("bearer s3cret", 200)],
+    [
+        (None, 401),
+        ("Bearer wrong", 401),
+        ("Bearer s3cret-0123456789abcdef", 200),
+        ("bearer s3cret-0123456789abcdef", 200),
+    ],
 )
 def test_api_usage_is_behind_api_token_when_set(authorization: str | None, status: int) -> None:
     headers = {"authorization": authorization} if authorization else {}
-    reply = get(world(kv=FakeKv(), API_TOKEN="s3cret"), headers)
+    reply = get(world(kv=FakeKv(), API_TOKEN="s3cret-0123456789abcdef"), headers)
     assert reply.status == status
     if status == 401:
         assert json.loads(reply.body)["error"]["code"] == "unauthorized"
@@ -527,11 +532,11 @@ def test_a_failed_or_abandoned_answer_is_not_counted() -> None:
 
 def test_the_v1_api_is_counted_too() -> None:
     kv = FakeKv()
-    where = world(kv=kv, API_TOKEN="t", CACHE_MODE="off")
+    where = world(kv=kv, API_TOKEN="t" * 16, CACHE_MODE="off")
 
     async def run() -> None:
         where.body = json.dumps({"messages": [{"role": "user", "content": "Hi"}]}).encode()
-        headers = {"content-type": "application/json", "authorization": "Bearer t"}
+        headers = {"content-type": "application/json", "authorization": "Bearer " + "t" * 16}
         reply = await app.handle(Incoming("POST", "/v1/chat/completions", SELF, headers), where)
         assert reply.status == 200
         await where.settle()
