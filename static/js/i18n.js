@@ -44,6 +44,7 @@ const en = {
   exportJson: "Export as JSON",
   exportAll: "Export all chats (JSON)",
   importJson: "Import chats (JSON)…",
+  usageLink: "Usage and spending",
   imported: (n) => (n === 1 ? "Imported 1 conversation." : `Imported ${n} conversations.`),
   importRefused: {
     size: "Not imported: the file is larger than 5 MB.",
@@ -179,6 +180,7 @@ const zh = {
   exportJson: "导出为 JSON",
   exportAll: "导出全部对话 (JSON)",
   importJson: "导入对话 (JSON)…",
+  usageLink: "用量与花费",
   imported: (n) => `已导入 ${n} 个对话。`,
   importRefused: {
     size: "未导入：文件超过 5 MB。",

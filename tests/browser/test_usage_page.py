@@ -88,6 +88,15 @@ def test_the_usage_page_speaks_chinese(new_chat: Any, relay: Relay) -> None:
     expect(page.get_by_role("heading", name="Usage", level=1)).to_be_visible()
 
 
+def test_the_chat_page_links_to_the_usage_page(chat: Chat) -> None:
+    page = chat.page
+    link = page.get_by_role("link", name="Usage and spending")
+    expect(link).to_be_visible()
+    link.click()
+    expect(page.get_by_role("heading", name="Usage", level=1)).to_be_visible()
+    assert page.url.endswith("/usage")
+
+
 def test_the_chat_page_never_loads_the_usage_page_s_files(chat: Chat) -> None:
     chat.page.wait_for_load_state("networkidle")
     assert not [url for url in chat.log.requests if "uplot" in url.lower() or "usage" in url]
