@@ -498,7 +498,9 @@ def test_the_key_does_not_depend_on_the_token() -> None:
         await ask(where, chat_body(), headers={"authorization": "Bearer first-token-0123456789"})
         await where.settle()
         where.vars["API_TOKEN"] = "rotated-token-0123456789"
-        return await ask(where, chat_body(), headers={"authorization": "Bearer rotated-token-0123456789"})
+        return await ask(
+            where, chat_body(), headers={"authorization": "Bearer rotated-token-0123456789"}
+        )
 
     second = asyncio.run(run())
     assert second.reply.status == 200
