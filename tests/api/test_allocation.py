@@ -68,7 +68,7 @@ def test_the_openai_api_gets_the_same_429(servers: ServerPool) -> None:
     with httpx.Client(base_url=server.url, timeout=30.0) as http:
         response = http.post(
             "/v1/chat/completions",
-            headers={"authorization": "Bearer tok-alloc-1"},
+            headers={"authorization": "Bearer tok-alloc-1-0123456789"},
             json={"model": "glm", "messages": [{"role": "user", "content": "hi"}]},
         )
     assert response.status_code == 429
