@@ -9,12 +9,11 @@
 //
 //   node bench/history_cost.mjs [--requests N] [--rounds N] [--conversations N] [--turns N]
 import { cpus } from "node:os";
-import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { unstable_readConfig } from "wrangler";
 import { createEnv } from "../tools/runner/bindings.mjs";
-import { loadWorker } from "../tools/runner/python.mjs";
-import { configWithoutRateLimiter, median, percentile, ROOT } from "./lib.mjs";
+import { firstByteCost, loadInProcess } from "./in_process.mjs";
+import { configWithoutRateLimiter, median, percentile } from "./lib.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -39,32 +38,6 @@ function chatRequest() {
     headers: { "content-type": "application/json", "cf-connecting-ip": "127.0.0.9", ...AUTH },
     body,
   });
-}
-
-async function load(env, config) {
-  return loadWorker({
-    projectDir: ROOT,
-    mainPath: join(ROOT, "src/entry.py"),
-    compatibilityFlags: config.compatibility_flags ?? [],
-    env,
-    cacheDir: join(ROOT, ".cache"),
-    log: quiet,
-  });
-}
-
-async function firstByte(worker) {
-  const started = performance.now();
-  const before = process.cpuUsage();
-  const response = await worker.fetch(chatRequest());
-  const reader = response.body.getReader();
-  await reader.read();
-  const used = process.cpuUsage(before);
-  const wall = performance.now() - started;
-  while (!(await reader.read()).done) {
-    // the rest of the answer, outside the measure
-  }
-  await worker.pending.drain();
-  return { cpu: (used.user + used.system) / 1000, wall };
 }
 
 // A conversation as the page sends it: TURNS questions and answers of
@@ -138,16 +111,16 @@ async function main() {
   const off = { ...keyed };
   delete off.DB;
   const sides = [
-    ["history off (no DB)", await load(off, config)],
-    ["history on (DB bound)", await load(keyed, config)],
+    ["history off (no DB)", await loadInProcess(off, config)],
+    ["history on (DB bound)", await loadInProcess(keyed, config)],
   ];
   for (const [, worker] of sides) worker.pyodide.setStdout({ batched: quiet });
-  for (const [, worker] of sides) for (let i = 0; i < 50; i += 1) await firstByte(worker);
+  for (const [, worker] of sides) for (let i = 0; i < 50; i += 1) await firstByteCost(worker, chatRequest());
   const cpu = sides.map(() => []);
   const wall = sides.map(() => []);
   for (let i = 0; i < ROUNDS * REQUESTS; i += 1) {
     for (const [index, [, worker]] of sides.entries()) {
-      const one = await firstByte(worker);
+      const one = await firstByteCost(worker, chatRequest());
       cpu[index].push(one.cpu);
       wall[index].push(one.wall);
     }

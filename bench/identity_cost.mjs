@@ -18,11 +18,11 @@
 // measured is the Worker's side of it: the statements, the conversions, the
 // check beside the model call and its verdict.
 import { cpus } from "node:os";
-import { basename, join } from "node:path";
+import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { unstable_readConfig } from "wrangler";
 import { createEnv } from "../tools/runner/bindings.mjs";
-import { loadWorker } from "../tools/runner/python.mjs";
+import { firstByteCost, loadInProcess } from "./in_process.mjs";
 import { accessTeam, configWithoutRateLimiter, median, percentile, ROOT } from "./lib.mjs";
 
 const { values } = parseArgs({
@@ -55,33 +55,6 @@ function chatRequest(headers) {
   });
 }
 
-async function load(env, config, root = ROOT) {
-  return loadWorker({
-    projectDir: root,
-    mainPath: join(root, "src/entry.py"),
-    compatibilityFlags: config.compatibility_flags ?? [],
-    env,
-    cacheDir: join(ROOT, ".cache"),
-    log: quiet,
-  });
-}
-
-// One request: CPU and wall time to the first byte; the rest is read after.
-async function firstByte(worker, headers) {
-  const started = performance.now();
-  const before = process.cpuUsage();
-  const response = await worker.fetch(chatRequest(headers));
-  const reader = response.body.getReader();
-  await reader.read();
-  const used = process.cpuUsage(before);
-  const wall = performance.now() - started;
-  while (!(await reader.read()).done) {
-    // the rest of the answer, outside the measure
-  }
-  await worker.pending.drain();
-  return { cpu: (used.user + used.system) / 1000, wall };
-}
-
 async function main() {
   const configPath = configWithoutRateLimiter();
   const config = unstable_readConfig({ config: configPath });
@@ -101,21 +74,26 @@ async function main() {
     ...(values.against ? [[values.against, `, ${basename(values.against)}`]] : []),
   ]) {
     sides.push(
-      [`no identity, no budget${suffix}`, await load(plain, config, root), {}],
-      [`Access${suffix}`, await load({ ...plain, ...access }, config, root), token],
-      [`a daily budget${suffix}`, await load({ ...plain, ...budget }, config, root), {}],
-      [`Access + a daily budget${suffix}`, await load({ ...plain, ...access, ...budget }, config, root), token],
+      [`no identity, no budget${suffix}`, await loadInProcess(plain, config, root), {}],
+      [`Access${suffix}`, await loadInProcess({ ...plain, ...access }, config, root), token],
+      [`a daily budget${suffix}`, await loadInProcess({ ...plain, ...budget }, config, root), {}],
+      [
+        `Access + a daily budget${suffix}`,
+        await loadInProcess({ ...plain, ...access, ...budget }, config, root),
+        token,
+      ],
     );
   }
   for (const [, worker] of sides) worker.pyodide.setStdout({ batched: quiet });
-  for (const [, worker, headers] of sides) for (let i = 0; i < 50; i += 1) await firstByte(worker, headers);
+  for (const [, worker, headers] of sides)
+    for (let i = 0; i < 50; i += 1) await firstByteCost(worker, chatRequest(headers));
   const cpu = sides.map(() => []);
   const wall = sides.map(() => []);
   // One request of each side in turn, so a burst of noise from elsewhere on
   // the machine hits all sides alike.
   for (let i = 0; i < ROUNDS * REQUESTS; i += 1) {
     for (const [index, [, worker, headers]] of sides.entries()) {
-      const one = await firstByte(worker, headers);
+      const one = await firstByteCost(worker, chatRequest(headers));
       cpu[index].push(one.cpu);
       wall[index].push(one.wall);
     }

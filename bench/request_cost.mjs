@@ -23,7 +23,7 @@ import { parseArgs } from "node:util";
 import { unstable_readConfig } from "wrangler";
 import { createEnv } from "../tools/runner/bindings.mjs";
 import { ExecutionContext } from "../tools/runner/context.mjs";
-import { loadWorker } from "../tools/runner/python.mjs";
+import { loadInProcess } from "./in_process.mjs";
 import { configWithoutRateLimiter, median, ROOT } from "./lib.mjs";
 
 const { values } = parseArgs({
@@ -169,14 +169,7 @@ async function main() {
 
   const bindings = await createEnv({ config, configPath, log: quiet });
   const { env } = bindings;
-  const worker = await loadWorker({
-    projectDir: ROOT,
-    mainPath: join(ROOT, "src/entry.py"),
-    compatibilityFlags: config.compatibility_flags ?? [],
-    env,
-    cacheDir: join(ROOT, ".cache"),
-    log: quiet,
-  });
+  const worker = await loadInProcess(env, config);
   const { pyodide, pending } = worker;
   const probes = pyodide.runPython(`${PROBES}\n(call_only, sdk_wrappers, choices, Relayed)`);
   const [callOnly, sdkWrappers, makeChoices, Relayed] = probes.toJs({ depth: 1 });
@@ -231,7 +224,7 @@ async function main() {
       async () => {
         allowed += 1;
         wake();
-        await scheduler.wait(0);
+        await new Promise((resolve) => setTimeout(resolve, 0));
       },
     ],
   ];

@@ -11,7 +11,6 @@ import { ExecutionContext, PendingWork } from "./context.mjs";
 // Installs IdentityTransformStream and workerd's stream semantics on
 // globalThis before the Worker is imported (Pyodide's `js` is globalThis).
 import "./streams.mjs";
-import "./scheduler.mjs";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const WORKER_ROOT = "/session/metadata";
