@@ -4,8 +4,10 @@
 // request of each in turn. /chat never touches DB, so the difference is the
 // binding's presence alone. (2) A sync of 200 conversations through the
 // Worker with the runner's real local D1 (migrations applied): the first
-// push (200 PUTs), then a new device's full pull (GET ?since=0&bodies=1 in
-// pages of 50), its time and its bytes. No HTTP: the Worker's own figures.
+// push as the page makes it (POST /api/conversations, batches of 50) beside
+// the same push as 200 PUTs (another user, so both find as many rows), then
+// a new device's full pull (GET ?since=0&bodies=1 in pages of 50), its time
+// and its bytes. No HTTP: the Worker's own figures.
 //
 //   node bench/history_cost.mjs [--requests N] [--rounds N] [--conversations N] [--turns N]
 import { cpus } from "node:os";
@@ -30,6 +32,8 @@ const TURNS = Number(values.turns);
 const quiet = () => {};
 const TOKEN = "bench-history-token-0123456789";
 const AUTH = { authorization: `Bearer ${TOKEN}` };
+const OTHER_TOKEN = "bench-history-other-0123456789";
+const BATCH = 50; // the page's batches (max_batch_conversations)
 
 function chatRequest() {
   const body = JSON.stringify({ messages: [{ role: "user", content: "short please" }], max_tokens: 64 });
@@ -65,21 +69,50 @@ function conversation(k) {
   return { id: `bench-${k}`, title: `Conversation ${k}`, updated: 1764547200000 + k, nodes };
 }
 
-async function sync(worker) {
+async function putEach(worker) {
   let sent = 0;
-  const pushStarted = performance.now();
+  const started = performance.now();
   for (let k = 0; k < CONVERSATIONS; k += 1) {
     const body = JSON.stringify(conversation(k));
     sent += Buffer.byteLength(body);
     const response = await worker.fetch(
       new Request(`http://127.0.0.1/api/conversations/bench-${k}`, {
         method: "PUT",
-        headers: { "content-type": "application/json", "if-none-match": "*", ...AUTH },
+        headers: {
+          "content-type": "application/json",
+          "if-none-match": "*",
+          authorization: `Bearer ${OTHER_TOKEN}`,
+        },
         body,
       }),
     );
     if (response.status !== 201) throw new Error(`PUT ${k}: ${response.status} ${await response.text()}`);
     await response.arrayBuffer();
+  }
+  return { sent, ms: performance.now() - started, requests: CONVERSATIONS };
+}
+
+async function sync(worker) {
+  let sent = 0;
+  let requests = 0;
+  const pushStarted = performance.now();
+  for (let first = 0; first < CONVERSATIONS; first += BATCH) {
+    const put = [];
+    for (let k = first; k < Math.min(CONVERSATIONS, first + BATCH); k += 1)
+      put.push({ conversation: conversation(k), if_none_match: "*" });
+    const body = JSON.stringify({ put });
+    sent += Buffer.byteLength(body);
+    requests += 1;
+    const response = await worker.fetch(
+      new Request("http://127.0.0.1/api/conversations", {
+        method: "POST",
+        headers: { "content-type": "application/json", ...AUTH },
+        body,
+      }),
+    );
+    const text = await response.text();
+    if (response.status !== 200 || JSON.parse(text).results.some((r) => r.status !== 201))
+      throw new Error(`batch at ${first}: ${response.status} ${text.slice(0, 300)}`);
   }
   const push = performance.now() - pushStarted;
   let received = 0;
@@ -99,7 +132,7 @@ async function sync(worker) {
     before = page.next;
   } while (before !== null);
   const pull = performance.now() - pullStarted;
-  return { sent, push, received, pages, count, pull };
+  return { sent, requests, push, received, pages, count, pull };
 }
 
 async function main() {
@@ -107,7 +140,7 @@ async function main() {
   const config = unstable_readConfig({ config: configPath });
   process.env.EDGECHAT_AI_DELAY_MS = "2";
   const bindings = await createEnv({ config, configPath, log: quiet });
-  const keyed = { ...bindings.env, API_KEYS: `bench:${TOKEN}` };
+  const keyed = { ...bindings.env, API_KEYS: `bench:${TOKEN},other:${OTHER_TOKEN}` };
   const off = { ...keyed };
   delete off.DB;
   const sides = [
@@ -137,12 +170,16 @@ async function main() {
     `  on - off: CPU p50 ${(median(cpu[1]) - median(cpu[0])).toFixed(3)} ms, wall p50 ${(median(wall[1]) - median(wall[0])).toFixed(3)} ms; ratio CPU ${(median(cpu[1]) / median(cpu[0])).toFixed(3)}`,
   );
   const s = await sync(sides[1][1]);
+  const each = await putEach(sides[1][1]);
   const kb = (n) => (n / 1024).toFixed(1);
   console.log(
     `sync of ${CONVERSATIONS} conversations (${TURNS * 2} messages each), real local D1 through wrangler's proxy:`,
   );
   console.log(
-    `  first push: ${CONVERSATIONS} PUTs, ${kb(s.sent)} KiB sent, ${s.push.toFixed(0)} ms (${(s.push / CONVERSATIONS).toFixed(1)} ms each)`,
+    `  first push, batches of ${BATCH}: ${s.requests} requests, ${kb(s.sent)} KiB sent, ${s.push.toFixed(0)} ms (${(s.push / CONVERSATIONS).toFixed(1)} ms a conversation)`,
+  );
+  console.log(
+    `  the same as a PUT each:  ${each.requests} requests, ${kb(each.sent)} KiB sent, ${each.ms.toFixed(0)} ms (${(each.ms / CONVERSATIONS).toFixed(1)} ms a conversation); batches ${(each.ms / s.push).toFixed(1)}× faster`,
   );
   console.log(
     `  a new device's pull: ${s.pages} pages, ${s.count} conversations, ${kb(s.received)} KiB received, ${s.pull.toFixed(0)} ms`,

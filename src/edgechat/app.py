@@ -40,6 +40,7 @@ from edgechat.context import Context
 from edgechat.conversations import check_conversation
 from edgechat.errors import (
     BadRequest,
+    ClientError,
     EdgechatError,
     Gone,
     HistoryUnavailable,
@@ -449,6 +450,74 @@ async def conversation_put(ctx: Context) -> Reply:
     return json_reply(201 if created else 200, {"id": cid, "etag": tag, "seq": seq}, {"ETag": tag})
 
 
+def _batch_write(item: Any, k: int) -> tuple[str, dict[str, Any], history.Precondition]:
+    """One write of a batch: ``{"conversation": flat, "if_match": etag | "*"}``
+    or ``{"conversation": flat, "if_none_match": "*"}``, as its headers would
+    say it to ``PUT /api/conversations/<id>``."""
+    if not isinstance(item, dict) or "conversation" not in item:
+        raise BadRequest(public=f"put[{k}] must be an object with a conversation.")
+    for key in item:
+        if key not in ("conversation", "if_match", "if_none_match"):
+            raise BadRequest(public=f"put[{k}] takes conversation, if_match or if_none_match.")
+    said = {name: item.get(name) for name in ("if_match", "if_none_match")}
+    if not all(value is None or isinstance(value, str) for value in said.values()):
+        raise BadRequest(public=f"put[{k}]'s if_match and if_none_match must be strings.")
+    headers = {name.replace("_", "-"): value for name, value in said.items() if value is not None}
+    conversation = item["conversation"]
+    cid = conversation.get("id") if isinstance(conversation, dict) else None
+    if not isinstance(cid, str) or _CONVERSATION_ID.fullmatch(cid) is None:
+        raise BadRequest(public=f"put[{k}].conversation.id must be a conversation id.")
+    return cid, check_conversation(conversation, cid), history.precondition(headers)
+
+
+async def conversations_batch(ctx: Context) -> Reply:
+    """``POST /api/conversations`` ``{"put": [write, ...]}``: several
+    conversations written in one request (a device's first sync), each as
+    its own ``PUT`` would be and answered in order; a refused one (its
+    version, a limit, a field) leaves the others written."""
+    db, user = await _history(ctx)
+    guards.check_json(ctx.request)
+    limits = ctx.settings.limits
+    body = await ctx.platform.read_body(limits.max_batch_bytes)
+    data = json_body.loads(
+        body,
+        max_depth=limits.max_json_depth,
+        max_text_bytes=limits.max_batch_bytes,
+        names=_CONVERSATION_FIELDS,
+    )
+    items = data.get("put") if isinstance(data, dict) and data.keys() == {"put"} else None
+    if not isinstance(items, list) or not items:
+        raise BadRequest(public='A batch is {"put": [...]}, one write or more.')
+    if len(items) > limits.max_batch_conversations:
+        raise BadRequest(
+            public=f"A batch writes at most {limits.max_batch_conversations} conversations."
+        )
+    results: list[dict[str, Any] | None] = [None] * len(items)
+    writes: list[tuple[str, dict[str, Any], history.Precondition]] = []
+    places: list[int] = []
+    for k, item in enumerate(items):
+        try:
+            writes.append(_batch_write(item, k))
+            places.append(k)
+        except ClientError as exc:
+            results[k] = {"status": exc.status, **exc.to_json()}
+    quota = history.Quota(
+        limits.max_conversations, limits.max_history_bytes, limits.max_conversation_bytes
+    )
+    try:
+        outcomes = await history.put_many(db, user, writes, quota, _now_ms(ctx))
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    for k, (cid, _, _), outcome in zip(places, writes, outcomes, strict=True):
+        if isinstance(outcome, ClientError):
+            results[k] = {"id": cid, "status": outcome.status, **outcome.to_json()}
+        else:
+            version, seq, created = outcome
+            tag = history.etag(version)
+            results[k] = {"id": cid, "status": 201 if created else 200, "etag": tag, "seq": seq}
+    return json_reply(200, {"results": results})
+
+
 async def conversation_delete(ctx: Context) -> Reply:
     """``DELETE /api/conversations/<id>`` with ``If-Match``: a tombstone."""
     db, user = await _history(ctx)
@@ -560,7 +629,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/transcribe": {"POST": api_transcribe, "OPTIONS": preflight},
     "/api/usage": {"GET": api_usage},
     "/api/me": {"GET": me},
-    "/api/conversations": {"GET": api_conversations},
+    "/api/conversations": {"GET": api_conversations, "POST": conversations_batch},
     "/api/shares": {"GET": api_shares, "POST": share_create},
     "/api/my-data": {"GET": my_data, "DELETE": my_data_delete},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},

@@ -27,6 +27,8 @@ MAX_JSON_DEPTH             32                          nesting of a JSON body (a
 MAX_CONVERSATIONS          1000                        live conversations per user on the server
 MAX_HISTORY_BYTES          52428800                    a user's stored conversations (50 MiB)
 MAX_CONVERSATION_BYTES     1048576                     one conversation's PUT body (1 MiB)
+MAX_BATCH_BYTES            4194304                     a batch write's body (4 MiB)
+MAX_BATCH_CONVERSATIONS    50                          conversations a batch write holds
 MAX_SHARES                 100                         live share links per user
 MAX_SHARE_DAYS             365                         the longest a share link lives
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token

@@ -21,16 +21,19 @@ Another user's conversation is never named in a statement: every one has
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from edgechat.errors import (
     BadRequest,
+    ClientError,
     HistoryFull,
     NotFound,
     PreconditionFailed,
     PreconditionRequired,
     TooManyConversations,
+    body_too_large,
 )
 from edgechat.ports import Database
 
@@ -47,6 +50,7 @@ __all__ = [
     "list_page",
     "precondition",
     "put",
+    "put_many",
     "remove",
     "version_of",
 ]
@@ -64,6 +68,9 @@ LARGEST = 2**52
 class Quota:
     conversations: int
     bytes: int
+    # The stored JSON of one conversation (a batch's writes; a PUT's body is
+    # held to it as it is read).
+    each: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,18 +175,16 @@ _ERASE = (
 _ERASE_SHARES = "DELETE FROM shares WHERE user = ?1"
 
 
-async def put(
-    db: Database,
+def _write(
     user: str,
     cid: str,
     conversation: dict[str, Any],
     want: Precondition,
     quota: Quota,
     now_ms: int,
-) -> tuple[int, int, bool]:
-    """Writes ``conversation`` (checked) if ``want`` holds and the quota
-    allows: its new version and seq, and whether it was new. Raises
-    ``PreconditionFailed``, ``TooManyConversations`` or ``HistoryFull``."""
+) -> tuple[str, list[Any], int]:
+    """The one conditional statement that writes ``conversation``: its SQL,
+    its parameters and the stored JSON's size."""
     body = json.dumps(conversation, ensure_ascii=False, separators=(",", ":"))
     size = len(body.encode())
     kind = "create" if want.create else "any" if want.version is None else "version"
@@ -196,22 +201,72 @@ async def put(
     ]
     if kind == "version":
         params.append(want.version)
-    written = (await db.batch([(_PUT.format(condition=_CONDITIONS[kind]), params)]))[0]
-    if written:
-        version = int(written[0]["version"])
-        return version, int(written[0]["seq"]), want.create
-    state = (await db.batch([(_STATE, [user, cid])]))[0][0]
+    return _PUT.format(condition=_CONDITIONS[kind]), params, size
+
+
+def _refusal(state: dict[str, Any], want: Precondition, quota: Quota, size: int) -> ClientError:
+    """Why a write was refused, from the row's state read after it."""
     live, current = bool(state["live"]), state["version"]
     if (want.create and live) or (not want.create and not live):
-        raise PreconditionFailed(current=current if live else None)
+        return PreconditionFailed(current=current if live else None)
     if want.version is not None and current != want.version:
-        raise PreconditionFailed(current=current)
+        return PreconditionFailed(current=current)
     if not live and state["count"] >= quota.conversations:
-        raise TooManyConversations(limit=quota.conversations)
+        return TooManyConversations(limit=quota.conversations)
     if state["bytes"] + size > quota.bytes:
-        raise HistoryFull(limit=quota.bytes)
+        return HistoryFull(limit=quota.bytes)
     # Nothing refuses it now: another write came between the two reads.
-    raise PreconditionFailed(current=current if live else None)
+    return PreconditionFailed(current=current if live else None)
+
+
+async def put(
+    db: Database,
+    user: str,
+    cid: str,
+    conversation: dict[str, Any],
+    want: Precondition,
+    quota: Quota,
+    now_ms: int,
+) -> tuple[int, int, bool]:
+    """Writes ``conversation`` (checked) if ``want`` holds and the quota
+    allows: its new version and seq, and whether it was new. Raises
+    ``PreconditionFailed``, ``TooManyConversations`` or ``HistoryFull``."""
+    outcome = (await put_many(db, user, [(cid, conversation, want)], quota, now_ms))[0]
+    if isinstance(outcome, ClientError):
+        raise outcome
+    return outcome
+
+
+async def put_many(
+    db: Database,
+    user: str,
+    writes: Sequence[tuple[str, dict[str, Any], Precondition]],
+    quota: Quota,
+    now_ms: int,
+) -> list[tuple[int, int, bool] | ClientError]:
+    """Each of ``writes`` (id, checked conversation, precondition) in order,
+    in one transaction of conditional statements: each one's new version,
+    seq and whether it was new, or why it was refused (a refused one leaves
+    the others as they are; a later one sees the earlier ones' effect on
+    the quota). Only the refused are read again, to say why."""
+    statements = [_write(user, cid, c, want, quota, now_ms) for cid, c, want in writes]
+    why: dict[int, ClientError] = {}
+    if quota.each is not None:
+        for k, (_, _, size) in enumerate(statements):
+            if size > quota.each:
+                why[k] = body_too_large(quota.each, detail=f"{writes[k][0]}: {size} bytes")
+    run = [k for k in range(len(writes)) if k not in why]
+    written = await db.batch([statements[k][:2] for k in run]) if run else []
+    results = dict(zip(run, written, strict=True))
+    refused = [k for k in run if not results[k]]
+    states = await db.batch([(_STATE, [user, writes[k][0]]) for k in refused]) if refused else []
+    for k, rows in zip(refused, states, strict=True):
+        why[k] = _refusal(rows[0], writes[k][2], quota, statements[k][2])
+    return [why.get(k) or _written(results[k][0], writes[k][2].create) for k in range(len(writes))]
+
+
+def _written(row: dict[str, Any], created: bool) -> tuple[int, int, bool]:
+    return int(row["version"]), int(row["seq"]), created
 
 
 async def remove(

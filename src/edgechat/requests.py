@@ -68,6 +68,9 @@ class Limits:
     max_conversations: int = 1_000
     max_history_bytes: int = 50 << 20
     max_conversation_bytes: int = 1 << 20
+    # A batch of writes (POST /api/conversations): its body and how many.
+    max_batch_bytes: int = 4 << 20
+    max_batch_conversations: int = 50
     max_shares: int = 100
     max_share_days: int = 365
 

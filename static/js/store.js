@@ -169,6 +169,8 @@ export function parseLimits(data) {
     "max_documents",
     "max_document_bytes",
     "max_document_tokens",
+    "max_batch_bytes",
+    "max_batch_conversations",
   ];
   return Object.fromEntries(names.filter((n) => data[n] > 0).map((name) => [name, data[name]]));
 }

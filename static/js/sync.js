@@ -116,6 +116,33 @@ export function merge(local, remote) {
   return added;
 }
 
+const encoder = new TextEncoder();
+
+/**
+ * `pending` in groups for POST /api/conversations, within the server's
+ * max_batch_conversations and max_batch_bytes (a conversation too large for
+ * a batch goes alone, as a PUT); each alone when the server names no batch.
+ */
+export function batches(pending, limits) {
+  const most = limits?.max_batch_conversations || 1;
+  const room = (limits?.max_batch_bytes || 0) - 16; // {"put":[...]}
+  const groups = [];
+  let group = [];
+  let bytes = 0;
+  for (const item of pending) {
+    const size = item.bytes + 48; // {"conversation":...,"if_none_match":"*"},
+    if (group.length && (group.length >= most || bytes + size > room)) {
+      groups.push(group);
+      group = [];
+      bytes = 0;
+    }
+    group.push(item);
+    bytes += size;
+  }
+  if (group.length) groups.push(group);
+  return groups;
+}
+
 /** FNV-1a of a string, to tell whether a conversation changed since it was sent. */
 function hash(text) {
   let h = 0x811c9dc5;
@@ -281,38 +308,73 @@ export class Sync {
       if (response.status === 412) this.again = true;
       this.save();
     }
+    const pending = [];
     for (const c of [...store.conversations]) {
       if (!c.next?.length || streaming(c)) continue;
-      const sum = this.sum(c);
+      const body = toFlat(c);
+      const text = JSON.stringify(body);
+      const sum = hash(text);
       const known = this.state.known[c.id];
       if (known?.sum === sum || this.refused[c.id] === sum) continue;
-      await this.send(c, sum, known);
+      pending.push({ id: c.id, body, sum, known, bytes: encoder.encode(text).length });
+    }
+    await state.limitsReady;
+    for (const group of batches(pending, state.limits)) {
+      if (group.length > 1 && (await this.sendMany(group))) continue;
+      for (const item of group) await this.send(item);
     }
   }
 
-  async send(c, sum, known) {
-    const headers = known ? { "If-Match": known.etag } : { "If-None-Match": "*" };
-    const path = `/api/conversations/${encodeURIComponent(c.id)}`;
-    const response = await this.request("PUT", path, { body: toFlat(c), headers });
-    if (response.ok) {
-      this.state.known[c.id] = { etag: response.headers.get("ETag"), sum };
+  /** One conversation, as a PUT with the version last seen. */
+  async send(item) {
+    const headers = item.known ? { "If-Match": item.known.etag } : { "If-None-Match": "*" };
+    const path = `/api/conversations/${encodeURIComponent(item.id)}`;
+    const response = await this.request("PUT", path, { body: item.body, headers });
+    const refused = response.ok ? null : await response.json().catch(() => ({}));
+    await this.settle(item, response.status, response.headers.get("ETag"), refused?.error);
+  }
+
+  /**
+   * Several conversations in one POST /api/conversations (a first sync sends
+   * hundreds): each answered as its PUT would be. False when the server took
+   * none of it (then each goes alone).
+   */
+  async sendMany(group) {
+    const put = group.map(({ body, known }) =>
+      known ? { conversation: body, if_match: known.etag } : { conversation: body, if_none_match: "*" },
+    );
+    const response = await this.request("POST", "/api/conversations", { body: { put } });
+    if (!response.ok) return false;
+    const { results } = await response.json();
+    for (const [k, item] of group.entries()) {
+      const result = results[k];
+      await this.settle(item, result.status, result.etag ?? null, result.error);
+    }
+    return true;
+  }
+
+  /** What the server said of one conversation sent: kept, merged, or refused. */
+  async settle(item, status, etag, error) {
+    if (status === 200 || status === 201) {
+      this.state.known[item.id] = { etag, sum: item.sum };
       this.save();
       return;
     }
-    if (response.status === 412) {
+    if (status === 412) {
       // Written elsewhere first: read it, merge, and send the merge.
+      const path = `/api/conversations/${encodeURIComponent(item.id)}`;
       const current = await this.request("GET", path);
-      if (current.ok) this.apply({ id: c.id, etag: current.headers.get("ETag"), conversation: await current.json() });
-      else delete this.state.known[c.id];
+      if (current.ok)
+        this.apply({ id: item.id, etag: current.headers.get("ETag"), conversation: await current.json() });
+      else delete this.state.known[item.id];
       this.save();
       this.again = true;
       return;
     }
     // Refused for what it is (a limit, a field): kept here, not sent again
     // until it changes; the page says which limit.
-    const refused = await response.json().catch(() => ({}));
-    this.refused[c.id] = sum;
-    this.problem = refused.error?.limit || (response.status === 413 ? "max_conversation_bytes" : "invalid");
+    this.refused[item.id] = item.sum;
+    this.problem = error?.limit || (status === 413 ? "max_conversation_bytes" : "invalid");
   }
 
   /** The store's delete, also sent to the server. */

@@ -86,6 +86,8 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_conversations": 1_000,
         "max_history_bytes": 50 << 20,
         "max_conversation_bytes": 1 << 20,
+        "max_batch_bytes": 4 << 20,
+        "max_batch_conversations": 50,
         "max_shares": 100,
         "max_share_days": 365,
     }

@@ -7,6 +7,7 @@ local copy and says so, then catches up."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -236,3 +237,49 @@ def test_share_in_the_page_makes_a_link_of_the_days_chosen(
         expect(page.locator("pre").first).to_have_text("Shared from the page")
     finally:
         stranger.close()
+
+
+def test_a_first_sync_sends_this_browsers_conversations_in_one_batch(
+    browser: Any, new_chat: Any, signed_in: Any, site: str
+) -> None:
+    # Three conversations this browser held before it was signed in.
+    titles = [f"Kept before signing in {k}" for k in range(3)]
+    saved = [
+        {
+            "id": f"before-{k}-{time.monotonic_ns()}",
+            "title": title,
+            "updated": 1733100000000 + k,
+            "pick": 0,
+            "next": [{"role": "user", "content": title, "pick": 0, "next": []}],
+        }
+        for k, title in enumerate(titles)
+    ]
+    relay = Relay(site, next_client_address())
+    context = browser.new_context()
+    try:
+        context.add_init_script(WATCH_CSP)
+        context.add_init_script(
+            f"localStorage.setItem('edgechat.token', {TOKEN!r});"
+            f"localStorage.setItem('edgechat.conversations.v2', {json.dumps(json.dumps(saved))});"
+        )
+        sent: list[str] = []
+        context.on(
+            "request",
+            lambda request: (
+                "/api/conversations" in request.url
+                and request.method != "GET"
+                and sent.append(request.method)
+            ),
+        )
+        laptop: Chat = new_chat(url=relay.url, context=context).open()
+        synced(laptop)
+        wait_for_server(site, holding(*titles), "the three conversations")
+        assert sent == ["POST"], "one batch, no PUT of each"
+
+        phone = signed_in()
+        synced(phone)
+        listed = phone.page.get_by_role("navigation", name="Conversations")
+        for title in titles:
+            expect(listed.get_by_role("button", name=title, exact=True)).to_be_visible()
+    finally:
+        relay.close()

@@ -9,7 +9,7 @@ const window = new Window({ url: "https://edgechat.example/" });
 for (const [name, value] of Object.entries({ document: window.document, localStorage: window.localStorage })) {
   Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
 }
-const { adopt, fromFlat, merge, toFlat } = await import("../../static/js/sync.js");
+const { adopt, batches, fromFlat, merge, toFlat } = await import("../../static/js/sync.js");
 const { addVersion, thread } = await import("../../static/js/tree.js");
 after(() => window.happyDOM.close());
 
@@ -73,5 +73,23 @@ describe("merging two devices' edits", () => {
     assert.equal(here.title, "Renamed elsewhere");
     assert.deepEqual(texts(here), ["Green or black?", "Black.", "Why?", "Because."]);
     assert.deepEqual(thread(here)[2].images, [{ id: "img1" }]);
+  });
+});
+
+describe("the first sync's batches", () => {
+  const item = (id, bytes) => ({ id, bytes });
+  const ids = (groups) => groups.map((group) => group.map((i) => i.id));
+
+  test("groups stay within the server's count and bytes; a large one goes alone", () => {
+    const limits = { max_batch_conversations: 2, max_batch_bytes: 1000 };
+    const pending = [item("a", 100), item("b", 100), item("c", 100), item("d", 900), item("e", 100)];
+    assert.deepEqual(ids(batches(pending, limits)), [["a", "b"], ["c"], ["d"], ["e"]]);
+    for (const group of batches(pending, limits).filter((g) => g.length > 1))
+      assert.ok(group.reduce((n, i) => n + i.bytes + 48, 16) <= limits.max_batch_bytes);
+  });
+
+  test("a server that names no batch gets each conversation alone", () => {
+    assert.deepEqual(ids(batches([item("a", 1), item("b", 1)], null)), [["a"], ["b"]]);
+    assert.deepEqual(batches([], { max_batch_conversations: 5, max_batch_bytes: 100 }), []);
   });
 });

@@ -291,3 +291,29 @@ def test_my_data_is_exported_whole_and_erased_whole() -> None:
     changes = run(history.list_page(db, "ann", {"since": "2"}))
     assert {(r["id"], r["deleted"]) for r in changes.rows} == {("a", 1), ("b", 1)}
     assert run(history.get(db, "bob", "a")) is not None
+
+
+def test_a_batch_is_one_transaction_and_only_the_refused_are_read_again() -> None:
+    db = migrated()
+    put(db, "ann", flat("old", "v1"), CREATE)
+    quota = history.Quota(conversations=3, bytes=10_000, each=200)
+    writes = [
+        ("a", flat("a", "hi"), CREATE),
+        ("old", flat("old", "v2"), history.Precondition(version=7)),
+        ("big", flat("big", "x" * 300), CREATE),
+        ("b", flat("b", "there"), CREATE),
+        ("c", flat("c", "one too many"), CREATE),
+    ]
+    db.batches.clear()
+    outcomes = run(history.put_many(db, "ann", writes, quota, 1000))
+    assert outcomes[0] == (1, 2, True)
+    assert isinstance(outcomes[1], PreconditionFailed)
+    assert outcomes[1].current == 1
+    assert outcomes[2].status == 413  # type: ignore[union-attr]
+    assert outcomes[3] == (1, 3, True)
+    assert isinstance(outcomes[4], TooManyConversations)
+    # The writes in one batch (the one too big never sent), then one read
+    # of each refused write's state.
+    assert [len(b) for b in db.batches] == [4, 2]
+    assert run(history.put_many(db, "ann", [], quota, 1000)) == []
+    assert len(db.batches) == 2
