@@ -7,7 +7,7 @@ settings are read from ``[vars]`` once per isolate, on its first request.
 from workers import WorkerEntrypoint
 
 from edgechat import app
-from edgechat.platform import WorkerPlatform, to_response
+from edgechat.platform import WorkerPlatform, WorkerSchedule, to_response
 
 _settings = app.SettingsOnce()
 _cooling = app.Cooling()
@@ -19,3 +19,12 @@ class Default(WorkerEntrypoint):
         platform = WorkerPlatform(request, self.env, self.ctx)
         reply = await app.handle(platform.incoming(), platform, _settings, _cooling, _access_keys)
         return to_response(reply, self.ctx)
+
+    # A Cron Trigger ([triggers] in wrangler.toml). The Python Workers docs
+    # show `scheduled(self, controller, env, ctx)`; the class entry point has
+    # env and ctx on self, so they are optional here and not used
+    # (developers.cloudflare.com/workers/runtime-apis/handlers/scheduled/).
+    async def scheduled(self, controller, env=None, ctx=None):
+        await app.scheduled(
+            WorkerSchedule(self.env), _settings, int(controller.scheduledTime), controller.cron
+        )

@@ -8,6 +8,7 @@ answer is ``pipeline``'s.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 import time
 import urllib.parse
@@ -54,7 +55,7 @@ from edgechat.errors import (
 from edgechat.http import API_HEADERS, Incoming, Reply, error_reply, json_reply
 from edgechat.identity import AccessKeys, User
 from edgechat.models import Model, catalog_json
-from edgechat.ports import Database, DatabaseError, KvError, Platform
+from edgechat.ports import Database, DatabaseError, KvError, Platform, Schedule
 from edgechat.requests import Limits, OpenAIRequest
 from edgechat.validation import (
     body_cap,
@@ -684,7 +685,7 @@ class SettingsOnce:
     def __init__(self) -> None:
         self._settings: Settings | None = None
 
-    def get(self, platform: Platform) -> Settings:
+    def get(self, platform: Platform | Schedule) -> Settings:
         if self._settings is None:
             try:
                 self._settings = Settings.from_vars(platform.var)
@@ -747,3 +748,31 @@ def _error_reply(ctx: Context, exc: EdgechatError) -> Reply:
         status, body = openai_api.error_body(exc)
         return json_reply(status, body, {**exc.headers(), **ctx.reply_headers})
     return error_reply(exc, ctx.reply_headers)
+
+
+async def scheduled(
+    schedule: Schedule, settings: SettingsOnce | None, now_ms: int, cron: str
+) -> None:
+    """A Cron Trigger's run (``[triggers] crons``): every user's history held
+    to ``HISTORY_RETENTION_DAYS`` and every expired link's copy deleted
+    (``history.purge``). Writes one log line; raises when the settings or
+    the database fail, so the platform records the run as failed."""
+    started = time.monotonic()
+    record: dict[str, object] = {
+        "request_id": uuid.uuid4().hex,
+        "event": "scheduled",
+        "cron": cron,
+    }
+    try:
+        current = (settings or SettingsOnce()).get(schedule)
+        db = schedule.history
+        if db is None:
+            record["skipped"] = "no DB binding"
+        else:
+            record["purged"] = await history.purge(db, now_ms, current.history_retention_days)
+    except (EdgechatError, DatabaseError) as exc:
+        record["error_detail"] = str(exc)
+        raise
+    finally:
+        record["duration_ms"] = round((time.monotonic() - started) * 1000, 1)
+        print(json.dumps(record, separators=(",", ":")))

@@ -49,6 +49,7 @@ __all__ = [
     "get",
     "list_page",
     "precondition",
+    "purge",
     "put",
     "put_many",
     "remove",
@@ -340,6 +341,34 @@ async def expire(db: Database, user: str, now_ms: int, days: int) -> None:
     tombstones included), and the copies of their expired links."""
     cutoff = now_ms - days * 86_400_000
     await db.batch([(_EXPIRE, [user, cutoff]), (_EXPIRE_SHARES, [user, now_ms])])
+
+
+# The scheduled purge (a Cron Trigger, ``app.scheduled``): the same rules
+# for every user at once, counted first so the log says what went.
+_OLD = "SELECT COUNT(*) AS n FROM conversations WHERE changed < ?1"
+_PURGE_OLD = "DELETE FROM conversations WHERE changed < ?1"
+_EXPIRED = "SELECT COUNT(*) AS n FROM shares WHERE expires <= ?1 AND body IS NOT NULL"
+_PURGE_EXPIRED = "UPDATE shares SET body = NULL WHERE expires <= ?1 AND body IS NOT NULL"
+
+
+async def purge(db: Database, now_ms: int, days: int | None) -> dict[str, int]:
+    """Every user's expired links' copies, and with ``days``
+    (``HISTORY_RETENTION_DAYS``) their conversations not written for that
+    long, rows and tombstones: what ``expire`` does for one user when they
+    list, for everyone, so an account nobody opens again is purged too.
+    Returns how many of each went."""
+    statements: list[tuple[str, list[Any]]] = [
+        (_EXPIRED, [now_ms]),
+        (_PURGE_EXPIRED, [now_ms]),
+    ]
+    if days is not None:
+        cutoff = now_ms - days * 86_400_000
+        statements += [(_OLD, [cutoff]), (_PURGE_OLD, [cutoff])]
+    results = await db.batch(statements)
+    purged = {"expired_share_copies": int(results[0][0]["n"])}
+    if days is not None:
+        purged["conversations"] = int(results[2][0]["n"])
+    return purged
 
 
 async def export(db: Database, user: str) -> bytes:

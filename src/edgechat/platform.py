@@ -600,6 +600,18 @@ class WebCryptoVerifier:
             return False
 
 
+class WorkerSchedule:
+    """``ports.Schedule`` for a scheduled run on the Workers runtime."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+        history_db = getattr(env, "DB", None)
+        self.history = BindingD1(history_db) if history_db is not None else None
+
+    def var(self, name: str) -> object:
+        return getattr(self._env, name, None)
+
+
 class WorkerPlatform:
     """``ports.Platform`` for one request on the Workers runtime."""
 

@@ -200,6 +200,19 @@ class KeysError(Exception):
     """Access's keys endpoint gave no answer: the detail is for the log."""
 
 
+class Schedule(Protocol):
+    """A scheduled run's view of the runtime (a Cron Trigger: no request)."""
+
+    @property
+    def history(self) -> Database | None:
+        """The ``DB`` database, when bound."""
+        ...
+
+    def var(self, name: str) -> object:
+        """A ``[vars]`` value or secret, or None when unset."""
+        ...
+
+
 class Platform(Protocol):
     """One request's view of the runtime: its body, settings and bindings."""
 

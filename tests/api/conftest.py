@@ -128,22 +128,31 @@ class ServerPool:
     def __init__(self, folder_factory: pytest.TempPathFactory) -> None:
         self._folders = folder_factory
         self._stack = ExitStack()
-        self._servers: dict[frozenset[tuple[str, str]], Server] = {}
+        self._servers: dict[frozenset[tuple[str, object]], Server] = {}
 
-    def get(self, variables: Mapping[str, str], *, rate_limited: bool = True) -> Server:
+    def get(
+        self,
+        variables: Mapping[str, str],
+        *,
+        rate_limited: bool = True,
+        args: tuple[str, ...] = (),
+    ) -> Server:
         """A runner with these ``[vars]``; ``rate_limited=False`` leaves out
         the rate limiter (for suites whose requests all share one bearer
-        token, the limiter's key)."""
+        token, the limiter's key); ``args``: more runner options
+        (``--test-scheduled``, ``--clock-hook``)."""
         skip_if_external("this test needs a runner with its own [vars] and output")
-        key = frozenset([*variables.items(), ("rate_limited", str(rate_limited))])
+        key = frozenset([*variables.items(), ("rate_limited", str(rate_limited)), ("args", args)])
         server = self._servers.get(key)
         if server is None:
-            server = self._start(variables, rate_limited)
+            server = self._start(variables, rate_limited, args)
             self._servers[key] = server
         server.ai.reset()
         return server
 
-    def _start(self, variables: Mapping[str, str], rate_limited: bool) -> Server:
+    def _start(
+        self, variables: Mapping[str, str], rate_limited: bool, args: tuple[str, ...]
+    ) -> Server:
         folder = self._folders.mktemp("edgechat-vars")
         ai = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
         vars_file: Path | None = None
@@ -156,7 +165,9 @@ class ServerPool:
             "EDGECHAT_AI_DELAY_MS": "0",
         }
         config = ROOT / "wrangler.toml" if rate_limited else config_without_rate_limiter()
-        runner = self._stack.enter_context(start_runner(config, vars_file=vars_file, env=env))
+        runner = self._stack.enter_context(
+            start_runner(config, vars_file=vars_file, env=env, args=args)
+        )
         return Server(runner.base_url, ai, runner)
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ from edgechat.errors import (
     TooManyShares,
 )
 from edgechat.http import Incoming
+from edgechat.ports import DatabaseError
 
 from .fakes import FakeDb, FakePlatform
 
@@ -317,3 +318,41 @@ def test_a_batch_is_one_transaction_and_only_the_refused_are_read_again() -> Non
     assert [len(b) for b in db.batches] == [4, 2]
     assert run(history.put_many(db, "ann", [], quota, 1000)) == []
     assert len(db.batches) == 2
+
+
+class _Schedule:
+    def __init__(self, db: FakeDb | None, **variables: str) -> None:
+        self.history = db
+        self.variables = variables
+
+    def var(self, name: str) -> object:
+        return self.variables.get(name)
+
+
+def test_the_scheduled_purge_holds_every_user_to_retention(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db = migrated()
+    now = 1000 + 40 * shares.DAY_MS
+    put(db, "ann", flat("old", "x"), CREATE)
+    put(db, "bob", flat("old", "y"), CREATE)
+    run(history.put(db, "bob", "new", flat("new", "z"), CREATE, QUOTA, now - shares.DAY_MS))
+    run(shares.create(db, "ann", "old", 1, 5, 1000))
+    schedule = _Schedule(db, HISTORY_RETENTION_DAYS="30")
+    run(app.scheduled(schedule, None, now, "17 3 * * *"))
+    (line,) = capsys.readouterr().out.splitlines()
+    record = json.loads(line)
+    assert record["event"] == "scheduled"
+    assert record["purged"] == {"expired_share_copies": 1, "conversations": 2}
+    assert run(history.get(db, "ann", "old")) is None
+    assert run(history.get(db, "bob", "new")) is not None
+
+    # Without retention only expired links' copies go; without DB, nothing.
+    run(app.scheduled(_Schedule(db), None, now, "17 3 * * *"))
+    assert json.loads(capsys.readouterr().out)["purged"] == {"expired_share_copies": 0}
+    run(app.scheduled(_Schedule(None), None, now, "17 3 * * *"))
+    assert json.loads(capsys.readouterr().out)["skipped"] == "no DB binding"
+    db.fail = True
+    with pytest.raises(DatabaseError):
+        run(app.scheduled(schedule, None, now, "17 3 * * *"))
+    assert "D1_ERROR" in json.loads(capsys.readouterr().out)["error_detail"]

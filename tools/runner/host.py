@@ -1,8 +1,10 @@
 # The Python half of the runner: imports the Worker's main module and calls
 # `Default(ctx, env).fetch(request)` for each request, converting the JS request
 # into the SDK's `Request` and the returned `Response` back into a JS Response,
-# as workerd does for the class entry point. Evaluated by python.mjs, which
-# takes `make_handler` and `settings_problem` from its globals.
+# as workerd does for the class entry point, and
+# `Default(ctx, env).scheduled(controller, env, ctx)` for a scheduled event.
+# Evaluated by python.mjs, which takes `make_handler`, `make_scheduled` and
+# `settings_problem` from its globals.
 import importlib
 import sys
 
@@ -25,6 +27,18 @@ def make_handler(module_name):
         return js_object
 
     return handle
+
+
+def make_scheduled(module_name):
+    """The scheduled event's handler, or None when ``Default`` has none."""
+    entrypoint = importlib.import_module(module_name).Default
+    if not hasattr(entrypoint, "scheduled"):
+        return None
+
+    async def run(js_controller, js_env, js_ctx):
+        await entrypoint(js_ctx, js_env).scheduled(js_controller, js_env, js_ctx)
+
+    return run
 
 
 def settings_problem(js_env):

@@ -31,6 +31,8 @@ function parseCommandLine(argv) {
       quiet: { type: "boolean", default: false },
       "memory-every": { type: "string" },
       "memory-hook": { type: "boolean", default: false },
+      "test-scheduled": { type: "boolean", default: false },
+      "clock-hook": { type: "boolean", default: false },
     },
     strict: true,
   });
@@ -193,6 +195,48 @@ async function answerMemoryHook(req, res, worker) {
   res.end(body);
 }
 
+// `--test-scheduled`, as `wrangler dev --test-scheduled` serves a Python
+// Worker (developers.cloudflare.com/workers/runtime-apis/handlers/scheduled/):
+// `/cdn-cgi/handler/scheduled?cron=<pattern>` runs the Worker's scheduled
+// handler with that cron (the config's first by default) at the clock's now.
+const SCHEDULED_HOOK = "/cdn-cgi/handler/scheduled";
+
+async function answerScheduledHook(req, res, worker, crons) {
+  const cron = new URL(req.url, "http://x").searchParams.get("cron") ?? crons[0] ?? "* * * * *";
+  if (!worker.scheduled) {
+    plainError(res, 404, "The Worker has no scheduled handler.\n");
+    return;
+  }
+  await worker.scheduled({ cron, scheduledTime: Date.now(), type: "scheduled", noRetry() {} });
+  res.writeHead(200, { "content-type": "text/plain; charset=utf-8" });
+  res.end("Ran scheduled event\n");
+}
+
+// The dev-only clock hook (`--clock-hook`): `POST /__runner/clock?advance_ms=N`
+// moves the Worker's wall clock (Date.now, which Python's time.time reads in
+// Pyodide) N ms ahead, for tests of what expires; it answers the new now.
+// Timers and performance.now are untouched.
+const CLOCK_HOOK = "/__runner/clock";
+
+function answerClockHook(req, res) {
+  const advance = Number(new URL(req.url, "http://x").searchParams.get("advance_ms"));
+  if (req.method !== "POST" || !Number.isSafeInteger(advance) || advance < 0) {
+    plainError(res, 400, "POST /__runner/clock?advance_ms=<whole ms, at least 0>\n");
+    return;
+  }
+  clockOffset += advance;
+  const body = JSON.stringify({ now: Date.now(), offset_ms: clockOffset });
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) });
+  res.end(body);
+}
+
+let clockOffset = 0;
+
+function enableClockHook() {
+  const realNow = Date.now;
+  Date.now = () => realNow() + clockOffset;
+}
+
 // Waits for `work`, but no longer than `ms`; a failure counts as done.
 const within = (ms, work) => Promise.race([work.catch(() => {}), new Promise((r) => setTimeout(r, ms))]);
 
@@ -226,6 +270,8 @@ async function main() {
   }
   const workerFirst = workerFirstMatcher(config.assets?.run_worker_first);
   if (options["memory-hook"]) enableForcedGc();
+  if (options["clock-hook"]) enableClockHook();
+  const crons = config.triggers?.crons ?? [];
 
   const server = createServer(async (req, res) => {
     const started = performance.now();
@@ -239,6 +285,16 @@ async function main() {
       if (options["memory-hook"] && path === MEMORY_HOOK) {
         via = "hook";
         await answerMemoryHook(req, res, worker);
+        return;
+      }
+      if (options["test-scheduled"] && path === SCHEDULED_HOOK) {
+        via = "scheduled";
+        await answerScheduledHook(req, res, worker, crons);
+        return;
+      }
+      if (options["clock-hook"] && path === CLOCK_HOOK) {
+        via = "hook";
+        answerClockHook(req, res);
         return;
       }
       if (assets && (req.method === "GET" || req.method === "HEAD") && !workerFirst(path)) {

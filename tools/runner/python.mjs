@@ -168,6 +168,7 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
   const host = pyodide.toPy({ __name__: "edgechat_runner_host" });
   pyodide.runPython(readFileSync(join(HERE, "host.py"), "utf8"), { globals: host });
   const handler = host.get("make_handler")(moduleName);
+  const scheduledHandler = host.get("make_scheduled")(moduleName) ?? null;
   const gc = pyodide.pyimport("gc");
   const gcCollect = gc.collect;
   const gcObjectCount = () => {
@@ -207,5 +208,15 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
       const ctx = new ExecutionContext(pending);
       return await handler(request, env, ctx);
     },
+    // Runs Default(ctx, env).scheduled(controller, env, ctx), then its
+    // waitUntil work, as the runtime holds a scheduled event open until that
+    // settles; null when the Worker has no scheduled handler.
+    scheduled:
+      scheduledHandler &&
+      (async (controller) => {
+        const ctx = new ExecutionContext(pending);
+        await scheduledHandler(controller, env, ctx);
+        await pending.drain();
+      }),
   };
 }

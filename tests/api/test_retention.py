@@ -1,0 +1,85 @@
+"""The scheduled retention purge (``[triggers] crons``, ``app.scheduled``)
+over HTTP: the runner's ``--test-scheduled`` route runs the Worker's
+scheduled handler as ``wrangler dev --test-scheduled`` does, and its
+``--clock-hook`` moves the Worker's wall clock, so days pass in a test.
+
+What goes is checked by routes that do not purge themselves (a conversation
+read by id, the export): listing conversations purges the caller's own, so
+it would prove nothing about the scheduled run.
+"""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.api.checks import log_records
+from tests.api.conftest import ClientFactory, Server, ServerPool, token_client
+from tests.api.test_history import create, fresh_id
+
+GAIL = "gail-token-2f8d6b0a9c1e4375"
+HANK = "hank-token-b7140e3a5d9c62f8"
+DAY_MS = 86_400_000
+
+
+@pytest.fixture
+def server(servers: ServerPool) -> Server:
+    return servers.get(
+        {"API_KEYS": f"gail:{GAIL},hank:{HANK}", "HISTORY_RETENTION_DAYS": "30"},
+        args=("--test-scheduled", "--clock-hook"),
+    )
+
+
+def advance(server: Server, ms: int) -> None:
+    moved = httpx.post(server.url + "/__runner/clock", params={"advance_ms": ms})
+    assert moved.status_code == 200, moved.text
+
+
+def run_scheduled(server: Server) -> dict[str, object]:
+    ran = httpx.get(server.url + "/cdn-cgi/handler/scheduled", params={"cron": "17 3 * * *"})
+    assert ran.status_code == 200, ran.text
+    runs = [r for r in log_records(server.log_text()) if r.get("event") == "scheduled"]
+    assert runs, "the scheduled run wrote no log line"
+    return runs[-1]
+
+
+def test_the_daily_purge_removes_what_outlived_retention_for_every_user(
+    server: Server, new_client: ClientFactory
+) -> None:
+    gail = token_client(new_client, server, GAIL)
+    hank = token_client(new_client, server, HANK)
+    old_gail, old_hank = fresh_id(), fresh_id()
+    create(gail, old_gail, "gail's old words")
+    create(hank, old_hank, "hank's old words")
+    link = gail.post("/api/shares", json={"conversation": old_gail, "days": 7}).json()
+
+    advance(server, 8 * DAY_MS)
+    first = run_scheduled(server)
+    assert first["cron"] == "17 3 * * *"
+    assert first["purged"] == {"expired_share_copies": 1, "conversations": 0}
+    # The link expired: its page says so, and its copy is gone from the export.
+    expired = httpx.get(server.url + link["url"])
+    assert expired.status_code == 410
+    assert "gail's old words" not in expired.text
+    assert gail.get(f"/api/conversations/{old_gail}").status_code == 200
+
+    recent = fresh_id()
+    create(gail, recent, "written later")
+    advance(server, 25 * DAY_MS)
+    second = run_scheduled(server)
+    assert second["purged"] == {"expired_share_copies": 0, "conversations": 2}
+    assert gail.get(f"/api/conversations/{old_gail}").status_code == 404
+    assert hank.get(f"/api/conversations/{old_hank}").status_code == 404
+    assert gail.get(f"/api/conversations/{recent}").status_code == 200
+    exported = gail.get("/api/my-data").json()
+    assert [c["id"] for c in exported["conversations"]] == [recent]
+    assert "old words" not in json.dumps(exported)
+
+
+def test_the_scheduled_route_and_the_clock_are_the_runners_alone(servers: ServerPool) -> None:
+    plain = servers.get({"HISTORY_RETENTION_DAYS": "30"})
+    # Without the options the paths are the Worker's, which has no such route.
+    assert httpx.get(plain.url + "/cdn-cgi/handler/scheduled").status_code == 404
+    assert httpx.post(plain.url + "/__runner/clock", params={"advance_ms": 1}).status_code == 404
