@@ -172,18 +172,20 @@ def page(row: dict[str, Any] | None, now_ms: int) -> tuple[int, bytes]:
         return 404, _document(
             "No such link", "<h1>No such link</h1><p>This share link does not exist.</p>"
         )
-    if row["body"] is None:
-        return 410, _document(
-            "Link revoked",
-            "<h1>This link was revoked</h1><p>Its owner stopped sharing this conversation; "
-            "the copy is deleted.</p>",
-        )
+    # Expiry first: an expired link's copy is deleted too (by the retention
+    # purge), and its page must still say it expired, not that it was revoked.
     if row["expires"] <= now_ms:
         when = utc_iso(row["expires"] / 1000)
         return 410, _document(
             "Link expired",
             f"<h1>This link has expired</h1><p>It was shared until {when}. "
             "Ask its owner for a new one.</p>",
+        )
+    if row["body"] is None:
+        return 410, _document(
+            "Link revoked",
+            "<h1>This link was revoked</h1><p>Its owner stopped sharing this conversation; "
+            "the copy is deleted.</p>",
         )
     conversation = json.loads(row["body"])
     title = conversation.get("title") or "A conversation"

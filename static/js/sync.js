@@ -401,9 +401,11 @@ export function start(me, render) {
   delete ui.kept.dataset.i18n;
   const sync = new Sync(me, { render, say: (what, limit) => say(what, limit) });
   const relabelShare = shareControls(sync);
+  const relabelLinks = linksControl(sync);
   state.relabel = () => {
     ui.kept.textContent = keptText(state.lang, { ...kept, user: me.user });
     relabelShare();
+    relabelLinks();
   };
   const say = (what, limit) => {
     kept = { what, limit };
@@ -435,6 +437,7 @@ const WORDS = {
   en: {
     syncing: () => "Syncing conversations with the server…",
     share: () => "Share a read-only link",
+    myLinks: () => "My links",
     shareDays: () => "Link lives",
     days: (n) => (n === 1 ? "1 day" : `${n} days`),
     shared: (url) => `Read-only link (anyone who has it can read this copy): ${url}`,
@@ -446,6 +449,7 @@ const WORDS = {
   zh: {
     syncing: () => "正在与服务器同步对话…",
     share: () => "分享只读链接",
+    myLinks: () => "我的链接",
     shareDays: () => "链接有效期",
     days: (n) => `${n} 天`,
     shared: (url) => `只读链接（拿到链接的人都能阅读此副本）：${url}`,
@@ -499,6 +503,17 @@ function shareControls(sync) {
   });
   ui.exportChat.after(row);
   return relabel;
+}
+
+/** "My links": the user's share links with their revoke (links.js, fetched on the first click). */
+function linksControl(sync) {
+  const open = el("button", "btn btn-small my-links");
+  open.type = "button";
+  open.addEventListener("click", async () => (await import("./links.js")).openLinks(sync));
+  (ui.exportChat.parentElement.querySelector(".share-row") || ui.exportChat).after(open);
+  return () => {
+    open.textContent = words(state.lang).myLinks();
+  };
 }
 
 export function keptText(lang, kept) {

@@ -62,6 +62,7 @@ def test_the_daily_purge_removes_what_outlived_retention_for_every_user(
     # The link expired: its page says so, and its copy is gone from the export.
     expired = httpx.get(server.url + link["url"])
     assert expired.status_code == 410
+    assert "This link has expired" in expired.text
     assert "gail's old words" not in expired.text
     assert gail.get(f"/api/conversations/{old_gail}").status_code == 200
 

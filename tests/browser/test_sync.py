@@ -30,7 +30,11 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     vars_file: Path = folder / "sync.vars"
     vars_file.write_text(f"API_KEYS=ann:{TOKEN}\n")
     env = {"EDGECHAT_AI_DELAY_MS": "0"}
-    with start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env) as runner:
+    # --clock-hook: the link-expiry test moves the Worker's clock days ahead
+    # (nothing else here depends on the date).
+    with start_runner(
+        ROOT / "wrangler.toml", vars_file=vars_file, env=env, args=("--clock-hook",)
+    ) as runner:
         yield runner.base_url
 
 
@@ -283,3 +287,59 @@ def test_a_first_sync_sends_this_browsers_conversations_in_one_batch(
             expect(listed.get_by_role("button", name=title, exact=True)).to_be_visible()
     finally:
         relay.close()
+
+
+def test_my_links_lists_each_link_with_its_expiry_and_revokes_it(
+    signed_in: Any, browser: Any, site: str
+) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    laptop.page.get_by_role("button", name="New chat").click()
+    laptop.ask("Shared until it expires")
+    laptop.page.get_by_role("combobox", name="Link lives").select_option("7")
+    laptop.page.get_by_role("button", name="Share a read-only link").click()
+    notice = laptop.page.locator("#notice")
+    expect(notice).to_contain_text("Read-only link", timeout=15_000)
+    url = notice.inner_text().rsplit(" ", 1)[-1]
+
+    links = laptop.page.get_by_role("dialog", name="My share links")
+    laptop.page.get_by_role("button", name="My links").click()
+    expect(links).to_be_visible()
+    item = links.get_by_role("listitem").filter(
+        has=laptop.page.get_by_role("link", name="Shared until it expires")
+    )
+    expect(item).to_have_count(1)
+    expect(item).to_contain_text("Expires ")
+    assert item.get_by_role("link").get_attribute("href") == url
+
+    stranger = browser.new_context()
+    try:
+        page = stranger.new_page()
+        opened = page.goto(url)
+        assert opened is not None
+        assert opened.status == 200
+        # Eight days later the seven-day link has expired, for the stranger
+        # and in the list.
+        moved = httpx.post(site + "/__runner/clock", params={"advance_ms": 8 * 86_400_000})
+        assert moved.status_code == 200
+        expired = page.goto(url)
+        assert expired is not None
+        assert expired.status == 410
+        expect(page.locator("h1")).to_have_text("This link has expired")
+        expect(page.get_by_text("Shared until it expires")).to_have_count(0)
+        links.get_by_role("button", name="Close").click()
+        laptop.page.get_by_role("button", name="My links").click()
+        expect(item).to_contain_text("Expired ")
+
+        item.get_by_role("button", name="Revoke the link to Shared until it expires").click()
+        expect(links.get_by_role("status")).to_have_text(
+            "Revoked: the link to Shared until it expires no longer opens."
+        )
+        expect(item).to_have_count(0)
+        link_id = url.rsplit("/", 1)[-1]
+        mine = httpx.get(site + "/api/shares", headers=BEARER).json()["shares"]
+        assert link_id not in {s["id"] for s in mine}
+    finally:
+        stranger.close()
+    assert laptop.csp_violations() == []
+    assert laptop.log.page_errors == []

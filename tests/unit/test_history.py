@@ -271,6 +271,9 @@ def test_retention_deletes_what_was_not_written_for_its_days() -> None:
     row = run(shares.read(db, link["id"]))
     assert row is not None
     assert row["body"] is None
+    status, page = shares.page(row, 1000 + 3 * shares.DAY_MS)
+    assert status == 410
+    assert b"This link has expired" in page
 
 
 def test_my_data_is_exported_whole_and_erased_whole() -> None:
