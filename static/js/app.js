@@ -26,9 +26,9 @@ import { MODEL_KEY, state, store, THINK_KEY, TOKEN_KEY } from "./state.js";
 import { nodes } from "./tree.js";
 
 // What the empty page does not need comes with its first use (on-demand.js).
-const dictation = onDemand(() => import("./dictation.js"));
-const transfer = onDemand(() => import("./import-export.js"));
-const searching = onDemand(() => import("./search-dialog.js"));
+const dictation = onDemand("./dictation.js");
+const transfer = onDemand("./import-export.js");
+const searching = onDemand("./search-dialog.js");
 const openSearch = searching.call("openSearch");
 
 function applyLang() {

@@ -12,7 +12,7 @@ import { state, store } from "./state.js";
 import { addVersion, dropVersion, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
 
 // Read aloud (speech.js) comes with the first click on it; until then nothing is being read.
-const speech = onDemand(() => import("./speech.js"));
+const speech = onDemand("./speech.js");
 const isReading = (m) => Boolean(speech.loaded?.isReading(m));
 
 const views = new Map();

@@ -15,6 +15,7 @@
 // - A failure (offline, 5xx) keeps everything here, says so, and retries.
 
 import { el, ui } from "./dom.js";
+import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
 import { nodes } from "./tree.js";
 
@@ -505,11 +506,13 @@ function shareControls(sync) {
   return relabel;
 }
 
+const links = onDemand("./links.js");
+
 /** "My links": the user's share links with their revoke (links.js, fetched on the first click). */
 function linksControl(sync) {
   const open = el("button", "btn btn-small my-links");
   open.type = "button";
-  open.addEventListener("click", async () => (await import("./links.js")).openLinks(sync));
+  open.addEventListener("click", () => links.call("openLinks")(sync));
   (ui.exportChat.parentElement.querySelector(".share-row") || ui.exportChat).after(open);
   return () => {
     open.textContent = words(state.lang).myLinks();
