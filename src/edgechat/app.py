@@ -424,21 +424,27 @@ async def conversation_get(ctx: Context) -> Reply:
     return Reply(200, {**headers, **tag, **ctx.reply_headers}, body.encode())
 
 
+async def _conversation_json(ctx: Context, most: int) -> Any:
+    """A JSON body of conversations (``most`` bytes at most), parsed by the
+    JSON rules; a refusal names the conversation's fields."""
+    guards.check_json(ctx.request)
+    body = await ctx.platform.read_body(most)
+    return json_body.loads(
+        body,
+        max_depth=ctx.settings.limits.max_json_depth,
+        max_text_bytes=most,
+        names=_CONVERSATION_FIELDS,
+    )
+
+
 async def conversation_put(ctx: Context) -> Reply:
     """``PUT /api/conversations/<id>``: the whole conversation, checked by
     the import rules (``conversations``), written if its precondition holds."""
     db, user = await _history(ctx)
     cid = _conversation_id(ctx)
     want = history.precondition(ctx.request.headers)
-    guards.check_json(ctx.request)
     limits = ctx.settings.limits
-    body = await ctx.platform.read_body(limits.max_conversation_bytes)
-    data = json_body.loads(
-        body,
-        max_depth=limits.max_json_depth,
-        max_text_bytes=limits.max_conversation_bytes,
-        names=_CONVERSATION_FIELDS,
-    )
+    data = await _conversation_json(ctx, limits.max_conversation_bytes)
     conversation = check_conversation(data, cid)
     quota = history.Quota(limits.max_conversations, limits.max_history_bytes)
     try:
@@ -477,15 +483,8 @@ async def conversations_batch(ctx: Context) -> Reply:
     its own ``PUT`` would be and answered in order; a refused one (its
     version, a limit, a field) leaves the others written."""
     db, user = await _history(ctx)
-    guards.check_json(ctx.request)
     limits = ctx.settings.limits
-    body = await ctx.platform.read_body(limits.max_batch_bytes)
-    data = json_body.loads(
-        body,
-        max_depth=limits.max_json_depth,
-        max_text_bytes=limits.max_batch_bytes,
-        names=_CONVERSATION_FIELDS,
-    )
+    data = await _conversation_json(ctx, limits.max_batch_bytes)
     items = data.get("put") if isinstance(data, dict) and data.keys() == {"put"} else None
     if not isinstance(items, list) or not items:
         raise BadRequest(public='A batch is {"put": [...]}, one write or more.')
