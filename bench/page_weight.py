@@ -33,7 +33,9 @@ from pathlib import Path
 STATIC = Path(__file__).resolve().parent.parent / "static"
 BUDGET = 40 * 1024
 STATIC_IMPORT = re.compile(r"""^\s*import\s+(?:[^'"]*?\sfrom\s+)?["']([^"']+)["']""", re.M)
-DYNAMIC_IMPORT = re.compile(r"""import\(\s*["']([^"'$`]+)["']\s*\)""")
+# `import("./x.js")`, or `onDemand("./x.js")` (static/js/on-demand.js, which
+# imports the path it is given at the first use).
+DYNAMIC_IMPORT = re.compile(r"""(?:import|onDemand)\(\s*["']([^"'$`]+)["']\s*\)""")
 
 
 def gz(path: Path) -> int:
@@ -60,7 +62,8 @@ def graph(entry: Path) -> list[Path]:
 
 
 def features(first: list[Path]) -> list[Path]:
-    """The page's own modules that the first load imports on demand (`import("./x.js")`)."""
+    """The page's own modules that the first load imports on demand
+    (`import("./x.js")`, `onDemand("./x.js")`)."""
     found = {
         (path.parent / spec).resolve()
         for path in first

@@ -27,7 +27,7 @@ def test_the_first_load_is_within_40_kb_gzipped() -> None:
 def test_the_features_the_empty_page_does_not_show_load_at_their_first_use() -> None:
     first = first_load()
     names = {path.name for path in first}
-    # Each feature's own module, fetched with import("./x.js") by the first load.
+    # Each feature's own module, fetched with import("./x.js") or onDemand("./x.js").
     entries = {"dictation.js", "speech.js", "search-dialog.js", "import-export.js", "render.js"}
     # What only those import.
     behind = {"search.js", "transfer.js"}
