@@ -7,7 +7,7 @@
 // (on warm runners; a fresh runner's first answers are shown apart). Every
 // Worker runs in a runner of its own, so each one's CPU is its own process's.
 //
-//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --against CHECKOUT]
+//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --against CHECKOUT --one-at-a-time ROUNDS]
 //
 // With --against, each edgechat case is run a second time on another
 // checkout (say, the commit before a change) in the same run.
@@ -25,12 +25,16 @@ const { values } = parseArgs({
     paced: { type: "string", default: "5" },
     "delay-ms": { type: "string", default: "20" },
     against: { type: "string" },
+    "one-at-a-time": { type: "string", default: "0" },
   },
 });
 const ANSWERS = Number(values.answers);
 const TOKENS = Number(values.tokens);
 const PACED = Number(values.paced);
 const DELAY_MS = Number(values["delay-ms"]);
+// Rounds of the paced cases one at a time (each case's PACED answers alone
+// on the machine, the cases in turn, round after round), besides all at once.
+const ONE_AT_A_TIME = Number(values["one-at-a-time"]);
 const TOKEN = "bench-token-0123456789";
 const GLM = "@cf/zai-org/glm-4.7-flash";
 const LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8";
@@ -137,6 +141,13 @@ async function main() {
     // shown apart; the second is what an answer costs a warm isolate.
     const first = await Promise.all(names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED)));
     const pacedCpu = await Promise.all(names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED)));
+    // One case at a time: no other runner competes for the two cores, so
+    // a case's cost is its own and not how it fares in a crowd.
+    const alone = Object.fromEntries(names.map((name) => [name, []]));
+    for (let round = 0; round < ONE_AT_A_TIME; round += 1) {
+      for (const [i, name] of names.entries())
+        alone[name].push(await cpuPerAnswer(paced[i], CASES[name], PACED, PACED));
+    }
     const js = names.findIndex((name) => CASES[name].js);
     const jsZero = median(zero[names[js]]);
     const jsPaced = pacedCpu[js];
@@ -155,6 +166,19 @@ async function main() {
           `          ${p.toFixed(1).padStart(7)} ms ${(p / jsPaced).toFixed(2).padStart(6)}×` +
           `       ${first[i].toFixed(1).padStart(7)} ms ${(first[i] / jsFirst).toFixed(2).padStart(6)}×`,
       );
+    }
+    if (ONE_AT_A_TIME) {
+      const jsAlone = median(alone[names[js]]);
+      console.log(
+        `${DELAY_MS} ms/token, one case at a time (${PACED} answers at once, median of ${ONE_AT_A_TIME} rounds):`,
+      );
+      for (const name of names) {
+        const a = median(alone[name]);
+        const each = alone[name].map((v) => v.toFixed(0)).join(", ");
+        console.log(
+          `  ${name.padEnd(38)} ${a.toFixed(1).padStart(7)} ms ${(a / jsAlone).toFixed(2).padStart(6)}×   (${each})`,
+        );
+      }
     }
   } finally {
     await Promise.all([...fast, ...paced].map((runner) => stopRunner(runner.child)));
