@@ -144,6 +144,13 @@ export function batches(pending, limits) {
   return groups;
 }
 
+/** What a push sends of `c`: its flat form, that form's JSON, and the JSON's sum. */
+function outgoing(c) {
+  const body = toFlat(c);
+  const text = JSON.stringify(body);
+  return { body, text, sum: hash(text) };
+}
+
 /** FNV-1a of a string, to tell whether a conversation changed since it was sent. */
 function hash(text) {
   let h = 0x811c9dc5;
@@ -295,7 +302,7 @@ export class Sync {
   }
 
   sum(c) {
-    return hash(JSON.stringify(toFlat(c)));
+    return outgoing(c).sum;
   }
 
   async push() {
@@ -312,9 +319,7 @@ export class Sync {
     const pending = [];
     for (const c of [...store.conversations]) {
       if (!c.next?.length || streaming(c)) continue;
-      const body = toFlat(c);
-      const text = JSON.stringify(body);
-      const sum = hash(text);
+      const { body, text, sum } = outgoing(c);
       const known = this.state.known[c.id];
       if (known?.sum === sum || this.refused[c.id] === sum) continue;
       pending.push({ id: c.id, body, sum, known, bytes: encoder.encode(text).length });

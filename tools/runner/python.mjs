@@ -208,9 +208,10 @@ export async function loadWorker({ projectDir, mainPath, compatibilityFlags, env
       const ctx = new ExecutionContext(pending);
       return await handler(request, env, ctx);
     },
-    // Runs Default(ctx, env).scheduled(controller, env, ctx), then its
-    // waitUntil work, as the runtime holds a scheduled event open until that
-    // settles; null when the Worker has no scheduled handler.
+    // Runs Default(ctx, env).scheduled(controller, env, ctx), then waits for
+    // the waitUntil work pending (its own among it), as the runtime holds a
+    // scheduled event open until that settles; null when the Worker has no
+    // scheduled handler.
     scheduled:
       scheduledHandler &&
       (async (controller) => {
