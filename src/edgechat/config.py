@@ -29,6 +29,10 @@ MAX_HISTORY_BYTES          52428800                    a user's stored conversat
 MAX_CONVERSATION_BYTES     1048576                     one conversation's PUT body (1 MiB)
 MAX_SHARES                 100                         live share links per user
 MAX_SHARE_DAYS             365                         the longest a share link lives
+MAX_FILE_BYTES             3145728                     one image kept on the server (3 MiB)
+MAX_FILES_BYTES            209715200                   a user's images on the server (200 MiB)
+MAX_FILES                  2000                        a user's images on the server
+MAX_SHARE_IMAGES           20                          images one share link copies
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
 IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer
