@@ -21,6 +21,7 @@ from edgechat import (
     budget,
     documents,
     embeddings,
+    files,
     guards,
     history,
     identity,
@@ -38,24 +39,28 @@ from edgechat.candidates import Cooling
 from edgechat.chat import ChatFraming
 from edgechat.config import Settings
 from edgechat.context import Context
-from edgechat.conversations import check_conversation
+from edgechat.conversations import check_conversation, is_image_id
 from edgechat.errors import (
     BadRequest,
     ClientError,
     EdgechatError,
+    FileTooLarge,
     Gone,
     HistoryUnavailable,
     MethodNotAllowed,
     Misconfigured,
     NotFound,
+    PayloadTooLarge,
     PreconditionRequired,
     SignInRequired,
     StoreUnavailable,
+    UnsupportedMediaType,
 )
 from edgechat.http import API_HEADERS, Incoming, Reply, error_reply, json_reply
 from edgechat.identity import AccessKeys, User
+from edgechat.images import IMAGE_TYPES
 from edgechat.models import Model, catalog_json
-from edgechat.ports import Database, DatabaseError, KvError, Platform, Schedule
+from edgechat.ports import Blobs, Database, DatabaseError, KvError, Platform, Schedule
 from edgechat.requests import Limits, OpenAIRequest
 from edgechat.validation import (
     body_cap,
@@ -346,6 +351,7 @@ _CONVERSATION_FIELDS = frozenset(
     (
         *("id", "title", "updated", "pick", "preset", "nodes", "parent", "role", "content"),
         *("reasoning", "status", "stats", "error", "moderation", "categories", "message"),
+        *("images", "type", "width", "height"),
     )
 )
 
@@ -391,6 +397,7 @@ async def api_conversations(ctx: Context) -> Reply:
     try:
         if days is not None:
             await history.expire(db, user, _now_ms(ctx), days)
+            await _sweep_files(ctx, db, user, days)
         page = await history.list_page(db, user, query)
     except DatabaseError as exc:
         raise _stored(exc) from exc
@@ -523,8 +530,12 @@ async def conversation_delete(ctx: Context) -> Reply:
     db, user = await _history(ctx)
     cid = _conversation_id(ctx)
     want = history.precondition(ctx.request.headers, creating_allowed=False)
+    blobs = ctx.platform.files
     try:
+        named = await files.named_by(db, user, cid) if blobs is not None else []
         version, seq = await history.remove(db, user, cid, want, _now_ms(ctx))
+        if blobs is not None:
+            await files.forget_unnamed(db, blobs, user, named)
     except DatabaseError as exc:
         raise _stored(exc) from exc
     tag = history.etag(version)
@@ -536,8 +547,11 @@ async def my_data(ctx: Context) -> Reply:
     db, user = await _history(ctx)
     try:
         body = await history.export(db, user)
+        kept = await files.mine(db, user)
     except DatabaseError as exc:
         raise _stored(exc) from exc
+    # Each image's description; its bytes are at /api/files/<id>.
+    body = body[:-1] + b',"files":' + json.dumps(kept, separators=(",", ":")).encode() + b"}"
     headers = {
         **API_HEADERS,
         "Content-Type": "application/json",
@@ -555,6 +569,8 @@ async def my_data_delete(ctx: Context) -> Reply:
             public="Deleting everything needs If-Match: * (it cannot be undone)."
         )
     try:
+        if ctx.platform.files is not None:
+            await files.erase(db, ctx.platform.files, user)
         await history.erase(db, user, _now_ms(ctx))
     except DatabaseError as exc:
         raise _stored(exc) from exc
@@ -578,16 +594,22 @@ async def share_create(ctx: Context) -> Reply:
     limits = ctx.settings.limits
     data = json_object(await ctx.platform.read_body(4096), limits)
     for key in data:
-        if key not in ("conversation", "days"):
-            raise BadRequest(public="A share takes conversation and days only.")
+        if key not in ("conversation", "days", "images"):
+            raise BadRequest(public="A share takes conversation, days and images only.")
     cid = data.get("conversation")
     if not isinstance(cid, str) or _CONVERSATION_ID.fullmatch(cid) is None:
         raise BadRequest(public="conversation must be the id of one of your conversations.")
     days = data.get("days", shares.DEFAULT_DAYS)
     if type(days) is not int or not 1 <= days <= limits.max_share_days:
         raise BadRequest(public=f"days must be a whole number from 1 to {limits.max_share_days}.")
+    with_images = data.get("images", False)
+    if type(with_images) is not bool:
+        raise BadRequest(public="images must be true or false.")
+    blobs = _bucket(ctx) if with_images else None
     try:
         link = await shares.create(db, user, cid, days, limits.max_shares, _now_ms(ctx))
+        if blobs is not None:
+            link["images"] = await _share_images(ctx, db, blobs, user, link["id"])
     except DatabaseError as exc:
         raise _stored(exc) from exc
     return json_reply(201, link)
@@ -599,6 +621,8 @@ async def share_revoke(ctx: Context) -> Reply:
         raise NotFound(public="No such share link.", detail="not a share id")
     try:
         await shares.revoke(db, user, ctx.param)
+        if ctx.platform.files is not None:
+            await files.unshare(db, ctx.platform.files, user, ctx.param)
     except DatabaseError as exc:
         raise _stored(exc) from exc
     return Reply(204, {**API_HEADERS, "Cache-Control": "no-store", **ctx.reply_headers})
@@ -614,7 +638,113 @@ async def shared_page(ctx: Context) -> Reply:
         except DatabaseError as exc:
             raise _stored(exc) from exc
     status, body = shares.page(row, _now_ms(ctx))
-    return Reply(status, {**shares.HEADERS, **ctx.reply_headers}, body)
+    headers = shares.headers(row) if status == 200 else shares.HEADERS
+    return Reply(status, {**headers, **ctx.reply_headers}, body)
+
+
+# --- images of conversations on the server (files.py) ------------------------
+
+
+def _bucket(ctx: Context) -> Blobs:
+    blobs = ctx.platform.files
+    if blobs is None:
+        raise NotFound(
+            public="Images are kept on the server in the FILES bucket, which is not bound.",
+            detail="no FILES binding",
+        )
+    return blobs
+
+
+def _file_id(text: str) -> str:
+    if not is_image_id(text):
+        raise BadRequest(public="An image id is 1 to 100 letters, digits, '.', '_' or '-'.")
+    return text
+
+
+def _file_quota(limits: Limits) -> files.Quota:
+    return files.Quota(limits.max_files, limits.max_files_bytes)
+
+
+async def _share_images(ctx: Context, db: Database, blobs: Blobs, user: str, sid: str) -> int:
+    """The new link's copies of its images; on a refusal the link goes too."""
+    limits = ctx.settings.limits
+    try:
+        return await files.share_images(
+            db, blobs, user, sid, _file_quota(limits), limits.max_share_images, _now_ms(ctx)
+        )
+    except EdgechatError:
+        await shares.revoke(db, user, sid)
+        raise
+
+
+async def _sweep_files(ctx: Context, db: Database, user: str, days: int) -> None:
+    if ctx.platform.files is not None:
+        now = _now_ms(ctx)
+        await files.sweep(db, ctx.platform.files, user, now - days * 86_400_000, now)
+
+
+# An image's reply: its own type, never sniffed, kept by the browser alone.
+def _image_reply(ctx: Context, found: tuple[bytes, str], headers: Mapping[str, str]) -> Reply:
+    data, kind = found
+    reply_headers = {
+        **headers,
+        "Content-Type": kind if kind in IMAGE_TYPES else "application/octet-stream",
+        "X-Content-Type-Options": "nosniff",
+        "Content-Length": str(len(data)),
+    }
+    return Reply(200, {**reply_headers, **ctx.reply_headers}, data)
+
+
+async def file_put(ctx: Context) -> Reply:
+    """``PUT /api/files/<id>``: one of my images, its bytes as the body and
+    its type as ``Content-Type``."""
+    db, user = await _history(ctx)
+    blobs = _bucket(ctx)
+    fid = _file_id(ctx.param)
+    kind = ctx.request.headers.get("content-type", "").partition(";")[0].strip().lower()
+    if kind not in IMAGE_TYPES:
+        raise UnsupportedMediaType(
+            public=f"Send the image's bytes with its Content-Type: one of {', '.join(IMAGE_TYPES)}."
+        )
+    limits = ctx.settings.limits
+    try:
+        data = await ctx.platform.read_body(limits.max_file_bytes)
+    except PayloadTooLarge as exc:
+        raise FileTooLarge(limit=limits.max_file_bytes, detail=str(exc)) from exc
+    try:
+        described, created = await files.upload(
+            db, blobs, user, fid, kind, data, _file_quota(limits), _now_ms(ctx)
+        )
+    except DatabaseError as exc:
+        raise _stored(exc) from exc
+    return json_reply(201 if created else 200, described)
+
+
+async def file_get(ctx: Context) -> Reply:
+    """``GET /api/files/<id>``: one of my images (another user's is 404)."""
+    _, user = await _history(ctx)
+    blobs = _bucket(ctx)
+    found = await files.read(blobs, user, _file_id(ctx.param))
+    if found is None:
+        raise NotFound(public="No such image.", detail="get of a missing file")
+    return _image_reply(ctx, found, {**API_HEADERS, "Cache-Control": "private"})
+
+
+async def shared_image(ctx: Context) -> Reply:
+    """``GET /s/<id>/images/<image>``: an image of a link made with its images."""
+    sid, _, fid = ctx.param.partition("/images/")
+    db, blobs = ctx.platform.history, ctx.platform.files
+    found = None
+    if db is not None and blobs is not None and shares.is_share_id(sid) and is_image_id(fid):
+        try:
+            found = await files.read_shared(db, blobs, sid, fid, _now_ms(ctx))
+        except DatabaseError as exc:
+            raise _stored(exc) from exc
+    if found is None:
+        status, body = shares.page(None, _now_ms(ctx))
+        return Reply(status, {**shares.HEADERS, **ctx.reply_headers}, body)
+    headers = {k: v for k, v in shares.HEADERS.items() if k != "Content-Type"}
+    return _image_reply(ctx, found, headers)
 
 
 # (path → method → handler). HEAD is answered wherever GET is.
@@ -650,7 +780,14 @@ PREFIXED: Mapping[str, Mapping[str, Handler]] = {
         "DELETE": conversation_delete,
     },
     "/api/shares/": {"DELETE": share_revoke},
+    "/api/files/": {"GET": file_get, "PUT": file_put},
     "/s/": {"GET": shared_page},
+}
+
+# (prefix, middle → method → handler): ``<prefix><a><middle><b>``, one
+# segment each; ``ctx.param`` is ``<a><middle><b>``.
+NESTED: Mapping[tuple[str, str], Mapping[str, Handler]] = {
+    ("/s/", "/images/"): {"GET": shared_image},
 }
 
 # Routes that speak the OpenAI API, errors included.
@@ -670,6 +807,13 @@ def _prefixed(ctx: Context) -> Mapping[str, Handler] | None:
         if rest != ctx.request.path and rest and "/" not in rest:
             ctx.param = rest
             ctx.log["route"] = prefix + "*"
+            return methods
+    for (prefix, middle), methods in NESTED.items():
+        rest = ctx.request.path.removeprefix(prefix)
+        first, found, last = rest.partition(middle)
+        if rest != ctx.request.path and found and first and last and "/" not in first + last:
+            ctx.param = rest
+            ctx.log["route"] = f"{prefix}*{middle}*"
             return methods
     return None
 

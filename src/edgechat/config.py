@@ -31,6 +31,10 @@ MAX_BATCH_BYTES            4194304                     a batch write's body (4 M
 MAX_BATCH_CONVERSATIONS    50                          conversations a batch write holds
 MAX_SHARES                 100                         live share links per user
 MAX_SHARE_DAYS             365                         the longest a share link lives
+MAX_FILE_BYTES             3145728                     one image kept on the server (3 MiB)
+MAX_FILES_BYTES            209715200                   a user's images on the server (200 MiB)
+MAX_FILES                  2000                        a user's images on the server
+MAX_SHARE_IMAGES           20                          images one share link copies
 FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
 IDLE_TIMEOUT_S             30                          longest upstream silence
 TOTAL_TIMEOUT_S            300                         deadline for the whole answer

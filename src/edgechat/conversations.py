@@ -15,7 +15,8 @@ Pyodide, whose WebAssembly stack a few hundred levels overflow
      "nodes": [{"parent": int | null, "role": "user" | "assistant",
                 "content": str, "reasoning": str?, "status": str?,
                 "stats": {...}?, "error": {...}?, "moderation": {...}?,
-                "pick": int?}, ...]}
+                "pick": int?, "images": [{"id", "type", "width", "height"}]?},
+               ...]}
 
 ``parent`` is the index of an earlier node (``null``: a first message), so
 a node's versions are its children in the order they appear; the tree is
@@ -23,16 +24,20 @@ rebuilt without recursion. The rules, as ``transfer.js``'s: no unknown key,
 every type, roles in turn, ``pick`` within its versions, at most
 ``MAX_NODES`` messages and ``MAX_DEPTH`` deep, the same string lengths.
 A refusal names the field (``nodes[3].role``), never echoes a value.
+A user node's ``images`` name the images kept beside it (``files.py``,
+``PUT /api/files/<id>``), at most ``MAX_NODE_IMAGES``.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from edgechat.errors import BadRequest
+from edgechat.images import IMAGE_TYPES, MAX_IMAGE_SIDE
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "check_conversation"]
+__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_NODE_IMAGES", "check_conversation", "is_image_id"]
 
 # transfer.js's limits.
 MAX_NODES = 20_000
@@ -42,12 +47,15 @@ MAX_TITLE = 200
 MAX_PRESET = 32
 MAX_TEXT = 1_000_000
 STATUSES = frozenset(("done", "stopped", "interrupted", "error"))
+MAX_NODE_IMAGES = 16
+_IMAGE_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 _TOP = (("id", "title", "updated", "nodes"), ("pick", "preset"))
 _NODE = (
     ("parent", "role", "content"),
-    ("reasoning", "status", "stats", "error", "moderation", "pick"),
+    ("reasoning", "status", "stats", "error", "moderation", "pick", "images"),
 )
+_IMAGE = ("id", "type", "width", "height")
 _STATS = ("model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps")
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 _ERROR = ("code", "status", "message", "retryAfter", "retryable", "offline", "categories")
@@ -151,6 +159,31 @@ def _moderation(value: Any, path: str) -> dict[str, Any]:
     }
 
 
+def is_image_id(text: str) -> bool:
+    """An image's id: what the page makes (a UUID), safe in a URL and an R2 key."""
+    return _IMAGE_ID.fullmatch(text) is not None and text not in (".", "..")
+
+
+def _images(value: Any, path: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or len(value) > MAX_NODE_IMAGES:
+        raise _bad(path, f"must be a list of at most {MAX_NODE_IMAGES} images")
+    out = []
+    for k, image in enumerate(value):
+        where = f"{path}[{k}]"
+        _fields(image, where, _IMAGE, ())
+        fid = image["id"]
+        if not isinstance(fid, str) or not is_image_id(fid):
+            raise _bad(f"{where}.id", "must be 1 to 100 letters, digits, '.', '_' or '-'")
+        if image["type"] not in IMAGE_TYPES:
+            raise _bad(f"{where}.type", "must be one of " + ", ".join(IMAGE_TYPES))
+        for side in ("width", "height"):
+            n = image[side]
+            if not _count(n) or not 1 <= n <= MAX_IMAGE_SIDE:
+                raise _bad(f"{where}.{side}", f"must be a whole number from 1 to {MAX_IMAGE_SIDE}")
+        out.append({key: image[key] for key in _IMAGE})
+    return out
+
+
 def _pick(value: Any, versions: int, path: str) -> int:
     if value is None:
         return 0
@@ -182,6 +215,10 @@ def _node(node: Any, path: str, role: str) -> dict[str, Any]:
         out["error"] = _error(node["error"], f"{path}.error")
     if node.get("moderation"):
         out["moderation"] = _moderation(node["moderation"], f"{path}.moderation")
+    if node.get("images"):
+        if role != "user":
+            raise _bad(f"{path}.images", "are for user messages only")
+        out["images"] = _images(node["images"], f"{path}.images")
     return out
 
 

@@ -20,6 +20,10 @@ into a plain ``EdgechatError`` (500). The tree::
     │   ├── TooManyConversations       409 too_many_conversations max_conversations
     │   ├── HistoryFull                413 history_full           max_history_bytes
     │   ├── TooManyShares              409 too_many_shares        max_shares
+    │   ├── FileTooLarge               413 file_too_large         max_file_bytes
+    │   ├── FilesFull                  413 files_full             max_files_bytes
+    │   ├── TooManyFiles               409 too_many_files         max_files
+    │   ├── TooManyShareImages         409 too_many_share_images  max_share_images
     │   ├── PayloadTooLarge            413 payload_too_large
     │   ├── UnsupportedMediaType       415 unsupported_media_type
     │   ├── RateLimited                429 rate_limited           (+ Retry-After)
@@ -79,6 +83,8 @@ __all__ = [
     "ContentRefused",
     "DeadlineExceeded",
     "EdgechatError",
+    "FileTooLarge",
+    "FilesFull",
     "Forbidden",
     "Gone",
     "HistoryFull",
@@ -98,6 +104,8 @@ __all__ = [
     "SignInRequired",
     "StoreUnavailable",
     "TooManyConversations",
+    "TooManyFiles",
+    "TooManyShareImages",
     "TooManyShares",
     "Unauthorized",
     "UnsupportedMediaType",
@@ -374,6 +382,42 @@ class TooManyShares(UserLimit, ClientError):
     code = "too_many_shares"
     limit_name = "max_shares"
     public_message = "You have as many live share links as max_shares allows: revoke some first."
+
+
+class FileTooLarge(UserLimit, ClientError):
+    status = 413
+    code = "file_too_large"
+    limit_name = "max_file_bytes"
+    public_message = "An image kept on the server is at most max_file_bytes bytes."
+
+
+class FilesFull(UserLimit, ClientError):
+    status = 413
+    code = "files_full"
+    limit_name = "max_files_bytes"
+    public_message = (
+        "Your images on the server (share links' copies included) would be larger than "
+        "max_files_bytes: delete some conversations or links first."
+    )
+
+
+class TooManyFiles(UserLimit, ClientError):
+    status = 409
+    code = "too_many_files"
+    limit_name = "max_files"
+    public_message = (
+        "You keep as many images on the server (share links' copies included) as max_files "
+        "allows: delete some conversations or links first."
+    )
+
+
+class TooManyShareImages(UserLimit, ClientError):
+    status = 409
+    code = "too_many_share_images"
+    limit_name = "max_share_images"
+    public_message = (
+        "A link shares at most max_share_images images: share this conversation without its images."
+    )
 
 
 class ResetsAtMidnight:

@@ -21,11 +21,18 @@ import base64
 import binascii
 import re
 import zlib
-from typing import Any
+from typing import Any, Protocol
 
 from edgechat.errors import BadRequest
 
-__all__ = ["IMAGE_TYPES", "MAX_IMAGE_SIDE", "ImagePart", "check_image_part", "data_url_size"]
+__all__ = [
+    "IMAGE_TYPES",
+    "MAX_IMAGE_SIDE",
+    "ImagePart",
+    "check_image_bytes",
+    "check_image_part",
+    "data_url_size",
+]
 
 IMAGE_TYPES = ("image/png", "image/jpeg", "image/webp", "image/gif")
 
@@ -95,11 +102,20 @@ _MAGIC = {
 
 Size = tuple[int, int]
 
+
+class _Source(Protocol):
+    """What a header is read from: base64 text (``_Base64``) or bytes (``_Bytes``)."""
+
+    size: int
+
+    def read(self, offset: int, length: int) -> bytes: ...
+
+
 # Bit depths each PNG colour type allows (11.2.1, table 11.1).
 _PNG_DEPTHS = {0: (1, 2, 4, 8, 16), 2: (8, 16), 3: (1, 2, 4, 8), 4: (8, 16), 6: (8, 16)}
 
 
-def _png(source: _Base64) -> Size | None:
+def _png(source: _Source) -> Size | None:
     # The signature, then IHDR: length 13, type, 13 bytes of fields, CRC.
     b = source.read(8, 25)
     if len(b) < 25 or b[:8] != b"\x00\x00\x00\x0dIHDR":
@@ -118,7 +134,7 @@ def _png(source: _Base64) -> Size | None:
 _JPEG_SEGMENTS = 256
 
 
-def _jpeg(source: _Base64) -> Size | None:
+def _jpeg(source: _Source) -> Size | None:
     # Marker segments from after SOI to the first SOFn; each APPn (EXIF, ICC)
     # may be up to 64 KiB, so only each segment's first 4 bytes are decoded.
     at = 2
@@ -150,7 +166,7 @@ def _jpeg(source: _Base64) -> Size | None:
     return None
 
 
-def _webp(source: _Base64) -> Size | None:
+def _webp(source: _Source) -> Size | None:
     b = source.read(0, 30)
     if len(b) < 20:
         return None
@@ -183,7 +199,7 @@ def _webp(source: _Base64) -> Size | None:
     return None
 
 
-def _gif(source: _Base64) -> Size | None:
+def _gif(source: _Source) -> Size | None:
     # Signature and version, the logical screen (13 bytes), the global colour
     # table if it has one, then a block: extension, image or trailer.
     b = source.read(0, 13)
@@ -232,7 +248,36 @@ def check_image_part(part: Any, where: str, max_image_bytes: int) -> ImagePart:
     size = len(data) * 3 // 4 - data.count("=")
     if size > max_image_bytes:
         raise BadRequest(public=f"{where} is an image larger than {max_image_bytes} bytes.")
-    source = _Base64(data, size)
+    width, height = _dimensions(_Base64(data, size), kind, where)
+    return ImagePart(kind, width, height, {"type": "image_url", "image_url": dict(image)})
+
+
+def check_image_bytes(data: bytes, kind: str, where: str) -> Size:
+    """An image's own bytes (an upload, ``files.py``) held to the same
+    rules as a data URL's, but its size: its width and height, or ``BadRequest``."""
+    if kind not in IMAGE_TYPES:
+        raise BadRequest(public=f"{where} must be one of {', '.join(IMAGE_TYPES)}.")
+    return _dimensions(_Bytes(data), kind, where)
+
+
+class _Bytes:
+    """Bytes in hand, read as ``_Base64`` reads its text."""
+
+    __slots__ = ("_data", "size")
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+        self.size = len(data)
+
+    def read(self, offset: int, length: int) -> bytes:
+        if offset < 0 or length <= 0:
+            return b""
+        return self._data[offset : offset + length]
+
+
+def _dimensions(source: _Source, kind: str, where: str) -> Size:
+    """What the image's header says of its size, once its first bytes
+    are its type's and the header is whole; else ``BadRequest``."""
     head = source.read(0, 12)
     if not head.startswith(_MAGIC[kind]) or (kind == "image/webp" and head[8:12] != b"WEBP"):
         raise BadRequest(public=f"{where} is not a {kind} image: its bytes say otherwise.")
@@ -246,4 +291,4 @@ def check_image_part(part: Any, where: str, max_image_bytes: int) -> ImagePart:
         raise BadRequest(
             public=f"{where} must be an image of 1 to {MAX_IMAGE_SIDE} pixels on each side."
         )
-    return ImagePart(kind, width, height, {"type": "image_url", "image_url": dict(image)})
+    return width, height

@@ -51,7 +51,15 @@ from workers import Request
 
 from edgechat.errors import UpstreamError, UpstreamMalformed, body_too_large, from_binding_error
 from edgechat.http import Incoming, Reply
-from edgechat.ports import TIMED_OUT, ClientGone, DatabaseError, KeysError, KvError, TimedOut
+from edgechat.ports import (
+    TIMED_OUT,
+    BlobError,
+    ClientGone,
+    DatabaseError,
+    KeysError,
+    KvError,
+    TimedOut,
+)
 
 # One read takes up to this much of what has arrived. workerd detaches the
 # buffer a BYOB read fills and hands it back as ``result.value.buffer``
@@ -492,6 +500,64 @@ class BindingKv:
         return keys, None if done else page.get("cursor")
 
 
+class BindingR2:
+    """``ports.Blobs`` over an R2 bucket binding
+    (https://developers.cloudflare.com/r2/api/workers/workers-api-reference/)."""
+
+    # R2's ``delete`` takes at most this many keys a call.
+    DELETE_BATCH = 1000
+
+    def __init__(self, binding: Any) -> None:
+        self._binding = _raw(binding)
+
+    async def put(self, key: str, data: bytes, content_type: str) -> None:
+        options = _js_object({"httpMetadata": {"contentType": content_type}})
+        try:
+            await self._binding.put(key, to_js(data), options)
+        except JsException as exc:
+            raise BlobError(str(exc)) from exc
+
+    async def get(self, key: str) -> tuple[bytes, str] | None:
+        try:
+            found = await self._binding.get(key)
+            if found is None or found is jsnull:
+                return None
+            data = bytes((await found.arrayBuffer()).to_bytes())
+        except JsException as exc:
+            raise BlobError(str(exc)) from exc
+        kind = getattr(found.httpMetadata, "contentType", None)
+        return data, kind if isinstance(kind, str) else "application/octet-stream"
+
+    async def copy(self, source: str, target: str) -> bool:
+        try:
+            found = await self._binding.get(source)
+            if found is None or found is jsnull:
+                return False
+            # The bytes stay an ArrayBuffer in JavaScript, handed straight on.
+            options = _js_object({})
+            options.httpMetadata = found.httpMetadata
+            await self._binding.put(target, await found.arrayBuffer(), options)
+        except JsException as exc:
+            raise BlobError(str(exc)) from exc
+        return True
+
+    async def delete(self, keys: list[str]) -> None:
+        try:
+            for start in range(0, len(keys), self.DELETE_BATCH):
+                await self._binding.delete(to_js(keys[start : start + self.DELETE_BATCH]))
+        except JsException as exc:
+            raise BlobError(str(exc)) from exc
+
+    async def list(self, prefix: str, cursor: str | None) -> tuple[list[str], str | None]:
+        query = {"prefix": prefix, **({"cursor": cursor} if cursor else {})}
+        try:
+            page = await self._binding.list(_js_object(query))
+        except JsException as exc:
+            raise BlobError(str(exc)) from exc
+        keys = [str(entry.key) for entry in page.objects]
+        return keys, str(page.cursor) if page.truncated else None
+
+
 # Prepared statements kept per isolate, per D1 binding: workerd's
 # ``D1PreparedStatement.bind`` returns a new statement and leaves the one it
 # was called on as it was (src/cloudflare/internal/d1-api.ts), so one
@@ -634,6 +700,8 @@ class WorkerPlatform:
         self.db = BindingD1(usage_db) if usage_db is not None else None
         history_db = getattr(env, "DB", None)
         self.history = BindingD1(history_db) if history_db is not None else None
+        files = getattr(env, "FILES", None)
+        self.files = BindingR2(files) if files is not None else None
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)

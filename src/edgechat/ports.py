@@ -178,6 +178,34 @@ class DatabaseError(Exception):
     """The database failed (a limit, an outage): the detail is for the log."""
 
 
+class Blobs(Protocol):
+    """An R2 bucket (``FILES``): bytes by key. Every method raises
+    ``BlobError`` when the store fails."""
+
+    async def put(self, key: str, data: bytes, content_type: str) -> None: ...
+
+    async def get(self, key: str) -> tuple[bytes, str] | None:
+        """The object's bytes and its Content-Type, or None."""
+        ...
+
+    async def copy(self, source: str, target: str) -> bool:
+        """Copies an object within the bucket (its bytes never reach
+        Python); False when ``source`` is missing."""
+        ...
+
+    async def delete(self, keys: list[str]) -> None:
+        """Deletes the objects (missing ones are no error)."""
+        ...
+
+    async def list(self, prefix: str, cursor: str | None) -> tuple[list[str], str | None]:
+        """One page of the keys under ``prefix``, and the next page's cursor (None: the last)."""
+        ...
+
+
+class BlobError(Exception):
+    """The bucket failed (a limit, an outage): the detail is for the log."""
+
+
 class Verifier(Protocol):
     """Cloudflare Access's signing keys and the runtime's WebCrypto, for
     ``identity``: no signature is checked in Python."""
@@ -236,6 +264,11 @@ class Platform(Protocol):
     @property
     def history(self) -> Database | None:
         """The ``DB`` database (conversations, share links), when bound."""
+        ...
+
+    @property
+    def files(self) -> Blobs | None:
+        """The ``FILES`` bucket (conversations' images), when bound."""
         ...
 
     @property

@@ -73,6 +73,14 @@ class Limits:
     max_batch_conversations: int = 50
     max_shares: int = 100
     max_share_days: int = 365
+    # Each user's images on the server (files.py, the FILES bucket): one
+    # image's bytes, all of theirs together and how many (a share link's
+    # copies count as theirs), and the most one share link copies (each
+    # copy is two R2 operations of the request that makes the link).
+    max_file_bytes: int = 3 << 20
+    max_files_bytes: int = 200 << 20
+    max_files: int = 2_000
+    max_share_images: int = 20
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():

@@ -31,8 +31,11 @@ from edgechat.ports import Database
 
 __all__ = [
     "DEFAULT_DAYS",
+    "HEADERS",
     "ID_BYTES",
+    "IMAGE_HEADERS",
     "create",
+    "headers",
     "is_share_id",
     "mine",
     "new_id",
@@ -61,7 +64,7 @@ _MINE = (
 _REVOKE = (
     "UPDATE shares SET body = NULL WHERE id = ?1 AND user = ?2 AND body IS NOT NULL RETURNING id"
 )
-_READ = "SELECT title, created, expires, body FROM shares WHERE id = ?1"
+_READ = "SELECT id, title, created, expires, body, images FROM shares WHERE id = ?1"
 
 
 def new_id() -> str:
@@ -140,6 +143,7 @@ _STYLE = (
     "color:#1b1b1f;background:#fff}h1{font-size:1.4rem}h2{font-size:.9rem;margin:1.5rem 0 .25rem;"
     "color:#555}pre{white-space:pre-wrap;word-wrap:break-word;font:inherit;margin:0}"
     "footer{margin-top:2rem;color:#666;font-size:.85rem}"
+    "img{display:block;max-width:100%;height:auto;margin:.25rem 0}"
     "@media (prefers-color-scheme:dark){body{background:#17171a;color:#e6e6ea}h2{color:#aaa}}"
 )
 
@@ -154,6 +158,28 @@ HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
     "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 }
+
+
+# With the link's images (``"images": true``): they, and nothing else, load
+# from this origin (``/s/<id>/images/<image>``).
+IMAGE_HEADERS = {
+    **HEADERS,
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+}
+
+
+def headers(row: dict[str, Any] | None) -> dict[str, str]:
+    """The page's headers: images allowed only when the link shows them."""
+    return IMAGE_HEADERS if row is not None and row.get("images") else HEADERS
+
+
+def _images(sid: str, message: dict[str, Any]) -> str:
+    return "".join(
+        f'<img src="/s/{sid}/images/{html.escape(image["id"])}" alt="" '
+        f'width="{int(image["width"])}" height="{int(image["height"])}">'
+        for image in message.get("images", ())
+    )
 
 
 def _document(title: str, body: str) -> bytes:
@@ -192,7 +218,8 @@ def page(row: dict[str, Any] | None, now_ms: int) -> tuple[int, bytes]:
     parts = [f"<h1>{html.escape(title)}</h1>"]
     for message in _thread(conversation):
         who = "User" if message["role"] == "user" else "Assistant"
-        parts.append(f"<h2>{who}</h2><pre>{html.escape(message['content'])}</pre>")
+        shown = _images(row["id"], message) if row.get("images") else ""
+        parts.append(f"<h2>{who}</h2>{shown}<pre>{html.escape(message['content'])}</pre>")
     until = utc_iso(row["expires"] / 1000)
     parts.append(f"<footer>A read-only copy, shared with edgechat until {until}.</footer>")
     return 200, _document(title, "".join(parts))

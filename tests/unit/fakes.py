@@ -35,6 +35,7 @@ from edgechat.framing import Framing
 from edgechat.models import Model, Usage, find
 from edgechat.ports import (
     TIMED_OUT,
+    BlobError,
     ClientGone,
     DatabaseError,
     KeysError,
@@ -696,6 +697,49 @@ class FakeDb:
         return results
 
 
+class FakeBlobs:
+    """``ports.Blobs`` in a dict (key → bytes, type); ``fail`` makes every
+    call raise ``BlobError``."""
+
+    def __init__(self, *, page_size: int = 1000) -> None:
+        self.objects: dict[str, tuple[bytes, str]] = {}
+        self.fail = False
+        self._page_size = page_size
+
+    def _check(self) -> None:
+        if self.fail:
+            raise BlobError("R2 is down (scripted)")
+
+    async def put(self, key: str, data: bytes, content_type: str) -> None:
+        self._check()
+        assert isinstance(data, bytes)
+        self.objects[key] = (data, content_type)
+
+    async def get(self, key: str) -> tuple[bytes, str] | None:
+        self._check()
+        return self.objects.get(key)
+
+    async def copy(self, source: str, target: str) -> bool:
+        self._check()
+        if source not in self.objects:
+            return False
+        self.objects[target] = self.objects[source]
+        return True
+
+    async def delete(self, keys: list[str]) -> None:
+        self._check()
+        for key in keys:
+            self.objects.pop(key, None)
+
+    async def list(self, prefix: str, cursor: str | None) -> tuple[list[str], str | None]:
+        self._check()
+        names = sorted(name for name in self.objects if name.startswith(prefix))
+        start = int(cursor) if cursor else 0
+        page = names[start : start + self._page_size]
+        after = start + len(page)
+        return page, str(after) if after < len(names) else None
+
+
 class FakeVerifier:
     """``ports.Verifier`` with real RS256 (``cryptography``, as WebCrypto
     would): ``answers`` are what Access's keys endpoint gives, one per
@@ -751,6 +795,7 @@ class FakePlatform:
     verifier: FakeVerifier = field(default_factory=lambda: FakeVerifier())
     db: FakeDb | None = None
     history: FakeDb | None = None
+    files: FakeBlobs | None = None
     # What the request left to run after its reply (``wait_until``).
     background: list[asyncio.Future[None]] = field(default_factory=list)
 

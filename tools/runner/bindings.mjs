@@ -1,5 +1,5 @@
 // The Worker's `env`, offline: the project's real local bindings from
-// wrangler's getPlatformProxy (KV, D1, rate limiter, static assets, [vars],
+// wrangler's getPlatformProxy (KV, D1, R2, rate limiter, static assets, [vars],
 // .dev.vars secrets), with `AI` served by the Workers AI emulator — or by the
 // real Workers AI REST API when Cloudflare credentials are in the environment.
 import { readdirSync, readFileSync } from "node:fs";
@@ -24,6 +24,7 @@ const BINDING_SHAPES = {
   kv_namespaces: ["KvNamespace", ["get", "getWithMetadata", "put", "delete", "list"]],
   ratelimits: ["Ratelimit", ["limit"]],
   d1_databases: ["D1Database", ["prepare", "batch", "exec", "dump"]],
+  r2_buckets: ["R2Bucket", ["head", "get", "put", "delete", "list"]],
 };
 
 export function parseDotenv(text) {

@@ -1,0 +1,306 @@
+"""The images of a user's conversations on the server: the ``FILES`` R2
+bucket, and a row per object in D1's ``files`` table (``migrations/``).
+
+An image is uploaded by the page under its own id (``PUT /api/files/<id>``,
+the id its conversation's user node names in ``images``) and read back by
+its owner only. Its R2 key names the user's id base64url-encoded
+(``u/<user>/f/<id>``): no user id can make another's prefix, and an id is
+letters, digits, ``.``, ``_``, ``-`` only, so no key leaves its prefix. A
+share link made with ``"images": true`` copies the images its conversation
+names under the user's prefix too (``u/<user>/s/<link>/<id>``): deleting the
+conversation or its images later leaves the link whole, and revoking the link
+deletes the copies.
+
+The row is written before the object, in one conditional statement that
+holds the user's limits (``MAX_FILES`` images, ``MAX_FILES_BYTES`` in all,
+copies included), so two uploads at once cannot overshoot them; an object
+that cannot be written takes its row away again. Everything of a user's is
+found from their rows (and, on ``DELETE /api/my-data``, from a listing of
+their prefix as well, so nothing is left behind by a write cut short).
+
+An image goes when nothing names it: a deleted conversation's images go
+unless another live conversation of the user names them
+(``forget_unnamed``); with ``HISTORY_RETENTION_DAYS``, the images no live
+conversation names that are older than that go, and so do the copies of
+expired or revoked links (``sweep``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from edgechat.errors import (
+    FilesFull,
+    HistoryUnavailable,
+    TooManyFiles,
+    TooManyShareImages,
+)
+from edgechat.images import check_image_bytes
+from edgechat.ports import BlobError, Blobs, Database
+
+__all__ = [
+    "Quota",
+    "erase",
+    "forget_unnamed",
+    "mine",
+    "named_by",
+    "own_key",
+    "read",
+    "read_shared",
+    "share_images",
+    "sweep",
+    "unshare",
+    "upload",
+    "user_prefix",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    files: int
+    bytes: int
+
+
+def user_prefix(user: str) -> str:
+    """The user's R2 prefix: their id in base64url, which holds no ``/``."""
+    return "u/" + base64.urlsafe_b64encode(user.encode()).decode().rstrip("=") + "/"
+
+
+def own_key(user: str, fid: str) -> str:
+    return f"{user_prefix(user)}f/{fid}"
+
+
+def _copy_prefix(user: str, sid: str) -> str:
+    return f"{user_prefix(user)}s/{sid}/"
+
+
+def _stored(exc: BlobError) -> HistoryUnavailable:
+    return HistoryUnavailable(detail=f"files: {exc}")
+
+
+# The ids the user's live conversations name (a user node's ``images``).
+_NAMED = (
+    "SELECT json_extract(i.value, '$.id') FROM conversations c, "
+    "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
+    "WHERE c.user = ?1 AND c.body IS NOT NULL"
+)
+_NAMED_BY = (
+    "SELECT DISTINCT json_extract(i.value, '$.id') AS id FROM conversations c, "
+    "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
+    "WHERE c.user = ?1 AND c.id = ?2 AND c.body IS NOT NULL"
+)
+_EXISTS = "SELECT 1 AS found FROM files WHERE key = ?1"
+_RESERVE = (
+    "INSERT INTO files (key, user, id, share, type, width, height, bytes, created) "
+    "SELECT ?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?8 "
+    "WHERE (SELECT COUNT(*) FROM files WHERE user = ?2 AND key <> ?1) < ?9 "
+    "AND (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE user = ?2 AND key <> ?1) + ?7 <= ?10 "
+    "ON CONFLICT (key) DO UPDATE SET type = excluded.type, width = excluded.width, "
+    "height = excluded.height, bytes = excluded.bytes, created = excluded.created "
+    "RETURNING key"
+)
+_STATE = (
+    "SELECT (SELECT COUNT(*) FROM files WHERE user = ?1 AND key <> ?2) AS count, "
+    "(SELECT COALESCE(SUM(bytes), 0) FROM files WHERE user = ?1 AND key <> ?2) AS bytes"
+)
+_FORGET = "DELETE FROM files WHERE key = ?1"
+_MINE = (
+    "SELECT id, type, width, height, bytes, created FROM files "
+    "WHERE user = ?1 AND share IS NULL ORDER BY created"
+)
+_UNNAMED = (
+    "SELECT key FROM files WHERE user = ?1 AND share IS NULL AND id IN "
+    "(SELECT value FROM json_each(?2)) AND id NOT IN (" + _NAMED + ")"
+)
+_UNNAMED_BEFORE = (
+    "SELECT key FROM files WHERE user = ?1 AND share IS NULL AND created < ?2 "
+    "AND id NOT IN (" + _NAMED + ")"
+)
+_DEAD_COPIES = (
+    "SELECT f.key FROM files f JOIN shares s ON s.id = f.share "
+    "WHERE f.user = ?1 AND (s.body IS NULL OR s.expires <= ?2)"
+)
+_SHARED_SOURCES = (
+    "SELECT key, id, bytes FROM files WHERE user = ?1 AND share IS NULL AND id IN "
+    "(SELECT json_extract(i.value, '$.id') FROM shares s, json_each(s.body, '$.nodes') n, "
+    "json_each(n.value, '$.images') i WHERE s.id = ?2 AND s.user = ?1)"
+)
+_COPY_ROWS = (
+    "INSERT INTO files (key, user, id, share, type, width, height, bytes, created) "
+    "SELECT ?3 || id, user, id, ?2, type, width, height, bytes, ?4 FROM files "
+    "WHERE user = ?1 AND share IS NULL AND id IN (SELECT value FROM json_each(?5)) "
+    "AND (SELECT COUNT(*) FROM files WHERE user = ?1) + ?6 <= ?7 "
+    "AND (SELECT COALESCE(SUM(bytes), 0) FROM files WHERE user = ?1) + ?8 <= ?9 "
+    "RETURNING key, id"
+)
+_SHARE_WITH_IMAGES = "UPDATE shares SET images = 1 WHERE id = ?1 AND user = ?2"
+_COPIES = "SELECT key FROM files WHERE user = ?1 AND share = ?2"
+_FORGET_COPIES = "DELETE FROM files WHERE user = ?1 AND share = ?2"
+_SHARED = (
+    "SELECT f.key, s.body IS NOT NULL AND s.expires > ?3 AND s.images = 1 AS live "
+    "FROM files f JOIN shares s ON s.id = f.share WHERE f.share = ?1 AND f.id = ?2"
+)
+_EVERYTHING = "SELECT key FROM files WHERE user = ?1"
+_FORGET_EVERYTHING = "DELETE FROM files WHERE user = ?1"
+
+
+async def upload(
+    db: Database,
+    blobs: Blobs,
+    user: str,
+    fid: str,
+    kind: str,
+    data: bytes,
+    quota: Quota,
+    now_ms: int,
+) -> tuple[dict[str, Any], bool]:
+    """Keeps the image ``data`` of type ``kind`` (checked by its header, as
+    ``images.py`` checks a data URL) as the user's ``fid``: its description
+    and whether it is new. Raises ``BadRequest``, ``TooManyFiles`` or
+    ``FilesFull``."""
+    width, height = check_image_bytes(data, kind, "The image")
+    key = own_key(user, fid)
+    size = len(data)
+    params = [key, user, fid, kind, width, height, size, now_ms, quota.files, quota.bytes]
+    existed, written = await db.batch([(_EXISTS, [key]), (_RESERVE, params)])
+    if not written:
+        state = (await db.batch([(_STATE, [user, key])]))[0][0]
+        if state["count"] >= quota.files:
+            raise TooManyFiles(limit=quota.files)
+        raise FilesFull(limit=quota.bytes)
+    try:
+        await blobs.put(key, data, kind)
+    except BlobError as exc:
+        if not existed:
+            await db.batch([(_FORGET, [key])])
+        raise _stored(exc) from exc
+    described = {"id": fid, "type": kind, "width": width, "height": height, "bytes": size}
+    return described, not existed
+
+
+async def read(blobs: Blobs, user: str, fid: str) -> tuple[bytes, str] | None:
+    """The user's image ``fid`` and its type, or None (another user's is
+    never under their key)."""
+    try:
+        return await blobs.get(own_key(user, fid))
+    except BlobError as exc:
+        raise _stored(exc) from exc
+
+
+async def mine(db: Database, user: str) -> list[dict[str, Any]]:
+    """The user's own images (not the links' copies), oldest first."""
+    return (await db.batch([(_MINE, [user])]))[0]
+
+
+async def named_by(db: Database, user: str, cid: str) -> list[str]:
+    """The ids of the images the user's live conversation ``cid`` names."""
+    rows = (await db.batch([(_NAMED_BY, [user, cid])]))[0]
+    return [row["id"] for row in rows if isinstance(row["id"], str)]
+
+
+async def _delete(db: Database, blobs: Blobs, keys: list[str]) -> None:
+    # The objects first: a row left by a failure is found again next time.
+    if not keys:
+        return
+    try:
+        await blobs.delete(keys)
+    except BlobError as exc:
+        raise _stored(exc) from exc
+    await db.batch([(_FORGET, [key]) for key in keys])
+
+
+async def forget_unnamed(db: Database, blobs: Blobs, user: str, ids: list[str]) -> None:
+    """Deletes those of the user's images ``ids`` that no live conversation
+    of theirs names (a deleted conversation's, say)."""
+    if not ids:
+        return
+    rows = (await db.batch([(_UNNAMED, [user, json.dumps(ids)])]))[0]
+    await _delete(db, blobs, [row["key"] for row in rows])
+
+
+async def sweep(db: Database, blobs: Blobs, user: str, before_ms: int, now_ms: int) -> None:
+    """Retention: deletes the user's images uploaded before ``before_ms``
+    that no live conversation names, and the copies of their links that
+    expired or were revoked."""
+    unnamed, dead = await db.batch(
+        [(_UNNAMED_BEFORE, [user, before_ms]), (_DEAD_COPIES, [user, now_ms])]
+    )
+    await _delete(db, blobs, [row["key"] for row in unnamed + dead])
+
+
+async def share_images(
+    db: Database, blobs: Blobs, user: str, sid: str, quota: Quota, most: int, now_ms: int
+) -> int:
+    """Copies the images the user's new link ``sid`` shows (its copy of the
+    conversation names them) and marks the link as showing them: how many
+    were copied. An image the server does not hold is not shown. Raises
+    ``TooManyShareImages``, ``TooManyFiles`` or ``FilesFull`` (nothing copied)."""
+    sources = (await db.batch([(_SHARED_SOURCES, [user, sid])]))[0]
+    if len(sources) > most:
+        raise TooManyShareImages(limit=most)
+    ids = [row["id"] for row in sources]
+    size = sum(int(row["bytes"]) for row in sources)
+    prefix = _copy_prefix(user, sid)
+    params = [user, sid, prefix, now_ms, json.dumps(ids), len(ids), quota.files, size, quota.bytes]
+    copies = (await db.batch([(_COPY_ROWS, params)]))[0] if ids else []
+    if len(copies) < len(ids):
+        counted = (await db.batch([(_STATE, [user, ""])]))[0][0]
+        if counted["count"] + len(ids) > quota.files:
+            raise TooManyFiles(limit=quota.files)
+        raise FilesFull(limit=quota.bytes)
+    try:
+        for row in copies:
+            if not await blobs.copy(own_key(user, row["id"]), row["key"]):
+                await db.batch([(_FORGET, [row["key"]])])
+    except BlobError as exc:
+        await unshare(db, blobs, user, sid)
+        raise _stored(exc) from exc
+    await db.batch([(_SHARE_WITH_IMAGES, [sid, user])])
+    return len(copies)
+
+
+async def unshare(db: Database, blobs: Blobs, user: str, sid: str) -> None:
+    """Deletes the copies of the user's link ``sid`` (a revoke)."""
+    rows = (await db.batch([(_COPIES, [user, sid])]))[0]
+    keys = [row["key"] for row in rows]
+    if keys:
+        try:
+            await blobs.delete(keys)
+        except BlobError as exc:
+            raise _stored(exc) from exc
+    await db.batch([(_FORGET_COPIES, [user, sid])])
+
+
+async def read_shared(
+    db: Database, blobs: Blobs, sid: str, fid: str, now_ms: int
+) -> tuple[bytes, str] | None:
+    """An image of link ``sid`` (made with its images, neither expired nor
+    revoked) and its type, or None."""
+    rows = (await db.batch([(_SHARED, [sid, fid, now_ms])]))[0]
+    if not rows or not rows[0]["live"]:
+        return None
+    try:
+        return await blobs.get(rows[0]["key"])
+    except BlobError as exc:
+        raise _stored(exc) from exc
+
+
+async def erase(db: Database, blobs: Blobs, user: str) -> None:
+    """Deletes every object of the user's (their images, their links'
+    copies): those their rows name and whatever else is under their prefix."""
+    rows = (await db.batch([(_EVERYTHING, [user])]))[0]
+    keys = {row["key"] for row in rows}
+    try:
+        cursor: str | None = None
+        while True:
+            page, cursor = await blobs.list(user_prefix(user), cursor)
+            keys.update(page)
+            if cursor is None:
+                break
+        await blobs.delete(sorted(keys))
+    except BlobError as exc:
+        raise _stored(exc) from exc
+    await db.batch([(_FORGET_EVERYTHING, [user])])
