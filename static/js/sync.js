@@ -12,11 +12,16 @@
 // - A local delete is sent as a DELETE with the version last seen; the
 //   server's tombstones delete here, unless this page changed the
 //   conversation since (then its copy goes back up: nothing is lost).
+// - A question's images go to the server before the conversation naming them
+//   (PUT /api/files/<id>, their bytes as this browser keeps them), and come
+//   down into this browser's store when a conversation from elsewhere names
+//   them. Documents stay in the browser that attached them.
 // - A failure (offline, 5xx) keeps everything here, says so, and retries.
 
 import { el, ui } from "./dom.js";
 import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
+import { getImage, putImage } from "./store.js";
 import { nodes } from "./tree.js";
 
 const SYNC_KEY = "edgechat.sync.v1";
@@ -26,6 +31,7 @@ const STATS = ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps"];
 const USAGE = ["prompt_tokens", "completion_tokens", "total_tokens"];
 const ERROR = ["code", "status", "message", "retryAfter", "retryable", "offline", "categories"];
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
+const IMAGE = ["id", "type", "width", "height"];
 
 const only = (value, names) =>
   Object.fromEntries(names.filter((n) => value[n] !== undefined && value[n] !== null).map((n) => [n, value[n]]));
@@ -47,6 +53,7 @@ export function toFlat(c) {
     if (node.moderation)
       out.moderation = { safe: !!node.moderation.safe, categories: node.moderation.categories || [] };
     if (node.pick) out.pick = node.pick;
+    if (node.role === "user" && node.images?.length) out.images = node.images.map((i) => only(i, IMAGE));
     flat.push(out);
     for (const child of node.next || []) queue.push([child, flat.length - 1]);
   }
@@ -166,14 +173,37 @@ function loadState(user) {
     const saved = JSON.parse(localStorage.getItem(SYNC_KEY) || "null");
     if (saved && saved.user === user && saved.known && typeof saved.seq === "number") {
       saved.deletes ||= {};
+      saved.files ||= {};
+      saved.wanted ||= [];
       return saved;
     }
   } catch {}
-  // known: {id: {etag, sum}} as last agreed with the server; deletes: {id: etag}
-  return { user, seq: 0, known: {}, deletes: {} };
+  // known: {id: {etag, sum}} as last agreed with the server; deletes: {id: etag};
+  // files: {image id: 1} the server holds; wanted: image ids to bring here.
+  return { user, seq: 0, known: {}, deletes: {}, files: {}, wanted: [] };
 }
 
 const streaming = (c) => nodes(c).some((m) => m.status === "streaming");
+
+/** The images `c`'s questions name. */
+const imagesOf = (c) => nodes(c).flatMap((m) => (m.role === "user" && m.images) || []);
+
+/** A data: URL's bytes (the page's CSP lets fetch reach this origin only). */
+function bytesOf(url) {
+  const text = atob(url.slice(url.indexOf(",") + 1));
+  const bytes = new Uint8Array(text.length);
+  for (let k = 0; k < text.length; k++) bytes[k] = text.charCodeAt(k);
+  return bytes;
+}
+
+/** A Blob as a data: URL, the form the image store keeps. */
+const dataUrl = (blob) =>
+  new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result);
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(blob);
+  });
 
 export class Sync {
   constructor(me, { fetcher = fetch.bind(globalThis), render = () => {}, say = () => {} } = {}) {
@@ -188,6 +218,8 @@ export class Sync {
     this.timer = 0;
     this.applying = false;
     this.refused = {}; // id: the sum the server refused (this visit)
+    this.refusedImages = new Set(); // image ids the server refused (this visit)
+    this.noFiles = false; // the server keeps no images (no FILES bucket)
     this.problem = null;
   }
 
@@ -214,10 +246,11 @@ export class Sync {
         do {
           this.again = false;
           await this.pull();
+          await this.download();
           await this.push();
         } while (this.again);
         this.failures = 0;
-        this.say(this.problem ? "limit" : "synced", this.problem);
+        this.say(this.problem?.what || "synced", this.problem?.limit);
       } catch {
         this.failures++;
         this.say("failed");
@@ -234,12 +267,14 @@ export class Sync {
     this.timer = setTimeout(() => this.run(), ms);
   }
 
-  async request(method, path, { body, headers = {} } = {}) {
+  /** `body`: sent as JSON; `bytes`: sent as they are, with `headers` naming their type. */
+  async request(method, path, { body, bytes, headers = {} } = {}) {
     const init = { method, headers: this.headers(headers), cache: "no-store" };
     if (body !== undefined) {
       init.body = JSON.stringify(body);
       init.headers["Content-Type"] = "application/json";
     }
+    if (bytes !== undefined) init.body = bytes;
     let response;
     try {
       response = await this.fetch(path, init);
@@ -286,6 +321,8 @@ export class Sync {
         }
       } else {
         const remote = fromFlat(item.conversation);
+        for (const { id } of imagesOf(remote))
+          if (!this.state.files[id] && !this.state.wanted.includes(id)) this.state.wanted.push(id);
         if (!local) store.conversations.push(remote);
         else if (changedHere) merge(local, remote);
         else adopt(local, remote);
@@ -305,6 +342,51 @@ export class Sync {
     return outgoing(c).sum;
   }
 
+  /** The images named from elsewhere that this browser lacks, from GET /api/files/<id>. */
+  async download() {
+    let arrived = false;
+    for (const id of [...this.state.wanted]) {
+      if (!(await getImage(id))) {
+        const response = await this.request("GET", `/api/files/${encodeURIComponent(id)}`);
+        // Not ok (a 404): the server does not hold it, as its device could
+        // not send it; the message shows its place and size without it.
+        if (response.ok) {
+          putImage(id, await dataUrl(await response.blob()));
+          this.state.files[id] = 1;
+          arrived = true;
+        }
+      }
+      this.state.wanted = this.state.wanted.filter((x) => x !== id);
+      this.save();
+    }
+    if (arrived) this.render();
+  }
+
+  /** `c`'s images the server does not hold yet, sent before `c` names them to it. */
+  async upload(c) {
+    for (const image of imagesOf(c)) {
+      if (this.noFiles || this.state.files[image.id] || this.refusedImages.has(image.id)) continue;
+      const url = await getImage(image.id);
+      if (!url) continue; // named here but kept elsewhere: the server has it or never will
+      const path = `/api/files/${encodeURIComponent(image.id)}`;
+      const response = await this.request("PUT", path, {
+        bytes: bytesOf(url),
+        headers: { "Content-Type": image.type },
+      });
+      if (response.ok) {
+        this.state.files[image.id] = 1;
+        this.save();
+      } else if (response.status === 404) {
+        this.noFiles = true; // no FILES bucket: images stay in this browser
+      } else {
+        // Refused for what it is (a limit, its bytes): it stays in this browser.
+        const refused = await response.json().catch(() => ({}));
+        this.refusedImages.add(image.id);
+        this.problem = { what: "imageLimit", limit: refused?.error?.limit || response.status };
+      }
+    }
+  }
+
   async push() {
     for (const [id, etag] of Object.entries(this.state.deletes)) {
       const response = await this.request("DELETE", `/api/conversations/${encodeURIComponent(id)}`, {
@@ -322,6 +404,7 @@ export class Sync {
       const { body, text, sum } = outgoing(c);
       const known = this.state.known[c.id];
       if (known?.sum === sum || this.refused[c.id] === sum) continue;
+      await this.upload(c);
       pending.push({ id: c.id, body, sum, known, bytes: encoder.encode(text).length });
     }
     await state.limitsReady;
@@ -380,7 +463,7 @@ export class Sync {
     // Refused for what it is (a limit, a field): kept here, not sent again
     // until it changes; the page says which limit.
     this.refused[item.id] = item.sum;
-    this.problem = error?.limit || (status === 413 ? "max_conversation_bytes" : "invalid");
+    this.problem = { what: "limit", limit: error?.limit || (status === 413 ? "max_conversation_bytes" : "invalid") };
   }
 
   /** The store's delete, also sent to the server. */
@@ -416,7 +499,7 @@ export function start(me, render) {
   const say = (what, limit) => {
     kept = { what, limit };
     state.relabel();
-    ui.kept.classList.toggle("problem-text", what === "failed" || what === "limit");
+    ui.kept.classList.toggle("problem-text", what !== "syncing" && what !== "synced");
   };
   // Every local change is sent a moment later; a delete also as a DELETE.
   const save = store.save.bind(store);
@@ -445,24 +528,30 @@ const WORDS = {
     share: () => "Share a read-only link",
     myLinks: () => "My links",
     shareDays: () => "Link lives",
+    withImages: () => "Include images",
     days: (n) => (n === 1 ? "1 day" : `${n} days`),
     shared: (url) => `Read-only link (anyone who has it can read this copy): ${url}`,
     shareFailed: () => "No link was made: the conversation is not on the server yet. Try again in a moment.",
+    shareRefused: (why) => `No link was made: ${why}`,
     synced: (user) => `Conversations are kept on the server for ${user}, and in this browser.`,
     failed: () => "The server cannot be reached: conversations are kept in this browser and sent when it is back.",
     limit: (_, limit) => `Some conversations stay in this browser only: the server refused them (${limit}).`,
+    imageLimit: (_, limit) => `Some images stay in this browser only: the server refused them (${limit}).`,
   },
   zh: {
     syncing: () => "正在与服务器同步对话…",
     share: () => "分享只读链接",
     myLinks: () => "我的链接",
     shareDays: () => "链接有效期",
+    withImages: () => "包含图片",
     days: (n) => `${n} 天`,
     shared: (url) => `只读链接（拿到链接的人都能阅读此副本）：${url}`,
     shareFailed: () => "未能生成链接：对话尚未保存到服务器，请稍后再试。",
+    shareRefused: (why) => `未能生成链接：${why}`,
     synced: (user) => `对话保存在服务器上（${user}），也保存在此浏览器中。`,
     failed: () => "无法连接服务器：对话保存在此浏览器中，恢复连接后会发送。",
     limit: (_, limit) => `部分对话只保存在此浏览器中：服务器拒绝了它们（${limit}）。`,
+    imageLimit: (_, limit) => `部分图片只保存在此浏览器中：服务器拒绝了它们（${limit}）。`,
   },
 };
 
@@ -485,10 +574,17 @@ function shareControls(sync) {
   }
   days.value = "30";
   label.append(days);
-  row.append(go, label);
+  // Images only when ticked: the link's copies of them are readable by anyone with it.
+  const images = el("label", "share-images");
+  const withImages = el("input");
+  withImages.type = "checkbox";
+  const imagesText = el("span");
+  images.append(withImages, imagesText);
+  row.append(go, label, images);
   const relabel = () => {
     const w = words(state.lang);
     go.textContent = w.share();
+    imagesText.textContent = w.withImages();
     days.setAttribute("aria-label", w.shareDays());
     for (const option of days.options) option.textContent = w.days(Number(option.value));
   };
@@ -498,13 +594,19 @@ function shareControls(sync) {
     const w = words(state.lang);
     await sync.run();
     let link = null;
+    let why = null; // the server's reason, when it refused the link for what was asked (a limit)
     try {
-      const response = await sync.request("POST", "/api/shares", {
-        body: { conversation: c.id, days: Number(days.value) },
-      });
+      const body = { conversation: c.id, days: Number(days.value) };
+      if (withImages.checked) body.images = true;
+      const response = await sync.request("POST", "/api/shares", { body });
       if (response.ok) link = await response.json();
+      else if (response.status !== 404) why = (await response.json()).error.message;
     } catch {}
-    ui.notice.textContent = link ? w.shared(new URL(link.url, location.href).href) : w.shareFailed();
+    ui.notice.textContent = link
+      ? w.shared(new URL(link.url, location.href).href)
+      : why
+        ? w.shareRefused(why)
+        : w.shareFailed();
     ui.notice.classList.toggle("problem-text", !link);
   });
   ui.exportChat.after(row);

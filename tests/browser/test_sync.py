@@ -1,13 +1,17 @@
 """Conversations that follow the user: two browser contexts signed in as one
 user (a named key) share their conversations, and edits made on both merge
-with both versions kept; a third context with no identity opens a share
-link (read-only), and sees it gone once revoked. A page without identity
-says its conversations stay in the browser; a server that fails keeps the
-local copy and says so, then catches up."""
+with both versions kept; a question's image goes with its conversation to
+the other device, and into a share link only when "Include images" is
+ticked; a third context with no identity opens a share link (read-only),
+and sees it gone once revoked. A page without identity says its
+conversations stay in the browser; a server that fails keeps the local copy
+and says so, then catches up."""
 
 from __future__ import annotations
 
+import base64
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +22,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import WATCH_CSP, Chat, Relay, next_client_address
+from tests.browser.test_images import WIDE, attach, previews
 from tests.harness import ROOT, start_runner
 
 TOKEN = "ann-browser-token-5e1c9a7b3d"
@@ -90,6 +95,34 @@ def holding(*texts: str) -> Any:
 
 def versions(article: Any) -> Any:
     return article.get_by_role("group", name="Version", exact=False)
+
+
+def first_question(site: str, text: str) -> dict[str, Any]:
+    """The server's copy of the conversation whose first question is ``text``."""
+    (item,) = [
+        c for c in server_conversations(site) if c["conversation"]["nodes"][0]["content"] == text
+    ]
+    return dict(item["conversation"])
+
+
+def ask_with_image(chat: Chat, text: str) -> None:
+    chat.page.get_by_role("button", name="New chat").click()
+    chat.model_picker().select_option("kimi")
+    attach(chat, ("wide.png", WIDE))
+    expect(previews(chat)).to_have_count(1)
+    chat.ask(text)
+
+
+def share(chat: Chat, *, with_images: bool) -> str:
+    """The link the page makes of the conversation on screen."""
+    chat.page.get_by_role("checkbox", name="Include images").set_checked(with_images)
+    chat.page.get_by_role("button", name="Share a read-only link").click()
+    notice = chat.page.locator("#notice")
+    expect(notice).to_contain_text("Read-only link", timeout=15_000)
+    url = notice.inner_text().rsplit(" ", 1)[-1]
+    # The next share says its own link.
+    chat.page.evaluate("document.getElementById('notice').textContent = ''")
+    return url
 
 
 def test_two_devices_of_one_user_share_and_merge_conversations(signed_in: Any, site: str) -> None:
@@ -176,6 +209,94 @@ def test_a_share_link_opens_read_only_without_identity_and_is_gone_once_revoked(
         expect(page.get_by_text("A question worth sharing")).to_have_count(0)
     finally:
         stranger.close()
+
+
+def test_an_image_follows_its_conversation_and_goes_into_a_link_only_when_ticked(
+    signed_in: Any, browser: Any, site: str
+) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    ask_with_image(laptop, "What is in this picture?")
+    wait_for_server(site, holding("What is in this picture?"), "the question with its image")
+    (image,) = first_question(site, "What is in this picture?")["nodes"][0]["images"]
+    assert image["type"] == "image/jpeg"
+    assert max(image["width"], image["height"]) == 1568
+    # The page sends the image before the conversation that names it.
+    kept_image = httpx.get(site + f"/api/files/{image['id']}", headers=BEARER)
+    assert kept_image.status_code == 200
+    assert kept_image.headers["content-type"] == "image/jpeg"
+
+    # The other device shows it, and sends it to a model again.
+    phone = signed_in()
+    synced(phone)
+    listed = phone.page.get_by_role("navigation", name="Conversations")
+    listed.get_by_role("button", name="What is in this picture?", exact=True).click()
+    thumb = phone.page.get_by_role("article", name="You").first.get_by_role("img")
+    expect(thumb).to_have_attribute("src", re.compile(r"^data:image/jpeg;base64,"), timeout=15_000)
+    shown = str(thumb.get_attribute("src")).split(",", 1)[1]
+    assert base64.b64decode(shown) == kept_image.content
+    phone.model_picker().select_option("kimi")
+    again = phone.ask("And what colour is it?")
+    expect(again).to_contain_text(
+        f"I see 1 image: image/jpeg {image['width']}\u00d7{image['height']}."
+    )
+
+    with_images = share(laptop, with_images=True)
+    without = share(laptop, with_images=False)
+    stranger = browser.new_context()
+    try:
+        page = stranger.new_page()
+        opened = page.goto(with_images)
+        assert opened is not None
+        assert opened.status == 200
+        picture = page.locator("img")
+        expect(picture).to_have_count(1)
+        page.wait_for_function(
+            "() => { const i = document.querySelector('img');"
+            " return i.complete && i.naturalWidth > 0; }"
+        )
+        assert page.evaluate("document.querySelector('img').naturalWidth") == image["width"]
+        bare = page.goto(without)
+        assert bare is not None
+        assert bare.status == 200
+        expect(page.locator("pre").first).to_have_text("What is in this picture?")
+        expect(page.locator("img")).to_have_count(0)
+    finally:
+        stranger.close()
+    for chat in (laptop, phone):
+        assert chat.csp_violations() == []
+        assert chat.log.page_errors == []
+
+
+def test_an_image_the_server_cannot_take_yet_stays_here_and_is_sent_later(
+    signed_in: Any, site: str
+) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    laptop.page.route(
+        "**/api/files/**",
+        lambda route: route.fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"error":{"code":"store_unavailable","message":"down"}}',
+        ),
+    )
+    ask_with_image(laptop, "A picture while the bucket is down")
+    expect(kept(laptop)).to_have_text(
+        "The server cannot be reached: conversations are kept in this browser and sent "
+        "when it is back.",
+        timeout=15_000,
+    )
+    thumb = laptop.page.get_by_role("article", name="You").last.get_by_role("img")
+    expect(thumb).to_have_attribute("src", re.compile(r"^data:image/jpeg;base64,"))
+    laptop.page.unroute("**/api/files/**")
+    synced(laptop)
+    wait_for_server(site, holding("A picture while the bucket is down"), "the retried write", 60)
+    (image,) = first_question(site, "A picture while the bucket is down")["nodes"][0]["images"]
+    kept_image = httpx.get(site + f"/api/files/{image['id']}", headers=BEARER)
+    assert kept_image.status_code == 200
+    shown = str(thumb.get_attribute("src")).split(",", 1)[1]
+    assert base64.b64decode(shown) == kept_image.content
 
 
 def test_a_failing_server_keeps_the_local_copy_and_says_so(signed_in: Any, site: str) -> None:

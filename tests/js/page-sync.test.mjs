@@ -18,7 +18,8 @@ function conversation() {
   const q = addVersion(c, { role: "user", content: "Green or black?" });
   addVersion(q, { role: "assistant", content: "Green.", status: "done", stats: { model: "glm", extra: 1 } });
   const a = addVersion(q, { role: "assistant", content: "Black.", status: "streaming" });
-  addVersion(a, { role: "user", content: "Why?", images: [{ id: "img1" }] });
+  const image = { id: "img1", type: "image/jpeg", width: 640, height: 480, url: "data:image/jpeg;base64,/9j/" };
+  addVersion(a, { role: "user", content: "Why?", images: [image] });
   return c;
 }
 
@@ -38,12 +39,13 @@ describe("the flat form", () => {
     );
     assert.equal(flat.nodes[0].pick, 1);
     // Only what the server's rules know travels: no stats it does not know,
-    // no "streaming", no images.
+    // no "streaming"; an image by its id and size, never its bytes.
     assert.deepEqual(flat.nodes[1].stats, { model: "glm" });
     assert.equal(flat.nodes[2].status, "interrupted");
-    assert.equal(flat.nodes[3].images, undefined);
+    assert.deepEqual(flat.nodes[3].images, [{ id: "img1", type: "image/jpeg", width: 640, height: 480 }]);
     const back = fromFlat(flat);
     assert.deepEqual(texts(back), ["Green or black?", "Black.", "Why?"]);
+    assert.deepEqual(thread(back)[2].images, flat.nodes[3].images);
     assert.equal(back.next[0].next.length, 2);
   });
 });
@@ -72,7 +74,7 @@ describe("merging two devices' edits", () => {
     adopt(here, there);
     assert.equal(here.title, "Renamed elsewhere");
     assert.deepEqual(texts(here), ["Green or black?", "Black.", "Why?", "Because."]);
-    assert.deepEqual(thread(here)[2].images, [{ id: "img1" }]);
+    assert.equal(thread(here)[2].images[0].url, "data:image/jpeg;base64,/9j/");
   });
 });
 
