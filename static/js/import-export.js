@@ -6,7 +6,7 @@ import { renderSidebar } from "./sidebar.js";
 import { state, store } from "./state.js";
 import { fileName, ImportError, MAX_IMPORT_BYTES, parseImport, toJson, toMarkdown } from "./transfer.js";
 
-function download(name, type, text) {
+export function download(name, type, text) {
   const url = URL.createObjectURL(new Blob([text], { type }));
   const a = el("a");
   a.href = url;

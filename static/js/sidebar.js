@@ -4,8 +4,7 @@ import { stopActive } from "./answer.js";
 import { renderConversation } from "./conversation.js";
 import { button, el, ui } from "./dom.js";
 import { state, store } from "./state.js";
-import { dropImages } from "./store.js";
-import { nodes } from "./tree.js";
+import { dropFilesOf } from "./store.js";
 
 export function renderSidebar() {
   const { t } = state;
@@ -30,7 +29,7 @@ export function renderSidebar() {
       "×",
       () => {
         if (state.active && state.active.conversation === c) stopActive();
-        dropImages([...nodes(c)].flatMap((m) => [...(m.images || []), ...(m.documents || [])].map((i) => i.id)));
+        dropFilesOf(c);
         store.remove(c.id);
         renderSidebar();
         renderConversation();

@@ -3,7 +3,7 @@
 // messages (tree.js): {role, content, reasoning?, status?, stats?, error?,
 // moderation?, images?: [{id, type, width, height}], next, pick}.
 
-import { fromList } from "./tree.js";
+import { fromList, nodes } from "./tree.js";
 
 const KEY = "edgechat.conversations.v2";
 const OLD_KEY = "edgechat.conversations.v1"; // a plain list of messages per conversation
@@ -260,3 +260,7 @@ export function dropImages(ids) {
     idb("readwrite", (s) => s.delete(id));
   }
 }
+
+/** Deletes the data this browser keeps of `c`'s images and documents (`c` is going). */
+export const dropFilesOf = (c) =>
+  dropImages(nodes(c).flatMap((m) => [...(m.images || []), ...(m.documents || [])].map((i) => i.id)));

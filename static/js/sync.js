@@ -21,8 +21,8 @@
 import { el, ui } from "./dom.js";
 import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
-import { getImage, putImage } from "./store.js";
-import { nodes } from "./tree.js";
+import { dropFilesOf, getImage, putImage } from "./store.js";
+import { fromFlat, nodes } from "./tree.js";
 
 const SYNC_KEY = "edgechat.sync.v1";
 const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
@@ -61,20 +61,6 @@ export function toFlat(c) {
   if (c.pick) body.pick = c.pick;
   if (c.preset) body.preset = c.preset;
   return body;
-}
-
-/** A flat conversation from the server as the page's tree. */
-export function fromFlat(flat) {
-  const c = { id: flat.id, title: flat.title, updated: flat.updated, pick: flat.pick || 0, next: [] };
-  if (flat.preset) c.preset = flat.preset;
-  const made = [];
-  for (const n of flat.nodes) {
-    const { parent, ...fields } = n;
-    const node = { ...fields, pick: n.pick || 0, next: [] };
-    (parent === null ? c : made[parent]).next.push(node);
-    made.push(node);
-  }
-  return c;
 }
 
 /**
@@ -317,6 +303,7 @@ export class Sync {
         // Changed here since it was last sent: it goes back up, as new.
         if (local && !changedHere) {
           store.conversations = store.conversations.filter((c) => c !== local);
+          dropFilesOf(local);
           if (store.currentId === item.id) store.currentId = store.sorted()[0]?.id || null;
         }
       } else {
@@ -490,7 +477,7 @@ export function start(me, render) {
   delete ui.kept.dataset.i18n;
   const sync = new Sync(me, { render, say: (what, limit) => say(what, limit) });
   const relabelShare = shareControls(sync);
-  const relabelLinks = linksControl(sync);
+  const relabelLinks = dialogControls(sync);
   state.relabel = () => {
     ui.kept.textContent = keptText(state.lang, { ...kept, user: me.user });
     relabelShare();
@@ -527,6 +514,7 @@ const WORDS = {
     syncing: () => "Syncing conversations with the server…",
     share: () => "Share a read-only link",
     myLinks: () => "My links",
+    myData: () => "My data",
     shareDays: () => "Link lives",
     withImages: () => "Include images",
     days: (n) => (n === 1 ? "1 day" : `${n} days`),
@@ -542,6 +530,7 @@ const WORDS = {
     syncing: () => "正在与服务器同步对话…",
     share: () => "分享只读链接",
     myLinks: () => "我的链接",
+    myData: () => "我的数据",
     shareDays: () => "链接有效期",
     withImages: () => "包含图片",
     days: (n) => `${n} 天`,
@@ -613,16 +602,26 @@ function shareControls(sync) {
   return relabel;
 }
 
-const links = onDemand("./links.js");
-
-/** "My links": the user's share links with their revoke (links.js, fetched on the first click). */
-function linksControl(sync) {
-  const open = el("button", "btn btn-small my-links");
-  open.type = "button";
-  open.addEventListener("click", () => links.call("openLinks")(sync));
-  (ui.exportChat.parentElement.querySelector(".share-row") || ui.exportChat).after(open);
+/**
+ * The buttons of the user's dialogs, each fetched on its first click: "My
+ * links" (their share links and revoke, links.js) and "My data" (everything
+ * the server keeps of theirs, downloaded or deleted, my-data.js).
+ */
+function dialogControls(sync) {
+  const row = el("div", "share-row");
+  const controls = [
+    [onDemand("./links.js"), "openLinks", "myLinks"],
+    [onDemand("./my-data.js"), "openMyData", "myData"],
+  ].map(([module, opener, name]) => {
+    const open = el("button", "btn btn-small");
+    open.type = "button";
+    open.addEventListener("click", () => module.call(opener)(sync));
+    row.append(open);
+    return [open, name];
+  });
+  (ui.exportChat.parentElement.querySelector(".share-row") || ui.exportChat).after(row);
   return () => {
-    open.textContent = words(state.lang).myLinks();
+    for (const [open, name] of controls) open.textContent = words(state.lang)[name]();
   };
 }
 

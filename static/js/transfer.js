@@ -1,11 +1,14 @@
 // Export and import: {"format": "edgechat", "version": 1, "exported", "conversations"}
 // holding the page's trees. An import is checked whole before anything is
 // applied: any unknown key, wrong type, role out of turn, too deep a tree or
-// nesting refuses the file with the path of the first problem.
+// nesting refuses the file with the path of the first problem. The server's
+// export of a signed-in user's data (GET /api/my-data, "edgechat-server":
+// flat conversations) is read too, each made a tree and held to the same rules.
 
-import { thread } from "./tree.js";
+import { fromFlat, thread } from "./tree.js";
 
 export const FORMAT = "edgechat";
+export const SERVER_FORMAT = "edgechat-server";
 export const VERSION = 1;
 export const MAX_IMPORT_BYTES = 5 * 1024 * 1024;
 const MAX_NODES = 20000;
@@ -198,6 +201,32 @@ function tooDeep(data, max) {
   return "";
 }
 
+/**
+ * The server's export as this page's: each flat conversation a tree, without
+ * what the page's export leaves out (an image's bytes are not in either).
+ */
+function fromServer(data) {
+  fields(data, "$", ["format", "version", "user", "conversations"], ["shares", "files"]);
+  if (!Array.isArray(data.conversations)) throw new ImportError("field", "$.conversations");
+  const conversations = data.conversations.map((c, k) => {
+    const path = `$.conversations[${k}]`;
+    fields(c, path, ["id", "title", "updated", "nodes"], ["pick", "preset", "etag"]);
+    if (!Array.isArray(c.nodes)) throw new ImportError("field", `${path}.nodes`);
+    const nodes = c.nodes.map((node, j) => {
+      if (!isObject(node)) throw new ImportError("field", `${path}.nodes[${j}]`);
+      const { images, ...kept } = node;
+      return kept;
+    });
+    try {
+      return fromFlat({ ...c, nodes });
+    } catch (error) {
+      if (!(error instanceof RangeError)) throw error;
+      throw new ImportError("field", `${path}.nodes[${error.message}].parent`);
+    }
+  });
+  return { format: FORMAT, version: VERSION, conversations };
+}
+
 /** An export's conversations as fresh copies of the known fields, or throws an ImportError. */
 export function parseImport(text, maxBytes = MAX_IMPORT_BYTES, maxDepth = MAX_JSON_DEPTH) {
   if (typeof text !== "string" || new TextEncoder().encode(text).length > maxBytes) throw new ImportError("size");
@@ -209,6 +238,7 @@ export function parseImport(text, maxBytes = MAX_IMPORT_BYTES, maxDepth = MAX_JS
   }
   const deep = tooDeep(data, maxDepth);
   if (deep) throw new ImportError("depth", deep, maxDepth);
+  if (isObject(data) && data.format === SERVER_FORMAT && data.version === VERSION) data = fromServer(data);
   if (!isObject(data) || data.format !== FORMAT || data.version !== VERSION) throw new ImportError("format");
   fields(data, "$", ["format", "version", "conversations"], ["exported"]);
   if (data.exported !== undefined) string(data.exported, "$.exported", 100);

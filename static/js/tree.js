@@ -41,6 +41,26 @@ export function addVersion(parent, node) {
   return node;
 }
 
+/**
+ * A flat conversation (the server's form: its nodes in order, each naming its
+ * parent's index, null for a first message) as the page's tree. Throws a
+ * RangeError naming the index of a node whose parent is not an earlier node.
+ */
+export function fromFlat(flat) {
+  const c = { id: flat.id, title: flat.title, updated: flat.updated, pick: flat.pick || 0, next: [] };
+  if (flat.preset) c.preset = flat.preset;
+  const made = [];
+  for (const n of flat.nodes) {
+    const { parent, ...fields } = n;
+    if (parent !== null && !(Number.isInteger(parent) && parent >= 0 && parent < made.length))
+      throw new RangeError(String(made.length));
+    const node = { ...fields, pick: n.pick || 0, next: [] };
+    (parent === null ? c : made[parent]).next.push(node);
+    made.push(node);
+  }
+  return c;
+}
+
 /** Removes a version (a retried failure); shows the newest left. */
 export function dropVersion(parent, node) {
   const k = parent.next.indexOf(node);

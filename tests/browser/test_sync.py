@@ -464,3 +464,72 @@ def test_my_links_lists_each_link_with_its_expiry_and_revokes_it(
         stranger.close()
     assert laptop.csp_violations() == []
     assert laptop.log.page_errors == []
+
+
+# Last in this module: it deletes everything ann has on the server.
+def test_my_data_downloads_what_the_server_keeps_deletes_it_all_and_imports_back(
+    signed_in: Any, site: str
+) -> None:
+    laptop = signed_in()
+    synced(laptop)
+    ask_with_image(laptop, "Kept until I delete my data")
+    wait_for_server(site, holding("Kept until I delete my data"), "the conversation")
+    (image,) = first_question(site, "Kept until I delete my data")["nodes"][0]["images"]
+    assert httpx.get(site + f"/api/files/{image['id']}", headers=BEARER).status_code == 200
+    link = share(laptop, with_images=True)
+    phone = signed_in()
+    synced(phone)
+
+    mine = laptop.page.get_by_role("dialog", name="My data on the server")
+    laptop.page.get_by_role("button", name="My data", exact=True).click()
+    expect(mine).to_be_visible()
+    with laptop.page.expect_download() as info:
+        mine.get_by_role("button", name="Download my data").click()
+    assert info.value.suggested_filename.startswith("edgechat-my-data-")
+    exported = json.loads(Path(info.value.path()).read_text(encoding="utf-8"))
+    assert exported["format"] == "edgechat-server"
+    titles = {c["title"] for c in exported["conversations"]}
+    assert "Kept until I delete my data" in titles
+    assert image["id"] in {f["id"] for f in exported["files"]}
+
+    mine.get_by_role("button", name="Delete everything…").click()
+    expect(mine).to_contain_text("for good")
+    mine.get_by_role("button", name="Delete everything", exact=True).click()
+    expect(mine.get_by_role("status")).to_have_text(
+        "Deleted: the server keeps nothing of yours now."
+    )
+    assert server_conversations(site) == []
+    assert httpx.get(site + f"/api/files/{image['id']}", headers=BEARER).status_code == 404
+    assert httpx.get(link).status_code in (404, 410)
+    # This browser and the other device delete their copies as they sync.
+    listed = laptop.page.get_by_role("navigation", name="Conversations")
+    expect(
+        listed.get_by_role("button", name="Kept until I delete my data", exact=True)
+    ).to_have_count(0, timeout=15_000)
+    phone.page.reload()
+    phone.page.locator("#input").wait_for()
+    synced(phone)
+    on_phone = phone.page.get_by_role("navigation", name="Conversations")
+    expect(
+        on_phone.get_by_role("button", name="Kept until I delete my data", exact=True)
+    ).to_have_count(0)
+
+    # The download reads back through "Import chats", and goes to the server again.
+    mine.get_by_role("button", name="Close").click()
+    with laptop.page.expect_file_chooser() as chooser:
+        listed.get_by_role("button", name="Import chats (JSON)…").click()
+    chooser.value.set_files(
+        files=[
+            {
+                "name": "my-data.json",
+                "mimeType": "application/json",
+                "buffer": Path(info.value.path()).read_bytes(),
+            }
+        ]
+    )
+    expect(
+        listed.get_by_role("button", name="Kept until I delete my data", exact=True)
+    ).to_be_visible()
+    wait_for_server(site, holding("Kept until I delete my data"), "the imported conversation")
+    assert laptop.csp_violations() == []
+    assert laptop.log.page_errors == []

@@ -9,8 +9,8 @@ const window = new Window({ url: "https://edgechat.example/" });
 for (const [name, value] of Object.entries({ document: window.document, localStorage: window.localStorage })) {
   Object.defineProperty(globalThis, name, { value, configurable: true, writable: true });
 }
-const { adopt, batches, fromFlat, merge, toFlat } = await import("../../static/js/sync.js");
-const { addVersion, thread } = await import("../../static/js/tree.js");
+const { adopt, batches, merge, toFlat } = await import("../../static/js/sync.js");
+const { addVersion, fromFlat, thread } = await import("../../static/js/tree.js");
 after(() => window.happyDOM.close());
 
 function conversation() {

@@ -268,3 +268,53 @@ describe("import refuses, whole", () => {
     assert.deepEqual(Object.keys(c).sort(), ["id", "next", "pick", "title", "updated"]);
   });
 });
+
+describe("the server's export (GET /api/my-data)", () => {
+  // What the server sends: flat conversations with their etag, links, images' descriptions.
+  const serverExport = (nodes) =>
+    JSON.stringify({
+      format: "edgechat-server",
+      version: 1,
+      user: "ann",
+      conversations: [{ id: "c1", title: "Tea", updated: 5, pick: 0, nodes, etag: '"3"' }],
+      shares: [],
+      files: [{ id: "img1", type: "image/jpeg", width: 8, height: 8, bytes: 100, created: 1 }],
+    });
+  const image = { id: "img1", type: "image/jpeg", width: 8, height: 8 };
+
+  test("reads back as the page's trees, versions and picks kept, images' descriptions left out", () => {
+    const [c] = parseImport(
+      serverExport([
+        { parent: null, role: "user", content: "Green or black?", pick: 1, images: [image] },
+        { parent: 0, role: "assistant", content: "Green.", status: "done" },
+        { parent: 0, role: "assistant", content: "Black.", status: "done" },
+      ]),
+    );
+    assert.deepEqual(
+      thread(c).map((m) => m.content),
+      ["Green or black?", "Black."],
+    );
+    assert.equal(c.next[0].next.length, 2);
+    assert.equal(c.next[0].images, undefined);
+    assert.equal(c.etag, undefined);
+  });
+
+  test("a node whose parent is not an earlier node, or a field the rules do not know, names where", () => {
+    const bad = (nodes, where) =>
+      assert.throws(
+        () => parseImport(serverExport(nodes)),
+        (e) => e instanceof ImportError && e.code === "field" && e.path === where,
+      );
+    bad([{ parent: 0, role: "user", content: "loop" }], "$.conversations[0].nodes[0].parent");
+    bad(
+      [
+        { parent: null, role: "user", content: "q" },
+        { parent: 1.5, role: "assistant", content: "a" },
+      ],
+      "$.conversations[0].nodes[1].parent",
+    );
+    bad([{ parent: null, role: "assistant", content: "first" }], "$.conversations[0].next[0].role");
+    bad([{ parent: null, role: "user", content: "q", colour: "red" }], "$.conversations[0].next[0].colour");
+    bad(["not a node"], "$.conversations[0].nodes[0]");
+  });
+});
