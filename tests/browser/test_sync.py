@@ -105,6 +105,18 @@ def first_question(site: str, text: str) -> dict[str, Any]:
     return dict(item["conversation"])
 
 
+def store_down(chat: Chat, pattern: str) -> None:
+    """The tab's requests to ``pattern`` fail as a store outage would (until unrouted)."""
+    chat.page.route(
+        pattern,
+        lambda route: route.fulfill(
+            status=503,
+            content_type="application/json",
+            body='{"error":{"code":"store_unavailable","message":"down"}}',
+        ),
+    )
+
+
 def ask_with_image(chat: Chat, text: str) -> None:
     chat.page.get_by_role("button", name="New chat").click()
     chat.model_picker().select_option("kimi")
@@ -273,14 +285,7 @@ def test_an_image_the_server_cannot_take_yet_stays_here_and_is_sent_later(
 ) -> None:
     laptop = signed_in()
     synced(laptop)
-    laptop.page.route(
-        "**/api/files/**",
-        lambda route: route.fulfill(
-            status=503,
-            content_type="application/json",
-            body='{"error":{"code":"store_unavailable","message":"down"}}',
-        ),
-    )
+    store_down(laptop, "**/api/files/**")
     ask_with_image(laptop, "A picture while the bucket is down")
     expect(kept(laptop)).to_have_text(
         "The server cannot be reached: conversations are kept in this browser and sent "
@@ -302,14 +307,7 @@ def test_an_image_the_server_cannot_take_yet_stays_here_and_is_sent_later(
 def test_a_failing_server_keeps_the_local_copy_and_says_so(signed_in: Any, site: str) -> None:
     laptop = signed_in()
     synced(laptop)
-    laptop.page.route(
-        "**/api/conversations**",
-        lambda route: route.fulfill(
-            status=503,
-            content_type="application/json",
-            body='{"error":{"code":"store_unavailable","message":"down"}}',
-        ),
-    )
+    store_down(laptop, "**/api/conversations**")
     laptop.ask("Written while the store is down")
     expect(kept(laptop)).to_have_text(
         "The server cannot be reached: conversations are kept in this browser and sent "
