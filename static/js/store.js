@@ -246,12 +246,40 @@ export function putImage(id, url) {
   idb("readwrite", (s) => s.put(url, id));
 }
 
-export async function getImage(id) {
+// Where an image this browser lacks comes from: for a signed-in user, the
+// server (sync.js sets it), asked once at a time per image and only when the
+// image is shown or sent, so a new device does not fetch every image at once.
+let remote = null;
+const asked = new Map();
+
+/** `source(id)`: the image's data: URL from elsewhere, or undefined. */
+export function imagesFrom(source) {
+  remote = source;
+}
+
+/** The image as this browser keeps it (a data: URL), or undefined. */
+export async function keptImage(id) {
   if (!kept.has(id)) {
     const url = await idb("readonly", (s) => s.get(id));
     if (url) kept.set(id, url);
   }
   return kept.get(id);
+}
+
+/** The image as this browser keeps it, else from `imagesFrom`'s source; or undefined. */
+export async function getImage(id) {
+  const here = await keptImage(id);
+  if (here || !remote) return here;
+  if (!asked.has(id))
+    asked.set(
+      id,
+      remote(id)
+        .catch(() => undefined)
+        .finally(() => asked.delete(id)),
+    );
+  const fetched = await asked.get(id);
+  if (fetched) putImage(id, fetched);
+  return fetched;
 }
 
 export function dropImages(ids) {

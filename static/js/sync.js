@@ -13,15 +13,15 @@
 //   server's tombstones delete here, unless this page changed the
 //   conversation since (then its copy goes back up: nothing is lost).
 // - A question's images go to the server before the conversation naming them
-//   (PUT /api/files/<id>, their bytes as this browser keeps them), and come
-//   down into this browser's store when a conversation from elsewhere names
-//   them. Documents stay in the browser that attached them.
+//   (PUT /api/files/<id>, their bytes as this browser keeps them); one this
+//   browser lacks comes down into its store when it is first shown or sent
+//   (GET /api/files/<id>). Documents stay in the browser that attached them.
 // - A failure (offline, 5xx) keeps everything here, says so, and retries.
 
 import { el, ui } from "./dom.js";
 import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
-import { dropFilesOf, getImage, putImage } from "./store.js";
+import { dropFilesOf, imagesFrom, keptImage } from "./store.js";
 import { fromFlat, nodes } from "./tree.js";
 
 const SYNC_KEY = "edgechat.sync.v1";
@@ -160,13 +160,12 @@ function loadState(user) {
     if (saved && saved.user === user && saved.known && typeof saved.seq === "number") {
       saved.deletes ||= {};
       saved.files ||= {};
-      saved.wanted ||= [];
       return saved;
     }
   } catch {}
   // known: {id: {etag, sum}} as last agreed with the server; deletes: {id: etag};
-  // files: {image id: 1} the server holds; wanted: image ids to bring here.
-  return { user, seq: 0, known: {}, deletes: {}, files: {}, wanted: [] };
+  // files: {image id: 1} the server holds.
+  return { user, seq: 0, known: {}, deletes: {}, files: {} };
 }
 
 const streaming = (c) => nodes(c).some((m) => m.status === "streaming");
@@ -206,6 +205,7 @@ export class Sync {
     this.refused = {}; // id: the sum the server refused (this visit)
     this.refusedImages = new Set(); // image ids the server refused (this visit)
     this.noFiles = false; // the server keeps no images (no FILES bucket)
+    this.missing = new Set(); // image ids the server does not hold (this visit)
     this.problem = null;
   }
 
@@ -232,7 +232,6 @@ export class Sync {
         do {
           this.again = false;
           await this.pull();
-          await this.download();
           await this.push();
         } while (this.again);
         this.failures = 0;
@@ -308,8 +307,6 @@ export class Sync {
         }
       } else {
         const remote = fromFlat(item.conversation);
-        for (const { id } of imagesOf(remote))
-          if (!this.state.files[id] && !this.state.wanted.includes(id)) this.state.wanted.push(id);
         if (!local) store.conversations.push(remote);
         else if (changedHere) merge(local, remote);
         else adopt(local, remote);
@@ -329,31 +326,26 @@ export class Sync {
     return outgoing(c).sum;
   }
 
-  /** The images named from elsewhere that this browser lacks, from GET /api/files/<id>. */
-  async download() {
-    let arrived = false;
-    for (const id of [...this.state.wanted]) {
-      if (!(await getImage(id))) {
-        const response = await this.request("GET", `/api/files/${encodeURIComponent(id)}`);
-        // Not ok (a 404): the server does not hold it, as its device could
-        // not send it; the message shows its place and size without it.
-        if (response.ok) {
-          putImage(id, await dataUrl(await response.blob()));
-          this.state.files[id] = 1;
-          arrived = true;
-        }
-      }
-      this.state.wanted = this.state.wanted.filter((x) => x !== id);
-      this.save();
+  /** An image of the user's that this browser lacks, from the server, as a data: URL; or undefined. */
+  async fetchImage(id) {
+    if (this.noFiles || this.missing.has(id)) return undefined;
+    const response = await this.request("GET", `/api/files/${encodeURIComponent(id)}`);
+    if (!response.ok) {
+      // A 404: the server does not hold it, as its device could not send it
+      // (or it is a document's, which stay where they were attached).
+      this.missing.add(id);
+      return undefined;
     }
-    if (arrived) this.render();
+    this.state.files[id] = 1;
+    this.save();
+    return dataUrl(await response.blob());
   }
 
   /** `c`'s images the server does not hold yet, sent before `c` names them to it. */
   async upload(c) {
     for (const image of imagesOf(c)) {
       if (this.noFiles || this.state.files[image.id] || this.refusedImages.has(image.id)) continue;
-      const url = await getImage(image.id);
+      const url = await keptImage(image.id);
       if (!url) continue; // named here but kept elsewhere: the server has it or never will
       const path = `/api/files/${encodeURIComponent(image.id)}`;
       const response = await this.request("PUT", path, {
@@ -476,6 +468,7 @@ export function start(me, render) {
   let kept = { what: "syncing" };
   delete ui.kept.dataset.i18n;
   const sync = new Sync(me, { render, say: (what, limit) => say(what, limit) });
+  imagesFrom((id) => sync.fetchImage(id));
   const relabelShare = shareControls(sync);
   const relabelLinks = dialogControls(sync);
   state.relabel = () => {
