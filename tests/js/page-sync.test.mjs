@@ -95,3 +95,36 @@ describe("the first sync's batches", () => {
     assert.deepEqual(batches([], { max_batch_conversations: 5, max_batch_bytes: 100 }), []);
   });
 });
+
+describe("an image this browser lacks", () => {
+  test("comes from the source once however many ask at once, and is kept after", async () => {
+    const { getImage, imagesFrom } = await import("../../static/js/store.js");
+    const asked = [];
+    let answer;
+    imagesFrom((id) => {
+      asked.push(id);
+      return new Promise((resolve) => {
+        answer = resolve;
+      });
+    });
+    const both = Promise.all([getImage("far-1"), getImage("far-1")]);
+    while (!answer) await new Promise((resolve) => setTimeout(resolve, 0));
+    answer("data:image/jpeg;base64,/9j/");
+    assert.deepEqual(await both, ["data:image/jpeg;base64,/9j/", "data:image/jpeg;base64,/9j/"]);
+    assert.equal(await getImage("far-1"), "data:image/jpeg;base64,/9j/");
+    assert.deepEqual(asked, ["far-1"]);
+  });
+
+  test("a source that fails gives nothing now and is asked again next time", async () => {
+    const { getImage, imagesFrom } = await import("../../static/js/store.js");
+    let calls = 0;
+    imagesFrom(async () => {
+      calls++;
+      if (calls === 1) throw new Error("offline");
+      return "data:image/png;base64,iVBO";
+    });
+    assert.equal(await getImage("far-2"), undefined);
+    assert.equal(await getImage("far-2"), "data:image/png;base64,iVBO");
+    assert.equal(calls, 2);
+  });
+});
