@@ -673,6 +673,8 @@ class WorkerSchedule:
         self._env = env
         history_db = getattr(env, "DB", None)
         self.history = BindingD1(history_db) if history_db is not None else None
+        files = getattr(env, "FILES", None)
+        self.files = BindingR2(files) if files is not None else None
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)

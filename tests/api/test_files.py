@@ -205,7 +205,9 @@ def test_a_users_images_are_held_to_max_files_and_max_files_bytes(ann: httpx.Cli
 
 def test_a_bad_image_id_is_refused(ann: httpx.Client) -> None:
     for path in ("/api/files/a%20b", "/api/files/" + "x" * 101, "/api/files/%C3%A9"):
-        assert_error(put_image(ann, path.removeprefix("/api/files/"), png(4, 3)), 400, "invalid_request")
+        assert_error(
+            put_image(ann, path.removeprefix("/api/files/"), png(4, 3)), 400, "invalid_request"
+        )
         assert_error(ann.get(path), 400, "invalid_request")
 
 
