@@ -245,7 +245,8 @@ def test_a_share_with_images_shows_its_own_copies_to_anyone(
     upload(ann, "a", square)
     upload(ann, "b", photo, "image/jpeg")
     cid = fresh_id()
-    tag = keep(ann, cid, SQUARE, PHOTO)
+    # "c" was never uploaded (a page that went away mid-upload, say).
+    tag = keep(ann, cid, SQUARE, PHOTO, ("c", "image/png", 2, 2))
     made = ann.post("/api/shares", json={"conversation": cid, "images": True})
     assert made.status_code == 201, made.text
     link = made.json()
@@ -258,6 +259,7 @@ def test_a_share_with_images_shows_its_own_copies_to_anyone(
     assert "script-src" not in page.headers["content-security-policy"]
     assert f'<img src="/s/{sid}/images/a" alt="" width="4" height="3">' in page.text
     assert f'<img src="/s/{sid}/images/b" alt="" width="5" height="6">' in page.text
+    assert page.text.count("<img") == 2  # none for what the server never held
     # No identity at all: the link is the key.
     shown = httpx.get(server.url + f"/s/{sid}/images/a")
     assert_image(shown, square, "image/png")

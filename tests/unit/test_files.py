@@ -234,6 +234,9 @@ def test_a_share_copies_its_images_which_outlive_the_originals_until_revoked() -
     sid = share(db, blobs, "ann", "c")
     assert run(files.read_shared(db, blobs, sid, "a", 2000)) == (png(4, 3), "image/png")
     assert run(files.read_shared(db, blobs, sid, "never-uploaded", 2000)) is None
+    _, page = shares.page(run(shares.read(db, sid)), 2000)
+    assert f"/s/{sid}/images/a".encode() in page
+    assert b"never-uploaded" not in page
     # The conversation and its image deleted: the link's copy stays.
     run(history.remove(db, "ann", "c", history.Precondition(), 2000))
     run(files.forget_unnamed(db, blobs, "ann", ["a"]))
