@@ -17,7 +17,7 @@ import pytest
 
 from tests.api.checks import assert_error
 from tests.api.conftest import ClientFactory, Server, ServerPool, token_client
-from tests.api.test_history import fresh_id
+from tests.api.test_history import conversation, fresh_id
 from tests.kit.images import gif, jpeg, png
 
 ANN = "ann-token-5d0e3b8a1f6c2947"
@@ -69,16 +69,11 @@ def upload(client: httpx.Client, fid: str, data: bytes, kind: str = "image/png")
 
 
 def with_images(cid: str, *images: tuple[str, str, int, int]) -> dict[str, Any]:
+    """A conversation whose question names ``images`` (id, type, width, height)."""
+    body = conversation(cid, "What is this?", "A black square.")
     named = [{"id": fid, "type": kind, "width": w, "height": h} for fid, kind, w, h in images]
-    return {
-        "id": cid,
-        "title": "Pictures",
-        "updated": 1733100000000,
-        "nodes": [
-            {"parent": None, "role": "user", "content": "What is this?", "images": named},
-            {"parent": 0, "role": "assistant", "content": "A black square."},
-        ],
-    }
+    body["nodes"][0]["images"] = named
+    return body
 
 
 def keep(client: httpx.Client, cid: str, *images: tuple[str, str, int, int]) -> str:

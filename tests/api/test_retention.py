@@ -18,7 +18,8 @@ import pytest
 
 from tests.api.checks import log_records
 from tests.api.conftest import ClientFactory, Server, ServerPool, token_client
-from tests.api.test_history import conversation, create, fresh_id
+from tests.api.test_files import keep, upload
+from tests.api.test_history import create, fresh_id
 from tests.kit.images import png
 
 GAIL = "gail-token-2f8d6b0a9c1e4375"
@@ -101,20 +102,14 @@ def test_the_scheduled_route_and_the_clock_are_the_runners_alone(servers: Server
 def test_the_daily_purge_deletes_dead_links_copies_and_unnamed_old_images(
     server: Server, new_client: ClientFactory
 ) -> None:
-    # After the test above (the clock it moved stays moved): only the
-    # counts of images are this test's alone.
+    # After this module's first test (the clock it moved stays moved): only
+    # the counts of images are this test's alone.
     hank = token_client(new_client, server, HANK)
-    for fid, data in (("kept", png(4, 3)), ("purged", png(6, 5))):
-        put = hank.put(f"/api/files/{fid}", content=data, headers={"content-type": "image/png"})
-        assert put.status_code == 201, put.text
+    upload(hank, "kept", png(4, 3))
+    upload(hank, "purged", png(6, 5))
     old, keeper = fresh_id(), fresh_id()
-    for cid, fid, size in ((old, "purged", (6, 5)), (keeper, "kept", (4, 3))):
-        body = conversation(cid, "look")
-        body["nodes"][0]["images"] = [
-            {"id": fid, "type": "image/png", "width": size[0], "height": size[1]}
-        ]
-        made = hank.put(f"/api/conversations/{cid}", json=body, headers={"if-none-match": "*"})
-        assert made.status_code == 201, made.text
+    keep(hank, old, ("purged", "image/png", 6, 5))
+    keep(hank, keeper, ("kept", "image/png", 4, 3))
     link = hank.post("/api/shares", json={"conversation": old, "days": 7, "images": True}).json()
     assert link["images"] == 1
     copy = server.url + f"/s/{link['id']}/images/purged"
