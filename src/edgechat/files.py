@@ -113,6 +113,9 @@ _STATE = (
     "(SELECT COALESCE(SUM(bytes), 0) FROM files WHERE user = ?1 AND key <> ?2) AS bytes"
 )
 _FORGET = "DELETE FROM files WHERE key = ?1"
+# Many rows in one statement: D1 counts queries per invocation (50 on the
+# Free plan, https://developers.cloudflare.com/d1/platform/limits/).
+_FORGET_KEYS = "DELETE FROM files WHERE key IN (SELECT value FROM json_each(?1))"
 _MINE = (
     "SELECT id, type, width, height, bytes, created FROM files "
     "WHERE user = ?1 AND share IS NULL ORDER BY created"
@@ -216,7 +219,7 @@ async def _delete(db: Database, blobs: Blobs, keys: list[str]) -> None:
         await blobs.delete(keys)
     except BlobError as exc:
         raise _stored(exc) from exc
-    await db.batch([(_FORGET, [key]) for key in keys])
+    await db.batch([(_FORGET_KEYS, [json.dumps(keys)])])
 
 
 async def forget_unnamed(db: Database, blobs: Blobs, user: str, ids: list[str]) -> None:
