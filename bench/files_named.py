@@ -96,9 +96,7 @@ def main() -> None:
         "sweep, a candidate": lambda: sql.execute(
             files._UNNAMED_BEFORE, {"1": 2000, "2": "ann"}
         ).fetchall(),
-        "sweep, none": lambda: sql.execute(
-            files._UNNAMED_BEFORE, {"1": 0, "2": "ann"}
-        ).fetchall(),
+        "sweep, none": lambda: sql.execute(files._UNNAMED_BEFORE, {"1": 0, "2": "ann"}).fetchall(),
     }
     timings: dict[str, list[float]] = {name: [] for name in cases}
     for _ in range(args.rounds):
