@@ -898,8 +898,9 @@ async def scheduled(
 ) -> None:
     """A Cron Trigger's run (``[triggers] crons``): every user's history held
     to ``HISTORY_RETENTION_DAYS`` and every expired link's copy deleted
-    (``history.purge``). Writes one log line; raises when the settings or
-    the database fail, so the platform records the run as failed."""
+    (``history.purge``), their images too (``files.purge``). Writes one log
+    line; raises when the settings, the database or the bucket fail, so the
+    platform records the run as failed."""
     started = time.monotonic()
     record: dict[str, object] = {
         "request_id": uuid.uuid4().hex,
@@ -912,7 +913,12 @@ async def scheduled(
         if db is None:
             record["skipped"] = "no DB binding"
         else:
-            record["purged"] = await history.purge(db, now_ms, current.history_retention_days)
+            days = current.history_retention_days
+            purged = await history.purge(db, now_ms, days)
+            # After the conversations: an image they named is unnamed now.
+            if schedule.files is not None:
+                purged["files"] = await files.purge(db, schedule.files, now_ms, days)
+            record["purged"] = purged
     except (EdgechatError, DatabaseError) as exc:
         record["error_detail"] = str(exc)
         raise

@@ -22,7 +22,8 @@ An image goes when nothing names it: a deleted conversation's images go
 unless another live conversation of the user names them
 (``forget_unnamed``); with ``HISTORY_RETENTION_DAYS``, the images no live
 conversation names that are older than that go, and so do the copies of
-expired or revoked links (``sweep``).
+expired or revoked links (``sweep``: for the user who lists their
+conversations, and for every user in the daily scheduled run, ``purge``).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ __all__ = [
     "mine",
     "named_by",
     "own_key",
+    "purge",
     "read",
     "read_shared",
     "share_images",
@@ -81,12 +83,16 @@ def _stored(exc: BlobError) -> HistoryUnavailable:
     return HistoryUnavailable(detail=f"files: {exc}")
 
 
-# The ids the user's live conversations name (a user node's ``images``).
-_NAMED = (
-    "SELECT json_extract(i.value, '$.id') FROM conversations c, "
-    "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
-    "WHERE c.user = ?1 AND c.body IS NOT NULL"
-)
+def _named(user: str) -> str:
+    """The ids the live conversations of the user in parameter ``user``
+    name (a user node's ``images``)."""
+    return (
+        "SELECT json_extract(i.value, '$.id') FROM conversations c, "
+        "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
+        f"WHERE c.user = {user} AND c.body IS NOT NULL"
+    )
+
+
 _NAMED_BY = (
     "SELECT DISTINCT json_extract(i.value, '$.id') AS id FROM conversations c, "
     "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
@@ -107,22 +113,26 @@ _STATE = (
     "(SELECT COALESCE(SUM(bytes), 0) FROM files WHERE user = ?1 AND key <> ?2) AS bytes"
 )
 _FORGET = "DELETE FROM files WHERE key = ?1"
+# Many rows in one statement: D1 counts queries per invocation (50 on the
+# Free plan, https://developers.cloudflare.com/d1/platform/limits/).
+_FORGET_KEYS = "DELETE FROM files WHERE key IN (SELECT value FROM json_each(?1))"
 _MINE = (
     "SELECT id, type, width, height, bytes, created FROM files "
     "WHERE user = ?1 AND share IS NULL ORDER BY created"
 )
 _UNNAMED = (
     "SELECT key FROM files WHERE user = ?1 AND share IS NULL AND id IN "
-    "(SELECT value FROM json_each(?2)) AND id NOT IN (" + _NAMED + ")"
+    "(SELECT value FROM json_each(?2)) AND id NOT IN (" + _named("?1") + ")"
 )
-_UNNAMED_BEFORE = (
-    "SELECT key FROM files WHERE user = ?1 AND share IS NULL AND created < ?2 "
-    "AND id NOT IN (" + _NAMED + ")"
-)
-_DEAD_COPIES = (
-    "SELECT f.key FROM files f JOIN shares s ON s.id = f.share "
-    "WHERE f.user = ?1 AND (s.body IS NULL OR s.expires <= ?2)"
-)
+# Retention's candidates (``sweep``, ``purge``): own images uploaded before
+# ?1 (named or not), and copies of links that expired by ?1 or were revoked.
+_OLD = "FROM files WHERE share IS NULL AND created < ?1"
+_DEAD = "FROM files f JOIN shares s ON s.id = f.share WHERE (s.body IS NULL OR s.expires <= ?1)"
+_UNNAMED_BEFORE = "SELECT key " + _OLD + " AND user = ?2 AND id NOT IN (" + _named("?2") + ")"
+_DEAD_COPIES = "SELECT f.key " + _DEAD + " AND f.user = ?2"
+# The scheduled purge's owners: who has one.
+_OWNERS_OF_OLD = "SELECT DISTINCT user " + _OLD
+_OWNERS_OF_DEAD_COPIES = "SELECT DISTINCT f.user " + _DEAD
 _SHARED_SOURCES = (
     "SELECT key, id, bytes FROM files WHERE user = ?1 AND share IS NULL AND id IN "
     "(SELECT json_extract(i.value, '$.id') FROM shares s, json_each(s.body, '$.nodes') n, "
@@ -209,7 +219,7 @@ async def _delete(db: Database, blobs: Blobs, keys: list[str]) -> None:
         await blobs.delete(keys)
     except BlobError as exc:
         raise _stored(exc) from exc
-    await db.batch([(_FORGET, [key]) for key in keys])
+    await db.batch([(_FORGET_KEYS, [json.dumps(keys)])])
 
 
 async def forget_unnamed(db: Database, blobs: Blobs, user: str, ids: list[str]) -> None:
@@ -221,14 +231,34 @@ async def forget_unnamed(db: Database, blobs: Blobs, user: str, ids: list[str]) 
     await _delete(db, blobs, [row["key"] for row in rows])
 
 
-async def sweep(db: Database, blobs: Blobs, user: str, before_ms: int, now_ms: int) -> None:
-    """Retention: deletes the user's images uploaded before ``before_ms``
-    that no live conversation names, and the copies of their links that
-    expired or were revoked."""
-    unnamed, dead = await db.batch(
-        [(_UNNAMED_BEFORE, [user, before_ms]), (_DEAD_COPIES, [user, now_ms])]
-    )
-    await _delete(db, blobs, [row["key"] for row in unnamed + dead])
+async def sweep(db: Database, blobs: Blobs, user: str, before_ms: int | None, now_ms: int) -> int:
+    """Retention: deletes the copies of the user's links that expired or
+    were revoked and, with ``before_ms``, their images uploaded before then
+    that no live conversation names. Returns how many objects went."""
+    statements: list[tuple[str, list[Any]]] = [(_DEAD_COPIES, [now_ms, user])]
+    if before_ms is not None:
+        statements.append((_UNNAMED_BEFORE, [before_ms, user]))
+    found = await db.batch(statements)
+    keys = [row["key"] for rows in found for row in rows]
+    await _delete(db, blobs, keys)
+    return len(keys)
+
+
+async def purge(db: Database, blobs: Blobs, now_ms: int, days: int | None) -> int:
+    """The scheduled purge's part (``app.scheduled``, after
+    ``history.purge``): ``sweep`` for every user who has a copy of a dead
+    link or, with ``days`` (``HISTORY_RETENTION_DAYS``), an image older
+    than that. Returns how many objects went."""
+    before = now_ms - days * 86_400_000 if days is not None else None
+    statements: list[tuple[str, list[Any]]] = [(_OWNERS_OF_DEAD_COPIES, [now_ms])]
+    if before is not None:
+        statements.append((_OWNERS_OF_OLD, [before]))
+    found = await db.batch(statements)
+    owners = sorted({row["user"] for rows in found for row in rows})
+    gone = 0
+    for user in owners:
+        gone += await sweep(db, blobs, user, before, now_ms)
+    return gone
 
 
 async def share_images(

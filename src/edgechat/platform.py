@@ -502,7 +502,17 @@ class BindingKv:
 
 class BindingR2:
     """``ports.Blobs`` over an R2 bucket binding
-    (https://developers.cloudflare.com/r2/api/workers/workers-api-reference/)."""
+    (https://developers.cloudflare.com/r2/api/workers/workers-api-reference/).
+
+    What this relies on, read in the sources the runner uses (wrangler's
+    local bucket is miniflare's ``workers/r2/bucket.worker.js``) and checked
+    by tests/api/test_files.py against it: ``put`` takes an ArrayBufferView
+    and ``httpMetadata.contentType``, which ``get`` hands back on the
+    object; ``to_js`` of ``bytes`` is a copy out of the Wasm heap
+    (Pyodide's ``python2js_buffer_1d_contiguous``: ``HEAP8.slice``), so the
+    bucket never reads memory Python may reuse; ``delete`` takes one key or
+    an array of them; ``list`` gives at most 1000 keys a page (its default
+    ``limit``), with ``truncated`` and the next page's ``cursor``."""
 
     # R2's ``delete`` takes at most this many keys a call.
     DELETE_BATCH = 1000
@@ -673,6 +683,8 @@ class WorkerSchedule:
         self._env = env
         history_db = getattr(env, "DB", None)
         self.history = BindingD1(history_db) if history_db is not None else None
+        files = getattr(env, "FILES", None)
+        self.files = BindingR2(files) if files is not None else None
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)

@@ -236,6 +236,11 @@ class Schedule(Protocol):
         """The ``DB`` database, when bound."""
         ...
 
+    @property
+    def files(self) -> Blobs | None:
+        """The ``FILES`` bucket, when bound."""
+        ...
+
     def var(self, name: str) -> object:
         """A ``[vars]`` value or secret, or None when unset."""
         ...

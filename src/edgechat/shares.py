@@ -64,7 +64,13 @@ _MINE = (
 _REVOKE = (
     "UPDATE shares SET body = NULL WHERE id = ?1 AND user = ?2 AND body IS NOT NULL RETURNING id"
 )
-_READ = "SELECT id, title, created, expires, body, images FROM shares WHERE id = ?1"
+# ``shown``: the ids of the images the link copied (files.py's rows of
+# it), as JSON; the page shows those and no other.
+_READ = (
+    "SELECT id, title, created, expires, body, images, "
+    "(SELECT json_group_array(f.id) FROM files f WHERE f.share = ?1) AS shown "
+    "FROM shares WHERE id = ?1"
+)
 
 
 def new_id() -> str:
@@ -174,11 +180,14 @@ def headers(row: dict[str, Any] | None) -> dict[str, str]:
     return IMAGE_HEADERS if row is not None and row.get("images") else HEADERS
 
 
-def _images(sid: str, message: dict[str, Any]) -> str:
+def _images(sid: str, message: dict[str, Any], shown: set[str]) -> str:
+    # An image the link holds no copy of (never uploaded) is left out, not
+    # shown broken.
     return "".join(
         f'<img src="/s/{sid}/images/{html.escape(image["id"])}" alt="" '
         f'width="{int(image["width"])}" height="{int(image["height"])}">'
         for image in message.get("images", ())
+        if image["id"] in shown
     )
 
 
@@ -216,10 +225,11 @@ def page(row: dict[str, Any] | None, now_ms: int) -> tuple[int, bytes]:
     conversation = json.loads(row["body"])
     title = conversation.get("title") or "A conversation"
     parts = [f"<h1>{html.escape(title)}</h1>"]
+    shown = set(json.loads(row.get("shown") or "[]")) if row.get("images") else set()
     for message in _thread(conversation):
         who = "User" if message["role"] == "user" else "Assistant"
-        shown = _images(row["id"], message) if row.get("images") else ""
-        parts.append(f"<h2>{who}</h2>{shown}<pre>{html.escape(message['content'])}</pre>")
+        images = _images(row["id"], message, shown)
+        parts.append(f"<h2>{who}</h2>{images}<pre>{html.escape(message['content'])}</pre>")
     until = utc_iso(row["expires"] / 1000)
     parts.append(f"<footer>A read-only copy, shared with edgechat until {until}.</footer>")
     return 200, _document(title, "".join(parts))

@@ -119,7 +119,15 @@ def assert_error(response: httpx.Response, status: int, code: str, *markers: str
     extra |= {"resets_at"} if daily and "resets_at" in body["error"] else set()
     # A stale write names the version now; a user's limit names itself.
     extra |= {"etag"} if code == "version_conflict" else set()
-    over = ("too_many_conversations", "history_full", "too_many_shares")
+    over = (
+        "too_many_conversations",
+        "history_full",
+        "too_many_shares",
+        "file_too_large",
+        "files_full",
+        "too_many_files",
+        "too_many_share_images",
+    )
     extra |= {"limit", "max"} if code in over else set()
     assert set(body["error"]) == {"code", "message"} | extra, body
     assert body["error"]["code"] == code, body

@@ -366,7 +366,7 @@ def test_share_requests_are_checked(ann: httpx.Client) -> None:
         ({"conversation": cid, "days": 366}, "days"),
         ({"conversation": cid, "days": "7"}, "days"),
         ({"conversation": 5}, "conversation"),
-        ({"conversation": cid, "images": True}, "conversation and days only"),
+        ({"conversation": cid, "pictures": True}, "conversation, days and images only"),
     ):
         refused = ann.post("/api/shares", json=body)
         assert_error(refused, 400, "invalid_request")

@@ -18,7 +18,9 @@ import pytest
 
 from tests.api.checks import log_records
 from tests.api.conftest import ClientFactory, Server, ServerPool, token_client
+from tests.api.test_files import keep, upload
 from tests.api.test_history import create, fresh_id
+from tests.kit.images import png
 
 GAIL = "gail-token-2f8d6b0a9c1e4375"
 HANK = "hank-token-b7140e3a5d9c62f8"
@@ -69,7 +71,7 @@ def test_the_daily_purge_removes_what_outlived_retention_for_every_user(
     advance(server, 8 * DAY_MS)
     first = run_scheduled(server)
     assert first["cron"] == "17 3 * * *"
-    assert first["purged"] == {"expired_share_copies": 1, "conversations": 0}
+    assert first["purged"] == {"expired_share_copies": 1, "conversations": 0, "files": 0}
     # The link expired: its page says so, and its copy is gone from the export.
     expired = httpx.get(server.url + link["url"])
     assert expired.status_code == 410
@@ -81,7 +83,7 @@ def test_the_daily_purge_removes_what_outlived_retention_for_every_user(
     create(gail, recent, "written later")
     advance(server, 25 * DAY_MS)
     second = run_scheduled(server)
-    assert second["purged"] == {"expired_share_copies": 0, "conversations": 2}
+    assert second["purged"] == {"expired_share_copies": 0, "conversations": 2, "files": 0}
     assert gail.get(f"/api/conversations/{old_gail}").status_code == 404
     assert hank.get(f"/api/conversations/{old_hank}").status_code == 404
     assert gail.get(f"/api/conversations/{recent}").status_code == 200
@@ -95,3 +97,45 @@ def test_the_scheduled_route_and_the_clock_are_the_runners_alone(servers: Server
     # Without the options the paths are the Worker's, which has no such route.
     assert httpx.get(plain.url + "/cdn-cgi/handler/scheduled").status_code == 404
     assert httpx.post(plain.url + "/__runner/clock", params={"advance_ms": 1}).status_code == 404
+
+
+def test_the_daily_purge_deletes_dead_links_copies_and_unnamed_old_images(
+    server: Server, new_client: ClientFactory
+) -> None:
+    # After this module's first test (the clock it moved stays moved): only
+    # the counts of images are this test's alone.
+    hank = token_client(new_client, server, HANK)
+    upload(hank, "kept", png(4, 3))
+    upload(hank, "purged", png(6, 5))
+    old, keeper = fresh_id(), fresh_id()
+    keep(hank, old, ("purged", "image/png", 6, 5))
+    keep(hank, keeper, ("kept", "image/png", 4, 3))
+    link = hank.post("/api/shares", json={"conversation": old, "days": 7, "images": True}).json()
+    assert link["images"] == 1
+    copy = server.url + f"/s/{link['id']}/images/purged"
+    assert httpx.get(copy).status_code == 200
+
+    advance(server, 8 * DAY_MS)
+    first = run_scheduled(server)
+    assert first["purged"]["files"] == 1  # the expired link's copy
+    assert httpx.get(copy).status_code == 404
+    assert hank.get("/api/files/purged").status_code == 200
+    # The keeper is written again: it lives on, and so does its image.
+    tag = hank.get(f"/api/conversations/{keeper}").headers["etag"]
+    body = hank.get(f"/api/conversations/{keeper}").json()
+    assert (
+        hank.put(f"/api/conversations/{keeper}", json=body, headers={"if-match": tag}).status_code
+        == 200
+    )
+
+    advance(server, 25 * DAY_MS)
+    second = run_scheduled(server)
+    # The old conversation outlived retention; its image, uploaded as long
+    # ago and named by nothing live now, goes in the same run.
+    assert second["purged"]["files"] == 1
+    assert hank.get(f"/api/conversations/{old}").status_code == 404
+    assert hank.get("/api/files/purged").status_code == 404
+    kept = hank.get("/api/files/kept")
+    assert kept.status_code == 200
+    assert kept.content == png(4, 3)
+    assert [f["id"] for f in hank.get("/api/my-data").json()["files"]] == ["kept"]

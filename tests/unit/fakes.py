@@ -740,6 +740,18 @@ class FakeBlobs:
         return page, str(after) if after < len(names) else None
 
 
+class FakeSchedule:
+    """``ports.Schedule``: a scheduled run's database, bucket and ``[vars]``."""
+
+    def __init__(self, db: FakeDb | None, files: FakeBlobs | None = None, **variables: str) -> None:
+        self.history = db
+        self.files = files
+        self.variables = variables
+
+    def var(self, name: str) -> object:
+        return self.variables.get(name)
+
+
 class FakeVerifier:
     """``ports.Verifier`` with real RS256 (``cryptography``, as WebCrypto
     would): ``answers`` are what Access's keys endpoint gives, one per

@@ -22,7 +22,7 @@ from edgechat.errors import (
 from edgechat.http import Incoming
 from tests.kit.images import gif, png
 
-from .fakes import FakeBlobs, FakeDb, FakePlatform
+from .fakes import FakeBlobs, FakeDb, FakePlatform, FakeSchedule
 from .test_history import migrated
 
 QUOTA = files.Quota(files=3, bytes=10_000)
@@ -143,6 +143,84 @@ def test_retention_sweeps_old_unnamed_images_and_dead_links_copies() -> None:
     assert sorted(row["id"] for row in run(files.mine(db, "ann"))) == ["named", "new"]
 
 
+DAY_MS = 86_400_000
+
+
+def test_the_scheduled_purge_sweeps_every_owner_of_something_to_delete() -> None:
+    db, blobs = migrated(), FakeBlobs()
+    now = 40 * DAY_MS
+    for user, fid, at in (
+        ("ann", "old", 1000),
+        ("ann", "named", 1000),
+        ("ann", "recent", now - DAY_MS),
+        ("bob", "old", 1000),
+        ("carol", "recent", now - DAY_MS),
+    ):
+        run(files.upload(db, blobs, user, fid, "image/png", png(4, 3), QUOTA, at))
+    run(history.put(db, "ann", "c", with_images("c", "named"), CREATE, BIG, now - DAY_MS))
+    # Dave's links: one expired, one revoked whose copy was left behind
+    # (the revoke's delete failed), one live.
+    run(files.upload(db, blobs, "dave", "d", "image/png", png(4, 3), QUOTA, now - DAY_MS))
+    run(history.put(db, "dave", "c", with_images("c", "d"), CREATE, BIG, now - DAY_MS))
+    quota = files.Quota(files=10, bytes=10_000)
+    links = []
+    for days in (1, 7, 7):
+        link = run(shares.create(db, "dave", "c", days, 10, now - 2 * DAY_MS))
+        run(files.share_images(db, blobs, "dave", link["id"], quota, 20, now - 2 * DAY_MS))
+        links.append(link["id"])
+    expired, revoked, live = links
+    run(shares.revoke(db, "dave", revoked))
+    batches = len(db.batches)
+
+    # Without retention only the dead links' copies go.
+    assert run(files.purge(db, blobs, now, None)) == 2
+    # The owners in one batch, then one sweep of dave's: its rows found in
+    # one statement, and forgotten in one.
+    assert [len(b) for b in db.batches[batches:]] == [1, 1, 1]
+    assert run(files.read_shared(db, blobs, live, "d", now)) == (png(4, 3), "image/png")
+    assert not any(f"/s/{sid}/" in key for key in blobs.objects for sid in (expired, revoked))
+    assert run(files.purge(db, blobs, now, None)) == 0
+
+    assert run(files.purge(db, blobs, now, 30)) == 2
+    left = {
+        (user, row["id"])
+        for user in ("ann", "bob", "carol", "dave")
+        for row in run(files.mine(db, user))
+    }
+    assert left == {("ann", "named"), ("ann", "recent"), ("carol", "recent"), ("dave", "d")}
+    assert files.own_key("bob", "old") not in blobs.objects
+    assert files.own_key("ann", "named") in blobs.objects
+    assert run(files.purge(db, blobs, now, 30)) == 0
+
+
+def test_the_scheduled_run_purges_images_after_the_conversations_that_named_them(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    db, blobs = migrated(), FakeBlobs()
+    now = 40 * DAY_MS
+    run(files.upload(db, blobs, "ann", "a", "image/png", png(4, 3), QUOTA, 1000))
+    run(files.upload(db, blobs, "ann", "b", "image/png", png(4, 3), QUOTA, 1000))
+    run(history.put(db, "ann", "old", with_images("old", "a"), CREATE, BIG, 1000))
+    run(history.put(db, "ann", "new", with_images("new", "b"), CREATE, BIG, now - DAY_MS))
+    schedule = FakeSchedule(db, blobs, HISTORY_RETENTION_DAYS="30")
+    run(app.scheduled(schedule, None, now, "17 3 * * *"))
+    record = json.loads(capsys.readouterr().out)
+    assert record["purged"] == {"expired_share_copies": 0, "conversations": 1, "files": 1}
+    assert [row["id"] for row in run(files.mine(db, "ann"))] == ["b"]
+    assert list(blobs.objects) == [files.own_key("ann", "b")]
+    # Without the bucket the log line has no count of it.
+    run(app.scheduled(FakeSchedule(db, HISTORY_RETENTION_DAYS="30"), None, now, "17 3 * * *"))
+    assert "files" not in json.loads(capsys.readouterr().out)["purged"]
+    # A failing bucket fails the run, and the log says why.
+    run(files.upload(db, blobs, "bob", "x", "image/png", png(4, 3), QUOTA, 1000))
+    blobs.fail = True
+    with pytest.raises(HistoryUnavailable):
+        run(app.scheduled(schedule, None, now, "17 3 * * *"))
+    assert "R2 is down" in json.loads(capsys.readouterr().out)["error_detail"]
+    blobs.fail = False
+    assert [row["id"] for row in run(files.mine(db, "bob"))] == ["x"]
+
+
 def share(db: FakeDb, blobs: FakeBlobs, user: str, cid: str, most: int = 20) -> str:
     link = run(shares.create(db, user, cid, 1, 10, 1000))
     quota = files.Quota(files=10, bytes=10_000)
@@ -157,6 +235,9 @@ def test_a_share_copies_its_images_which_outlive_the_originals_until_revoked() -
     sid = share(db, blobs, "ann", "c")
     assert run(files.read_shared(db, blobs, sid, "a", 2000)) == (png(4, 3), "image/png")
     assert run(files.read_shared(db, blobs, sid, "never-uploaded", 2000)) is None
+    _, page = shares.page(run(shares.read(db, sid)), 2000)
+    assert f"/s/{sid}/images/a".encode() in page
+    assert b"never-uploaded" not in page
     # The conversation and its image deleted: the link's copy stays.
     run(history.remove(db, "ann", "c", history.Precondition(), 2000))
     run(files.forget_unnamed(db, blobs, "ann", ["a"]))

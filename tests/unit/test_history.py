@@ -24,7 +24,7 @@ from edgechat.errors import (
 from edgechat.http import Incoming
 from edgechat.ports import DatabaseError
 
-from .fakes import FakeDb, FakePlatform
+from .fakes import FakeDb, FakePlatform, FakeSchedule
 
 MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
 QUOTA = history.Quota(conversations=3, bytes=10_000)
@@ -323,15 +323,6 @@ def test_a_batch_is_one_transaction_and_only_the_refused_are_read_again() -> Non
     assert len(db.batches) == 2
 
 
-class _Schedule:
-    def __init__(self, db: FakeDb | None, **variables: str) -> None:
-        self.history = db
-        self.variables = variables
-
-    def var(self, name: str) -> object:
-        return self.variables.get(name)
-
-
 def test_the_scheduled_purge_holds_every_user_to_retention(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -341,7 +332,7 @@ def test_the_scheduled_purge_holds_every_user_to_retention(
     put(db, "bob", flat("old", "y"), CREATE)
     run(history.put(db, "bob", "new", flat("new", "z"), CREATE, QUOTA, now - shares.DAY_MS))
     run(shares.create(db, "ann", "old", 1, 5, 1000))
-    schedule = _Schedule(db, HISTORY_RETENTION_DAYS="30")
+    schedule = FakeSchedule(db, HISTORY_RETENTION_DAYS="30")
     run(app.scheduled(schedule, None, now, "17 3 * * *"))
     (line,) = capsys.readouterr().out.splitlines()
     record = json.loads(line)
@@ -351,9 +342,9 @@ def test_the_scheduled_purge_holds_every_user_to_retention(
     assert run(history.get(db, "bob", "new")) is not None
 
     # Without retention only expired links' copies go; without DB, nothing.
-    run(app.scheduled(_Schedule(db), None, now, "17 3 * * *"))
+    run(app.scheduled(FakeSchedule(db), None, now, "17 3 * * *"))
     assert json.loads(capsys.readouterr().out)["purged"] == {"expired_share_copies": 0}
-    run(app.scheduled(_Schedule(None), None, now, "17 3 * * *"))
+    run(app.scheduled(FakeSchedule(None), None, now, "17 3 * * *"))
     assert json.loads(capsys.readouterr().out)["skipped"] == "no DB binding"
     db.fail = True
     with pytest.raises(DatabaseError):
