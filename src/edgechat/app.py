@@ -397,7 +397,6 @@ async def api_conversations(ctx: Context) -> Reply:
     try:
         if days is not None:
             await history.expire(db, user, _now_ms(ctx), days)
-            await _sweep_files(ctx, db, user, days)
         page = await history.list_page(db, user, query)
     except DatabaseError as exc:
         raise _stored(exc) from exc
@@ -677,12 +676,6 @@ async def _share_images(ctx: Context, db: Database, blobs: Blobs, user: str, sid
         raise
 
 
-async def _sweep_files(ctx: Context, db: Database, user: str, days: int) -> None:
-    if ctx.platform.files is not None:
-        now = _now_ms(ctx)
-        await files.sweep(db, ctx.platform.files, user, now - days * 86_400_000, now)
-
-
 # An image's reply: its own type, never sniffed, kept by the browser alone.
 def _image_reply(ctx: Context, found: tuple[bytes, str], headers: Mapping[str, str]) -> Reply:
     data, kind = found
@@ -917,7 +910,10 @@ async def scheduled(
             purged = await history.purge(db, now_ms, days)
             # After the conversations: an image they named is unnamed now.
             if schedule.files is not None:
-                purged["files"] = await files.purge(db, schedule.files, now_ms, days)
+                gone, later = await files.purge(db, schedule.files, now_ms, days)
+                purged["files"] = gone
+                if later:
+                    purged["files_owners_left"] = later
             record["purged"] = purged
     except (EdgechatError, DatabaseError) as exc:
         record["error_detail"] = str(exc)

@@ -22,8 +22,9 @@ An image goes when nothing names it: a deleted conversation's images go
 unless another live conversation of the user names them
 (``forget_unnamed``); with ``HISTORY_RETENTION_DAYS``, the images no live
 conversation names that are older than that go, and so do the copies of
-expired or revoked links (``sweep``: for the user who lists their
-conversations, and for every user in the daily scheduled run, ``purge``).
+expired or revoked links (``sweep``, for every user in the hourly
+scheduled run, ``purge``; not when a user lists their conversations, where
+its scan of every message would cost each list).
 """
 
 from __future__ import annotations
@@ -244,11 +245,21 @@ async def sweep(db: Database, blobs: Blobs, user: str, before_ms: int | None, no
     return len(keys)
 
 
-async def purge(db: Database, blobs: Blobs, now_ms: int, days: int | None) -> int:
+# Owners one scheduled run sweeps. Each costs about four D1 queries and R2
+# calls, and an invocation may make 50 on Workers Free ("Queries per Worker
+# invocation", https://developers.cloudflare.com/d1/platform/limits/; the
+# Workers subrequest limit, https://developers.cloudflare.com/workers/platform/limits/):
+# ten, beside the purge's own few, stay within it. The others are the next
+# run's (the trigger runs hourly), and the log line counts them.
+PURGE_OWNERS = 10
+
+
+async def purge(db: Database, blobs: Blobs, now_ms: int, days: int | None) -> tuple[int, int]:
     """The scheduled purge's part (``app.scheduled``, after
-    ``history.purge``): ``sweep`` for every user who has a copy of a dead
-    link or, with ``days`` (``HISTORY_RETENTION_DAYS``), an image older
-    than that. Returns how many objects went."""
+    ``history.purge``): ``sweep`` for up to ``PURGE_OWNERS`` users who have
+    a copy of a dead link or, with ``days`` (``HISTORY_RETENTION_DAYS``),
+    an image older than that. Returns how many objects went, and how many
+    owners are left for the next run."""
     before = now_ms - days * 86_400_000 if days is not None else None
     statements: list[tuple[str, list[Any]]] = [(_OWNERS_OF_DEAD_COPIES, [now_ms])]
     if before is not None:
@@ -256,9 +267,9 @@ async def purge(db: Database, blobs: Blobs, now_ms: int, days: int | None) -> in
     found = await db.batch(statements)
     owners = sorted({row["user"] for rows in found for row in rows})
     gone = 0
-    for user in owners:
+    for user in owners[:PURGE_OWNERS]:
         gone += await sweep(db, blobs, user, before, now_ms)
-    return gone
+    return gone, max(0, len(owners) - PURGE_OWNERS)
 
 
 async def share_images(

@@ -48,7 +48,7 @@ def run_scheduled(server: Server) -> dict[str, object]:
     """Runs the scheduled handler; its log line, once the runner's output
     (read by another thread) has it."""
     before = len(scheduled_runs(server))
-    ran = httpx.get(server.url + "/cdn-cgi/handler/scheduled", params={"cron": "17 3 * * *"})
+    ran = httpx.get(server.url + "/cdn-cgi/handler/scheduled", params={"cron": "17 * * * *"})
     assert ran.status_code == 200, ran.text
     deadline = time.monotonic() + 10
     while len(runs := scheduled_runs(server)) == before:
@@ -58,7 +58,7 @@ def run_scheduled(server: Server) -> dict[str, object]:
     return runs[-1]
 
 
-def test_the_daily_purge_removes_what_outlived_retention_for_every_user(
+def test_the_scheduled_purge_removes_what_outlived_retention_for_every_user(
     server: Server, new_client: ClientFactory
 ) -> None:
     gail = token_client(new_client, server, GAIL)
@@ -70,7 +70,7 @@ def test_the_daily_purge_removes_what_outlived_retention_for_every_user(
 
     advance(server, 8 * DAY_MS)
     first = run_scheduled(server)
-    assert first["cron"] == "17 3 * * *"
+    assert first["cron"] == "17 * * * *"
     assert first["purged"] == {"expired_share_copies": 1, "conversations": 0, "files": 0}
     # The link expired: its page says so, and its copy is gone from the export.
     expired = httpx.get(server.url + link["url"])
@@ -99,7 +99,7 @@ def test_the_scheduled_route_and_the_clock_are_the_runners_alone(servers: Server
     assert httpx.post(plain.url + "/__runner/clock", params={"advance_ms": 1}).status_code == 404
 
 
-def test_the_daily_purge_deletes_dead_links_copies_and_unnamed_old_images(
+def test_the_scheduled_purge_deletes_dead_links_copies_and_unnamed_old_images(
     server: Server, new_client: ClientFactory
 ) -> None:
     # After this module's first test (the clock it moved stays moved): only

@@ -173,15 +173,15 @@ def test_the_scheduled_purge_sweeps_every_owner_of_something_to_delete() -> None
     batches = len(db.batches)
 
     # Without retention only the dead links' copies go.
-    assert run(files.purge(db, blobs, now, None)) == 2
+    assert run(files.purge(db, blobs, now, None)) == (2, 0)
     # The owners in one batch, then one sweep of dave's: its rows found in
     # one statement, and forgotten in one.
     assert [len(b) for b in db.batches[batches:]] == [1, 1, 1]
     assert run(files.read_shared(db, blobs, live, "d", now)) == (png(4, 3), "image/png")
     assert not any(f"/s/{sid}/" in key for key in blobs.objects for sid in (expired, revoked))
-    assert run(files.purge(db, blobs, now, None)) == 0
+    assert run(files.purge(db, blobs, now, None)) == (0, 0)
 
-    assert run(files.purge(db, blobs, now, 30)) == 2
+    assert run(files.purge(db, blobs, now, 30)) == (2, 0)
     left = {
         (user, row["id"])
         for user in ("ann", "bob", "carol", "dave")
@@ -190,7 +190,18 @@ def test_the_scheduled_purge_sweeps_every_owner_of_something_to_delete() -> None
     assert left == {("ann", "named"), ("ann", "recent"), ("carol", "recent"), ("dave", "d")}
     assert files.own_key("bob", "old") not in blobs.objects
     assert files.own_key("ann", "named") in blobs.objects
-    assert run(files.purge(db, blobs, now, 30)) == 0
+    assert run(files.purge(db, blobs, now, 30)) == (0, 0)
+
+
+def test_a_scheduled_run_sweeps_at_most_purge_owners_and_leaves_the_rest_to_the_next() -> None:
+    db, blobs = migrated(), FakeBlobs()
+    now = 40 * DAY_MS
+    owners = [f"user-{k:02}" for k in range(files.PURGE_OWNERS + 3)]
+    for user in owners:
+        run(files.upload(db, blobs, user, "old", "image/png", png(4, 3), QUOTA, 1000))
+    assert run(files.purge(db, blobs, now, 30)) == (files.PURGE_OWNERS, 3)
+    assert run(files.purge(db, blobs, now, 30)) == (3, 0)
+    assert not blobs.objects
 
 
 def test_the_scheduled_run_purges_images_after_the_conversations_that_named_them(
@@ -203,19 +214,19 @@ def test_the_scheduled_run_purges_images_after_the_conversations_that_named_them
     run(history.put(db, "ann", "old", with_images("old", "a"), CREATE, BIG, 1000))
     run(history.put(db, "ann", "new", with_images("new", "b"), CREATE, BIG, now - DAY_MS))
     schedule = FakeSchedule(db, blobs, HISTORY_RETENTION_DAYS="30")
-    run(app.scheduled(schedule, None, now, "17 3 * * *"))
+    run(app.scheduled(schedule, None, now, "17 * * * *"))
     record = json.loads(capsys.readouterr().out)
     assert record["purged"] == {"expired_share_copies": 0, "conversations": 1, "files": 1}
     assert [row["id"] for row in run(files.mine(db, "ann"))] == ["b"]
     assert list(blobs.objects) == [files.own_key("ann", "b")]
     # Without the bucket the log line has no count of it.
-    run(app.scheduled(FakeSchedule(db, HISTORY_RETENTION_DAYS="30"), None, now, "17 3 * * *"))
+    run(app.scheduled(FakeSchedule(db, HISTORY_RETENTION_DAYS="30"), None, now, "17 * * * *"))
     assert "files" not in json.loads(capsys.readouterr().out)["purged"]
     # A failing bucket fails the run, and the log says why.
     run(files.upload(db, blobs, "bob", "x", "image/png", png(4, 3), QUOTA, 1000))
     blobs.fail = True
     with pytest.raises(HistoryUnavailable):
-        run(app.scheduled(schedule, None, now, "17 3 * * *"))
+        run(app.scheduled(schedule, None, now, "17 * * * *"))
     assert "R2 is down" in json.loads(capsys.readouterr().out)["error_detail"]
     blobs.fail = False
     assert [row["id"] for row in run(files.mine(db, "bob"))] == ["x"]

@@ -333,7 +333,7 @@ def test_the_scheduled_purge_holds_every_user_to_retention(
     run(history.put(db, "bob", "new", flat("new", "z"), CREATE, QUOTA, now - shares.DAY_MS))
     run(shares.create(db, "ann", "old", 1, 5, 1000))
     schedule = FakeSchedule(db, HISTORY_RETENTION_DAYS="30")
-    run(app.scheduled(schedule, None, now, "17 3 * * *"))
+    run(app.scheduled(schedule, None, now, "17 * * * *"))
     (line,) = capsys.readouterr().out.splitlines()
     record = json.loads(line)
     assert record["event"] == "scheduled"
@@ -342,11 +342,11 @@ def test_the_scheduled_purge_holds_every_user_to_retention(
     assert run(history.get(db, "bob", "new")) is not None
 
     # Without retention only expired links' copies go; without DB, nothing.
-    run(app.scheduled(FakeSchedule(db), None, now, "17 3 * * *"))
+    run(app.scheduled(FakeSchedule(db), None, now, "17 * * * *"))
     assert json.loads(capsys.readouterr().out)["purged"] == {"expired_share_copies": 0}
-    run(app.scheduled(FakeSchedule(None), None, now, "17 3 * * *"))
+    run(app.scheduled(FakeSchedule(None), None, now, "17 * * * *"))
     assert json.loads(capsys.readouterr().out)["skipped"] == "no DB binding"
     db.fail = True
     with pytest.raises(DatabaseError):
-        run(app.scheduled(schedule, None, now, "17 3 * * *"))
+        run(app.scheduled(schedule, None, now, "17 * * * *"))
     assert "D1_ERROR" in json.loads(capsys.readouterr().out)["error_detail"]
