@@ -99,7 +99,11 @@ _NAMED_BY = (
     "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
     "WHERE c.user = ?1 AND c.id = ?2 AND c.body IS NOT NULL"
 )
-_EXISTS = "SELECT 1 AS found FROM files WHERE key = ?1"
+_EXISTS = "SELECT type, width, height, bytes, created FROM files WHERE key = ?1"
+# A replacement the bucket did not take: its row says the old object again.
+_RESTORE = (
+    "UPDATE files SET type = ?2, width = ?3, height = ?4, bytes = ?5, created = ?6 WHERE key = ?1"
+)
 _RESERVE = (
     "INSERT INTO files (key, user, id, share, type, width, height, bytes, created) "
     "SELECT ?1, ?2, ?3, NULL, ?4, ?5, ?6, ?7, ?8 "
@@ -185,7 +189,11 @@ async def upload(
     try:
         await blobs.put(key, data, kind)
     except BlobError as exc:
-        if not existed:
+        if existed:
+            old = existed[0]
+            restore = [key, old["type"], old["width"], old["height"], old["bytes"], old["created"]]
+            await db.batch([(_RESTORE, restore)])
+        else:
             await db.batch([(_FORGET, [key])])
         raise _stored(exc) from exc
     described = {"id": fid, "type": kind, "width": width, "height": height, "bytes": size}

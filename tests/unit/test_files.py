@@ -118,6 +118,18 @@ def test_a_failed_write_to_the_bucket_takes_its_row_away() -> None:
     assert run(files.mine(db, "ann")) == []
 
 
+def test_a_replacement_the_bucket_did_not_take_leaves_the_old_description() -> None:
+    db, blobs = migrated(), FakeBlobs()
+    run(files.upload(db, blobs, "ann", "i1", "image/png", png(4, 3), QUOTA, 1000))
+    before = run(files.mine(db, "ann"))
+    blobs.fail = True
+    with pytest.raises(HistoryUnavailable):
+        run(files.upload(db, blobs, "ann", "i1", "image/png", png(9, 7), QUOTA, 2000))
+    blobs.fail = False
+    assert run(files.mine(db, "ann")) == before
+    assert blobs.objects[files.own_key("ann", "i1")][0] == png(4, 3)
+
+
 def test_a_deleted_conversations_images_go_unless_another_names_them() -> None:
     db, blobs = migrated(), FakeBlobs()
     for fid in ("a", "b", "c"):
