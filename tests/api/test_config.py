@@ -90,6 +90,10 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_batch_conversations": 50,
         "max_shares": 100,
         "max_share_days": 365,
+        "max_file_bytes": 3 << 20,
+        "max_files_bytes": 200 << 20,
+        "max_files": 2_000,
+        "max_share_images": 20,
     }
 
 
