@@ -187,7 +187,7 @@ async function main() {
     console.log(`CPU per ${TOKENS}-token answer (whole runner process), ratio to the JS pass-through:`);
     console.log(
       `  case                                   zero delay (median of 3 × ${ANSWERS})   ${DELAY_MS} ms/token (${PACED} at once,` +
-        ` median of ${ROUNDS})   its main thread   the same, a fresh runner's first   the rounds`,
+        ` median of ${ROUNDS})   its main thread   the same, a fresh runner's first   each round`,
     );
     for (const [i, name] of names.entries()) {
       const z = median(zero[name]);
@@ -198,7 +198,7 @@ async function main() {
           `          ${p.toFixed(1).padStart(7)} ms ${(p / jsPaced).toFixed(2).padStart(6)}×` +
           `          ${m.toFixed(1).padStart(7)} ms ${(m / jsMain).toFixed(2).padStart(6)}×` +
           `       ${first[i].toFixed(1).padStart(7)} ms ${(first[i] / jsFirst).toFixed(2).padStart(6)}×` +
-          `       (${warm[name].map((v, r) => `${(v / warm[names[js]][r]).toFixed(2)}×`).join(", ")})`,
+          `       (${warm[name].map((v, r) => `${v.toFixed(0)} ms ${(v / warm[names[js]][r]).toFixed(2)}×`).join(", ")})`,
       );
     }
     if (ONE_AT_A_TIME) {
