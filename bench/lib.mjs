@@ -39,11 +39,18 @@ export function stopRunner(child) {
 
 const TICKS_PER_SECOND = 100; // USER_HZ on Linux
 
-// CPU seconds (user + system) the process has used so far.
+// CPU seconds (user + system) the process has used so far (or a thread: `pid/task/tid`).
 export function cpuSeconds(pid) {
   const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
   return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+// The same for the process's main thread alone, where the Worker's code (and
+// Pyodide's interpreter) runs; the rest is V8's helper threads (concurrent
+// garbage collection, compilation), which move from run to run.
+export function mainThreadCpuSeconds(pid) {
+  return cpuSeconds(`${pid}/task/${pid}`);
 }
 
 export function rssMiB(pid) {

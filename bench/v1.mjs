@@ -7,7 +7,13 @@
 // (on warm runners; a fresh runner's first answers are shown apart). Every
 // Worker runs in a runner of its own, so each one's CPU is its own process's.
 //
-//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --against CHECKOUT --one-at-a-time ROUNDS]
+//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --rounds N --against CHECKOUT
+//                        --one-at-a-time ROUNDS]
+//
+// The paced figure is the median of --rounds warm rounds (every case at
+// once in each), beside its main thread's part: a runner's CPU also counts
+// V8's helper threads (concurrent garbage collection, compilation), which
+// move by tens of ms an answer between rounds of the same runner.
 //
 // With --against, each edgechat case is run a second time on another
 // checkout (say, the commit before a change) in the same run.
@@ -16,7 +22,16 @@ import { request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { configOf, configWithoutRateLimiter, cpuSeconds, median, ROOT, startRunner, stopRunner } from "./lib.mjs";
+import {
+  configOf,
+  configWithoutRateLimiter,
+  cpuSeconds,
+  mainThreadCpuSeconds,
+  median,
+  ROOT,
+  startRunner,
+  stopRunner,
+} from "./lib.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -26,6 +41,7 @@ const { values } = parseArgs({
     "delay-ms": { type: "string", default: "20" },
     against: { type: "string" },
     "one-at-a-time": { type: "string", default: "0" },
+    rounds: { type: "string", default: "3" },
   },
 });
 const ANSWERS = Number(values.answers);
@@ -35,6 +51,7 @@ const DELAY_MS = Number(values["delay-ms"]);
 // Rounds of the paced cases one at a time (each case's PACED answers alone
 // on the machine, the cases in turn, round after round), besides all at once.
 const ONE_AT_A_TIME = Number(values["one-at-a-time"]);
+const ROUNDS = Number(values.rounds);
 const TOKEN = "bench-token-0123456789";
 const GLM = "@cf/zai-org/glm-4.7-flash";
 const LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8";
@@ -99,12 +116,16 @@ function ask(url, { path, model, stream }) {
   });
 }
 
-async function cpuPerAnswer(runner, which, count, parallel) {
-  const before = cpuSeconds(runner.child.pid);
+// CPU ms per answer of the runner process; `main` gets its main thread's.
+async function cpuPerAnswer(runner, which, count, parallel, main = []) {
+  const { pid } = runner.child;
+  const before = cpuSeconds(pid);
+  const mainBefore = mainThreadCpuSeconds(pid);
   for (let done = 0; done < count; done += parallel) {
     await Promise.all(Array.from({ length: Math.min(parallel, count - done) }, () => ask(runner.url, which)));
   }
-  return ((cpuSeconds(runner.child.pid) - before) / count) * 1000;
+  main.push(((mainThreadCpuSeconds(pid) - mainBefore) / count) * 1000);
+  return ((cpuSeconds(pid) - before) / count) * 1000;
 }
 
 async function main() {
@@ -135,12 +156,21 @@ async function main() {
       for (const [i, name] of names.entries()) zero[name].push(await cpuPerAnswer(fast[i], CASES[name], ANSWERS, 1));
     }
     // At a model's pace: every case at once, PACED answers each in parallel,
-    // twice. The first round is a fresh runner's first answers, which carry
-    // what an isolate does once (its settings, Python's and V8's first runs
-    // of each path: hundreds of ms, split among those answers), so it is
-    // shown apart; the second is what an answer costs a warm isolate.
+    // 1 + ROUNDS times. The first round is a fresh runner's first answers,
+    // which carry what an isolate does once (its settings, Python's and V8's
+    // first runs of each path: hundreds of ms, split among those answers), so
+    // it is shown apart; the median of the others is what an answer costs a
+    // warm isolate.
     const first = await Promise.all(names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED)));
-    const pacedCpu = await Promise.all(names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED)));
+    const warm = Object.fromEntries(names.map((name) => [name, []]));
+    const warmMain = Object.fromEntries(names.map((name) => [name, []]));
+    for (let round = 0; round < ROUNDS; round += 1) {
+      const cpu = await Promise.all(
+        names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED, warmMain[name])),
+      );
+      for (const [i, name] of names.entries()) warm[name].push(cpu[i]);
+    }
+    const pacedCpu = names.map((name) => median(warm[name]));
     // One case at a time: no other runner competes for the two cores, so
     // a case's cost is its own and not how it fares in a crowd.
     const alone = Object.fromEntries(names.map((name) => [name, []]));
@@ -152,19 +182,23 @@ async function main() {
     const jsZero = median(zero[names[js]]);
     const jsPaced = pacedCpu[js];
     const jsFirst = first[js];
+    const jsMain = median(warmMain[names[js]]);
     console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
     console.log(`CPU per ${TOKENS}-token answer (whole runner process), ratio to the JS pass-through:`);
     console.log(
-      `  case                                   zero delay (median of 3 × ${ANSWERS})   ${DELAY_MS} ms/token (${PACED} at once)` +
-        "   the same, a fresh runner's first",
+      `  case                                   zero delay (median of 3 × ${ANSWERS})   ${DELAY_MS} ms/token (${PACED} at once,` +
+        ` median of ${ROUNDS})   its main thread   the same, a fresh runner's first   each round`,
     );
     for (const [i, name] of names.entries()) {
       const z = median(zero[name]);
       const p = pacedCpu[i];
+      const m = median(warmMain[name]);
       console.log(
         `  ${name.padEnd(38)} ${z.toFixed(1).padStart(7)} ms ${(z / jsZero).toFixed(2).padStart(6)}×` +
           `          ${p.toFixed(1).padStart(7)} ms ${(p / jsPaced).toFixed(2).padStart(6)}×` +
-          `       ${first[i].toFixed(1).padStart(7)} ms ${(first[i] / jsFirst).toFixed(2).padStart(6)}×`,
+          `          ${m.toFixed(1).padStart(7)} ms ${(m / jsMain).toFixed(2).padStart(6)}×` +
+          `       ${first[i].toFixed(1).padStart(7)} ms ${(first[i] / jsFirst).toFixed(2).padStart(6)}×` +
+          `       (${warm[name].map((v, r) => `${v.toFixed(0)} ms ${(v / warm[names[js]][r]).toFixed(2)}×`).join(", ")})`,
       );
     }
     if (ONE_AT_A_TIME) {
