@@ -736,8 +736,7 @@ async def shared_image(ctx: Context) -> Reply:
     if found is None:
         status, body = shares.page(None, _now_ms(ctx))
         return Reply(status, {**shares.HEADERS, **ctx.reply_headers}, body)
-    headers = {k: v for k, v in shares.HEADERS.items() if k != "Content-Type"}
-    return _image_reply(ctx, found, headers)
+    return _image_reply(ctx, found, shares.IMAGE_REPLY_HEADERS)
 
 
 # (path → method → handler). HEAD is answered wherever GET is.

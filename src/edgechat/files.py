@@ -84,19 +84,23 @@ def _stored(exc: BlobError) -> HistoryUnavailable:
     return HistoryUnavailable(detail=f"files: {exc}")
 
 
+# The images a stored flat conversation names (its user nodes' ``images``),
+# one row ``i`` each, from the body of the table aliased ``{body}``.
+_IMAGES_IN = "json_each({body}.body, '$.nodes') n, json_each(n.value, '$.images') i"
+_IMAGE_ID = "json_extract(i.value, '$.id')"
+
+
 def _named(user: str) -> str:
     """The ids the live conversations of the user in parameter ``user``
     name (a user node's ``images``)."""
     return (
-        "SELECT json_extract(i.value, '$.id') FROM conversations c, "
-        "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
+        f"SELECT {_IMAGE_ID} FROM conversations c, {_IMAGES_IN.format(body='c')} "
         f"WHERE c.user = {user} AND c.body IS NOT NULL"
     )
 
 
 _NAMED_BY = (
-    "SELECT DISTINCT json_extract(i.value, '$.id') AS id FROM conversations c, "
-    "json_each(c.body, '$.nodes') n, json_each(n.value, '$.images') i "
+    f"SELECT DISTINCT {_IMAGE_ID} AS id FROM conversations c, {_IMAGES_IN.format(body='c')} "
     "WHERE c.user = ?1 AND c.id = ?2 AND c.body IS NOT NULL"
 )
 _EXISTS = "SELECT type, width, height, bytes, created FROM files WHERE key = ?1"
@@ -140,8 +144,8 @@ _OWNERS_OF_OLD = "SELECT DISTINCT user " + _OLD
 _OWNERS_OF_DEAD_COPIES = "SELECT DISTINCT f.user " + _DEAD
 _SHARED_SOURCES = (
     "SELECT key, id, bytes FROM files WHERE user = ?1 AND share IS NULL AND id IN "
-    "(SELECT json_extract(i.value, '$.id') FROM shares s, json_each(s.body, '$.nodes') n, "
-    "json_each(n.value, '$.images') i WHERE s.id = ?2 AND s.user = ?1)"
+    f"(SELECT {_IMAGE_ID} FROM shares s, {_IMAGES_IN.format(body='s')} "
+    "WHERE s.id = ?2 AND s.user = ?1)"
 )
 _COPY_ROWS = (
     "INSERT INTO files (key, user, id, share, type, width, height, bytes, created) "
@@ -153,7 +157,6 @@ _COPY_ROWS = (
 )
 _SHARE_WITH_IMAGES = "UPDATE shares SET images = 1 WHERE id = ?1 AND user = ?2"
 _COPIES = "SELECT key FROM files WHERE user = ?1 AND share = ?2"
-_FORGET_COPIES = "DELETE FROM files WHERE user = ?1 AND share = ?2"
 _SHARED = (
     "SELECT f.key, s.body IS NOT NULL AND s.expires > ?3 AND s.images = 1 AS live "
     "FROM files f JOIN shares s ON s.id = f.share WHERE f.share = ?1 AND f.id = ?2"
@@ -300,27 +303,25 @@ async def share_images(
         if counted["count"] + len(ids) > quota.files:
             raise TooManyFiles(limit=quota.files)
         raise FilesFull(limit=quota.bytes)
+    missing = []  # deleted since the rows were read: not shown
     try:
         for row in copies:
             if not await blobs.copy(own_key(user, row["id"]), row["key"]):
-                await db.batch([(_FORGET, [row["key"]])])
+                missing.append(row["key"])
     except BlobError as exc:
         await unshare(db, blobs, user, sid)
         raise _stored(exc) from exc
-    await db.batch([(_SHARE_WITH_IMAGES, [sid, user])])
+    statements = [(_SHARE_WITH_IMAGES, [sid, user])]
+    if missing:
+        statements.append((_FORGET_KEYS, [json.dumps(missing)]))
+    await db.batch(statements)
     return len(copies)
 
 
 async def unshare(db: Database, blobs: Blobs, user: str, sid: str) -> None:
     """Deletes the copies of the user's link ``sid`` (a revoke)."""
     rows = (await db.batch([(_COPIES, [user, sid])]))[0]
-    keys = [row["key"] for row in rows]
-    if keys:
-        try:
-            await blobs.delete(keys)
-        except BlobError as exc:
-            raise _stored(exc) from exc
-    await db.batch([(_FORGET_COPIES, [user, sid])])
+    await _delete(db, blobs, [row["key"] for row in rows])
 
 
 async def read_shared(

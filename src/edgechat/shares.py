@@ -34,6 +34,7 @@ __all__ = [
     "HEADERS",
     "ID_BYTES",
     "IMAGE_HEADERS",
+    "IMAGE_REPLY_HEADERS",
     "create",
     "headers",
     "is_share_id",
@@ -153,6 +154,11 @@ _STYLE = (
     "@media (prefers-color-scheme:dark){body{background:#17171a;color:#e6e6ea}h2{color:#aaa}}"
 )
 
+_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; {images}"
+    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
 # The page's headers: no script, no index, no referrer, nothing kept.
 HEADERS = {
     "Content-Type": "text/html; charset=utf-8",
@@ -161,18 +167,16 @@ HEADERS = {
     "Referrer-Policy": "no-referrer",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; "
-    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "Content-Security-Policy": _CSP.format(images=""),
 }
 
 
 # With the link's images (``"images": true``): they, and nothing else, load
 # from this origin (``/s/<id>/images/<image>``).
-IMAGE_HEADERS = {
-    **HEADERS,
-    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
-    "frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-}
+IMAGE_HEADERS = {**HEADERS, "Content-Security-Policy": _CSP.format(images="img-src 'self'; ")}
+
+# An image of a link (``/s/<id>/images/<image>``): the page's rules, its own type.
+IMAGE_REPLY_HEADERS = {k: v for k, v in HEADERS.items() if k != "Content-Type"}
 
 
 def headers(row: dict[str, Any] | None) -> dict[str, str]:

@@ -3,7 +3,7 @@
 // (DELETE /api/shares/<id>). Loaded on the first click of the sidebar's
 // "My links" (sync.js): nobody pays for it on the first load.
 
-import { el } from "./dom.js";
+import { button, el } from "./dom.js";
 import { state } from "./state.js";
 
 const WORDS = {
@@ -51,9 +51,7 @@ function make() {
   status.setAttribute("role", "status");
   const list = el("ul", "links-list");
   const actions = el("div", "dialog-actions");
-  const close = el("button", "btn btn-ghost");
-  close.type = "button";
-  close.addEventListener("click", () => box.close());
+  const close = button("btn btn-ghost", "", () => box.close());
   actions.append(close);
   box.append(title, status, list, actions);
   document.body.append(box);
@@ -95,25 +93,27 @@ function row(sync, link) {
   open.rel = "noopener noreferrer";
   const when = el("span", "link-when", link.expired ? w.expired(day(link.expires)) : w.expires(day(link.expires)));
   if (link.expired) when.classList.add("problem-text");
-  const revoke = el("button", "btn btn-small", w.revoke);
-  revoke.type = "button";
-  revoke.setAttribute("aria-label", w.revokeLabel(name));
-  revoke.addEventListener("click", async () => {
-    revoke.disabled = true;
-    let done = false;
-    try {
-      const response = await sync.request("DELETE", `/api/shares/${encodeURIComponent(link.id)}`);
-      // 404: revoked already (another device): gone either way.
-      done = response.ok || response.status === 404;
-    } catch {}
-    if (!done) {
-      revoke.disabled = false;
-      return problem(w.failed);
-    }
-    item.remove();
-    dialog.status.classList.remove("problem-text");
-    dialog.status.textContent = w.revoked(name);
-  });
+  const revoke = button(
+    "btn btn-small",
+    w.revoke,
+    async () => {
+      revoke.disabled = true;
+      let done = false;
+      try {
+        const response = await sync.request("DELETE", `/api/shares/${encodeURIComponent(link.id)}`);
+        // 404: revoked already (another device): gone either way.
+        done = response.ok || response.status === 404;
+      } catch {}
+      if (!done) {
+        revoke.disabled = false;
+        return problem(w.failed);
+      }
+      item.remove();
+      dialog.status.classList.remove("problem-text");
+      dialog.status.textContent = w.revoked(name);
+    },
+    w.revokeLabel(name),
+  );
   item.append(open, when, revoke);
   return item;
 }

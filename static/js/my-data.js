@@ -5,7 +5,7 @@
 // delete their copies as they sync. Loaded on the first click of the
 // sidebar's "My data" (sync.js).
 
-import { el } from "./dom.js";
+import { button, el } from "./dom.js";
 import { download } from "./import-export.js";
 import { state } from "./state.js";
 import { fileName } from "./transfer.js";
@@ -51,13 +51,6 @@ const words = () => WORDS[state.lang] || WORDS.en;
 
 let dialog = null;
 
-function button(className, act) {
-  const b = el("button", className);
-  b.type = "button";
-  b.addEventListener("click", act);
-  return b;
-}
-
 function make(sync) {
   const box = el("dialog", "my-data-dialog");
   box.setAttribute("aria-labelledby", "my-data-title");
@@ -73,7 +66,7 @@ function make(sync) {
   const confirm = el("p", "problem-text");
   const actions = el("div", "dialog-actions");
   const sure = el("div", "dialog-actions");
-  const get = button("btn btn-small", async () => {
+  const get = button("btn btn-small", "", async () => {
     say(words().reading);
     let text = null;
     try {
@@ -88,9 +81,9 @@ function make(sync) {
     confirm.hidden = sure.hidden = !asking;
     actions.hidden = asking;
   };
-  const erase = button("btn btn-small", () => ask(true));
-  const cancel = button("btn btn-ghost", () => ask(false));
-  const eraseNow = button("btn btn-small btn-danger", async () => {
+  const erase = button("btn btn-small", "", () => ask(true));
+  const cancel = button("btn btn-ghost", "", () => ask(false));
+  const eraseNow = button("btn btn-small btn-danger", "", async () => {
     say(words().erasing);
     let done = false;
     try {
@@ -102,7 +95,7 @@ function make(sync) {
     say(words().erased);
     sync.run(); // the tombstones delete this browser's copies
   });
-  const close = button("btn btn-ghost", () => box.close());
+  const close = button("btn btn-ghost", "", () => box.close());
   actions.append(get, erase, close);
   sure.append(cancel, eraseNow);
   box.append(title, about, status, confirm, actions, sure);

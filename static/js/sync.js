@@ -18,7 +18,7 @@
 //   (GET /api/files/<id>). Documents stay in the browser that attached them.
 // - A failure (offline, 5xx) keeps everything here, says so, and retries.
 
-import { el, ui } from "./dom.js";
+import { button, el, ui } from "./dom.js";
 import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
 import { dropFilesOf, imagesFrom, keptImage } from "./store.js";
@@ -606,9 +606,7 @@ function dialogControls(sync) {
     [onDemand("./links.js"), "openLinks", "myLinks"],
     [onDemand("./my-data.js"), "openMyData", "myData"],
   ].map(([module, opener, name]) => {
-    const open = el("button", "btn btn-small");
-    open.type = "button";
-    open.addEventListener("click", () => module.call(opener)(sync));
+    const open = button("btn btn-small", "", () => module.call(opener)(sync));
     row.append(open);
     return [open, name];
   });

@@ -125,8 +125,11 @@ def ask_with_image(chat: Chat, text: str) -> None:
     chat.ask(text)
 
 
-def share(chat: Chat, *, with_images: bool) -> str:
-    """The link the page makes of the conversation on screen."""
+def share(chat: Chat, *, with_images: bool = False, days: str | None = None) -> str:
+    """The link the page makes of the conversation on screen (living
+    ``days``, else the days chosen already)."""
+    if days is not None:
+        chat.page.get_by_role("combobox", name="Link lives").select_option(days)
     chat.page.get_by_role("checkbox", name="Include images").set_checked(with_images)
     chat.page.get_by_role("button", name="Share a read-only link").click()
     notice = chat.page.locator("#notice")
@@ -338,11 +341,7 @@ def test_share_in_the_page_makes_a_link_of_the_days_chosen(
     synced(laptop)
     laptop.page.get_by_role("button", name="New chat").click()
     laptop.ask("Shared from the page")
-    laptop.page.get_by_role("combobox", name="Link lives").select_option("7")
-    laptop.page.get_by_role("button", name="Share a read-only link").click()
-    notice = laptop.page.locator("#notice")
-    expect(notice).to_contain_text("Read-only link", timeout=15_000)
-    url = notice.inner_text().rsplit(" ", 1)[-1]
+    url = share(laptop, days="7")
     assert "/s/" in url
     link_id = url.rsplit("/", 1)[-1]
     (link,) = [
@@ -415,11 +414,7 @@ def test_my_links_lists_each_link_with_its_expiry_and_revokes_it(
     synced(laptop)
     laptop.page.get_by_role("button", name="New chat").click()
     laptop.ask("Shared until it expires")
-    laptop.page.get_by_role("combobox", name="Link lives").select_option("7")
-    laptop.page.get_by_role("button", name="Share a read-only link").click()
-    notice = laptop.page.locator("#notice")
-    expect(notice).to_contain_text("Read-only link", timeout=15_000)
-    url = notice.inner_text().rsplit(" ", 1)[-1]
+    url = share(laptop, days="7")
 
     links = laptop.page.get_by_role("dialog", name="My share links")
     laptop.page.get_by_role("button", name="My links").click()
