@@ -7,13 +7,23 @@
 // (on warm runners; a fresh runner's first answers are shown apart). Every
 // Worker runs in a runner of its own, so each one's CPU is its own process's.
 //
-//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --rounds N --against CHECKOUT
-//                        --one-at-a-time ROUNDS]
+//   npm run bench:v1 [-- --answers N --tokens N --paced N --delay-ms N --warm N --rounds N
+//                        --runners K --target X --against CHECKOUT --one-at-a-time ROUNDS]
 //
-// The paced figure is the median of --rounds warm rounds (every case at
-// once in each), beside its main thread's part: a runner's CPU also counts
-// V8's helper threads (concurrent garbage collection, compilation), which
-// move by tens of ms an answer between rounds of the same runner.
+// The paced figure: every case at once in --runners runners of its own (2
+// unless told: runners of the same code differ by more than one runner's
+// rounds do), --paced answers each, round after round; the first --warm rounds (a fresh runner's first answers, then the
+// ones V8 and Python still tune up) are not counted, then --rounds rounds
+// are. A case's figure is its mean CPU per answer over its runners and those
+// rounds, its ratio the ratio of means to the pass-through's in the same
+// rounds, with a 95 % bootstrap interval over rounds and runners
+// (bench/lib.mjs, `ratioOfMeans`),
+// beside the same for the main thread alone: a runner's CPU also counts V8's
+// helper threads (concurrent garbage collection, compilation), which move by
+// tens of ms an answer from round to round. The streams the OpenAI API's
+// target is about (--target, 1.3×) are then said to be within it (the whole
+// interval at or under it), above it (the whole interval over it), or not
+// resolved by this run (the interval spans it: more rounds narrow it).
 //
 // With --against, each edgechat case is run a second time on another
 // checkout (say, the commit before a change) in the same run.
@@ -29,6 +39,7 @@ import {
   mainThreadCpuSeconds,
   median,
   ROOT,
+  ratioOfMeans,
   startRunner,
   stopRunner,
 } from "./lib.mjs";
@@ -41,7 +52,10 @@ const { values } = parseArgs({
     "delay-ms": { type: "string", default: "20" },
     against: { type: "string" },
     "one-at-a-time": { type: "string", default: "0" },
-    rounds: { type: "string", default: "3" },
+    warm: { type: "string", default: "2" },
+    rounds: { type: "string", default: "8" },
+    runners: { type: "string", default: "2" },
+    target: { type: "string", default: "1.3" },
   },
 });
 const ANSWERS = Number(values.answers);
@@ -51,7 +65,10 @@ const DELAY_MS = Number(values["delay-ms"]);
 // Rounds of the paced cases one at a time (each case's PACED answers alone
 // on the machine, the cases in turn, round after round), besides all at once.
 const ONE_AT_A_TIME = Number(values["one-at-a-time"]);
+const WARM = Number(values.warm);
 const ROUNDS = Number(values.rounds);
+const RUNNERS = Number(values.runners);
+const TARGET = Number(values.target);
 const TOKEN = "bench-token-0123456789";
 const GLM = "@cf/zai-org/glm-4.7-flash";
 const LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8";
@@ -59,10 +76,10 @@ const LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8";
 // path, model, stream: what each case asks.
 const CASES = {
   "/chat (GLM, relayed natively)": { path: "/chat", model: GLM, stream: true },
-  "/v1 stream (GLM, chunks forwarded)": { path: "/v1/chat/completions", model: GLM, stream: true },
+  "/v1 stream (GLM, chunks forwarded)": { path: "/v1/chat/completions", model: GLM, stream: true, target: true },
   "/v1 stream (Llama, translated)": { path: "/v1/chat/completions", model: LLAMA, stream: true },
   "/v1 whole (GLM, non-stream)": { path: "/v1/chat/completions", model: GLM, stream: false },
-  "/v1/responses stream (GLM)": { path: "/v1/responses", model: GLM, stream: true },
+  "/v1/responses stream (GLM)": { path: "/v1/responses", model: GLM, stream: true, target: true },
   "JS pass-through (GLM)": { path: "/chat", model: GLM, stream: true, js: true },
 };
 
@@ -145,7 +162,11 @@ async function main() {
     });
   const names = Object.keys(CASES);
   const fast = await Promise.all(names.map((name) => start(CASES[name], 0)));
-  const paced = await Promise.all(names.map((name) => start(CASES[name], DELAY_MS)));
+  // paced[i][k]: case i's runner k.
+  const started = await Promise.all(
+    names.flatMap((name) => Array.from({ length: RUNNERS }, () => start(CASES[name], DELAY_MS))),
+  );
+  const paced = names.map((_, i) => started.slice(i * RUNNERS, (i + 1) * RUNNERS));
   try {
     for (const [i, name] of names.entries()) {
       for (let w = 0; w < 3; w += 1) await ask(fast[i].url, CASES[name]);
@@ -156,66 +177,99 @@ async function main() {
       for (const [i, name] of names.entries()) zero[name].push(await cpuPerAnswer(fast[i], CASES[name], ANSWERS, 1));
     }
     // At a model's pace: every case at once, PACED answers each in parallel,
-    // 1 + ROUNDS times. The first round is a fresh runner's first answers,
+    // WARM + ROUNDS times. The first round is a fresh runner's first answers,
     // which carry what an isolate does once (its settings, Python's and V8's
-    // first runs of each path: hundreds of ms, split among those answers), so
-    // it is shown apart; the median of the others is what an answer costs a
-    // warm isolate.
-    const first = await Promise.all(names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED)));
-    const warm = Object.fromEntries(names.map((name) => [name, []]));
-    const warmMain = Object.fromEntries(names.map((name) => [name, []]));
-    for (let round = 0; round < ROUNDS; round += 1) {
-      const cpu = await Promise.all(
-        names.map((name, i) => cpuPerAnswer(paced[i], CASES[name], PACED, PACED, warmMain[name])),
+    // first runs of each path: hundreds of ms, split among those answers); it
+    // and the other warm rounds are shown apart and not counted.
+    // One round: every runner of every case at once; each case's CPU per
+    // answer in each of its runners.
+    const round = (mainThread = null) =>
+      Promise.all(
+        names.map((name, i) =>
+          Promise.all(
+            paced[i].map((runner, k) =>
+              cpuPerAnswer(runner, CASES[name], PACED, PACED, mainThread ? mainThread[name][k] : []),
+            ),
+          ),
+        ),
       );
-      for (const [i, name] of names.entries()) warm[name].push(cpu[i]);
+    const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const warmUp = [];
+    for (let r = 0; r < WARM; r += 1) warmUp.push((await round()).map(mean));
+    // whole[name][k][r]: the case's runner k in counted round r; mainThread the same.
+    const perRunner = () => Object.fromEntries(names.map((name) => [name, paced[0].map(() => [])]));
+    const whole = perRunner();
+    const mainThread = perRunner();
+    for (let r = 0; r < ROUNDS; r += 1) {
+      const cpu = await round(mainThread);
+      for (const [i, name] of names.entries()) for (const [k, v] of cpu[i].entries()) whole[name][k].push(v);
     }
-    const pacedCpu = names.map((name) => median(warm[name]));
     // One case at a time: no other runner competes for the two cores, so
     // a case's cost is its own and not how it fares in a crowd.
     const alone = Object.fromEntries(names.map((name) => [name, []]));
     for (let round = 0; round < ONE_AT_A_TIME; round += 1) {
       for (const [i, name] of names.entries())
-        alone[name].push(await cpuPerAnswer(paced[i], CASES[name], PACED, PACED));
+        alone[name].push(await cpuPerAnswer(paced[i][0], CASES[name], PACED, PACED));
     }
-    const js = names.findIndex((name) => CASES[name].js);
-    const jsZero = median(zero[names[js]]);
-    const jsPaced = pacedCpu[js];
-    const jsFirst = first[js];
-    const jsMain = median(warmMain[names[js]]);
+    const js = names[names.findIndex((name) => CASES[name].js)];
+    const ms = (v) => `${v.toFixed(1).padStart(7)} ms`;
+    const times = (v) => `${v.toFixed(2)}×`;
+    const interval = (r) => `${times(r.ratio).padStart(6)} [${r.low.toFixed(2)}–${r.high.toFixed(2)}]`;
+    const jsZero = median(zero[js]);
     console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
     console.log(`CPU per ${TOKENS}-token answer (whole runner process), ratio to the JS pass-through:`);
-    console.log(
-      `  case                                   zero delay (median of 3 × ${ANSWERS})   ${DELAY_MS} ms/token (${PACED} at once,` +
-        ` median of ${ROUNDS})   its main thread   the same, a fresh runner's first   each round`,
-    );
-    for (const [i, name] of names.entries()) {
+    console.log(`zero delay, median of 3 blocks of ${ANSWERS} answers:`);
+    for (const name of names) {
       const z = median(zero[name]);
-      const p = pacedCpu[i];
-      const m = median(warmMain[name]);
+      console.log(`  ${name.padEnd(38)} ${ms(z)} ${times(z / jsZero).padStart(6)}`);
+    }
+    console.log(
+      `${DELAY_MS} ms/token, ${PACED} answers at once in each of a case's ${RUNNERS} runners, mean of ${ROUNDS}` +
+        ` rounds after ${WARM} warm-up (ratio of means [95 % bootstrap interval over rounds and runners]):`,
+    );
+    console.log(
+      `  ${"case".padEnd(38)} ${"whole process".padEnd(30)} ${"main thread".padEnd(30)} each runner's mean; each round's ratio`,
+    );
+    // A round's mean over a case's runners.
+    const byRound = (runners) => runners[0].map((_, r) => mean(runners.map((runner) => runner[r])));
+    const jsRounds = byRound(whole[js]);
+    const verdicts = [];
+    for (const name of names) {
+      const w = ratioOfMeans(whole[name], whole[js]);
+      const m = ratioOfMeans(mainThread[name], mainThread[js]);
+      const rounds = byRound(whole[name]).map((v, r) => (v / jsRounds[r]).toFixed(2));
+      const runners = whole[name].map((runner) => mean(runner).toFixed(0));
       console.log(
-        `  ${name.padEnd(38)} ${z.toFixed(1).padStart(7)} ms ${(z / jsZero).toFixed(2).padStart(6)}×` +
-          `          ${p.toFixed(1).padStart(7)} ms ${(p / jsPaced).toFixed(2).padStart(6)}×` +
-          `          ${m.toFixed(1).padStart(7)} ms ${(m / jsMain).toFixed(2).padStart(6)}×` +
-          `       ${first[i].toFixed(1).padStart(7)} ms ${(first[i] / jsFirst).toFixed(2).padStart(6)}×` +
-          `       (${warm[name].map((v, r) => `${v.toFixed(0)} ms ${(v / warm[names[js]][r]).toFixed(2)}×`).join(", ")})`,
+        `  ${name.padEnd(38)} ${ms(mean(byRound(whole[name])))} ${interval(w).padEnd(19)}` +
+          ` ${ms(mean(byRound(mainThread[name])))} ${interval(m).padEnd(19)} ${runners.join(", ")} ms; ${rounds.join(", ")}`,
+      );
+      if (CASES[name].target) verdicts.push([name, w, m]);
+    }
+    for (const [i, round] of warmUp.entries()) {
+      const each = names.map((name, c) => `${name} ${times(round[c] / round[names.indexOf(js)])}`);
+      console.log(`  warm-up round ${i + 1}${i === 0 ? " (a fresh runner's first answers)" : ""}: ${each.join(", ")}`);
+    }
+    const said = (r) =>
+      r.high <= TARGET ? "within it" : r.low > TARGET ? "above it" : "not resolved by this run (the interval spans it)";
+    console.log(`target: ≤ ${TARGET}× the pass-through's CPU at ${DELAY_MS} ms/token`);
+    for (const [name, w, m] of verdicts) {
+      console.log(
+        `  ${name.padEnd(38)} whole process ${interval(w)}: ${said(w)}; main thread ${interval(m)}: ${said(m)}`,
       );
     }
     if (ONE_AT_A_TIME) {
-      const jsAlone = median(alone[names[js]]);
+      const jsAlone = median(alone[js]);
       console.log(
         `${DELAY_MS} ms/token, one case at a time (${PACED} answers at once, median of ${ONE_AT_A_TIME} rounds):`,
       );
       for (const name of names) {
         const a = median(alone[name]);
         const each = alone[name].map((v) => v.toFixed(0)).join(", ");
-        console.log(
-          `  ${name.padEnd(38)} ${a.toFixed(1).padStart(7)} ms ${(a / jsAlone).toFixed(2).padStart(6)}×   (${each})`,
-        );
+        console.log(`  ${name.padEnd(38)} ${ms(a)} ${times(a / jsAlone).padStart(6)}   (${each})`);
       }
     }
   } finally {
-    await Promise.all([...fast, ...paced].map((runner) => stopRunner(runner.child)));
+    await Promise.all([...fast, ...paced.flat()].map((runner) => stopRunner(runner.child)));
   }
 }
 

@@ -16,6 +16,15 @@ import { ExecutionContext, PendingWork } from "./context.mjs";
 import { loadWorker } from "./python.mjs";
 import "./streams.mjs";
 
+// V8's garbage collector as workerd sets it up: no incremental marking, so a
+// major collection marks in one pause on the isolate's thread, as at the edge,
+// where Node would mark incrementally and concurrently on helper threads
+// (workerd `src/workerd/jsg/setup.c++`, `V8System::init`: "Since Worker heaps
+// are generally relatively small ... incremental marking is probably not a win
+// anyway"). V8 reads the flag each time it would start marking, so setting it
+// here, before the Worker is loaded, covers every collection that matters.
+setFlagsFromString("--noincremental-marking");
+
 // Synchronous, so the last lines before an exit are not lost.
 const log = (message) => writeSync(2, `[runner] ${message}\n`);
 
