@@ -12,16 +12,15 @@
 //
 // The paced figure: every case at once in --runners runners of its own (2
 // unless told: runners of the same code differ by more than one runner's
-// rounds do), --paced answers each, round after round; the first --warm rounds (a fresh runner's first answers, then the
-// ones V8 and Python still tune up) are not counted, then --rounds rounds
-// are. A case's figure is its mean CPU per answer over its runners and those
-// rounds, its ratio the ratio of means to the pass-through's in the same
-// rounds, with a 95 % bootstrap interval over rounds and runners
-// (bench/lib.mjs, `ratioOfMeans`),
-// beside the same for the main thread alone: a runner's CPU also counts V8's
-// helper threads (concurrent garbage collection, compilation), which move by
-// tens of ms an answer from round to round. The streams the OpenAI API's
-// target is about (--target, 1.3×) are then said to be within it (the whole
+// rounds do), --paced answers each, round after round. The first --warm
+// rounds (a fresh runner's first answers, then the ones V8 and Python still
+// tune up) are not counted, then --rounds rounds are. A case's figure is its
+// mean CPU per answer over its runners and those rounds, its ratio the ratio
+// of means to the pass-through's in the same rounds, with a 95 % bootstrap
+// interval over rounds and runners (bench/lib.mjs, `ratioOfMeans`), beside
+// the same for the main thread alone (a runner's CPU also counts V8's helper
+// threads: compilation, sweeping, parallel marking). The streams the OpenAI
+// API's target is about (--target, 1.3×) are then said to be within it (the whole
 // interval at or under it), above it (the whole interval over it), or not
 // resolved by this run (the interval spans it: more rounds narrow it).
 //
@@ -176,13 +175,12 @@ async function main() {
     for (let round = 0; round < 3; round += 1) {
       for (const [i, name] of names.entries()) zero[name].push(await cpuPerAnswer(fast[i], CASES[name], ANSWERS, 1));
     }
-    // At a model's pace: every case at once, PACED answers each in parallel,
-    // WARM + ROUNDS times. The first round is a fresh runner's first answers,
-    // which carry what an isolate does once (its settings, Python's and V8's
-    // first runs of each path: hundreds of ms, split among those answers); it
-    // and the other warm rounds are shown apart and not counted.
-    // One round: every runner of every case at once; each case's CPU per
-    // answer in each of its runners.
+    // At a model's pace, WARM + ROUNDS rounds; a round is every runner of
+    // every case at once, PACED answers each, and gives each case's CPU per
+    // answer in each of its runners. The first round is a fresh runner's first
+    // answers, which carry what an isolate does once (its settings, Python's
+    // and V8's first runs of each path: hundreds of ms, split among those
+    // answers); it and the other warm rounds are shown apart and not counted.
     const round = (mainThread = null) =>
       Promise.all(
         names.map((name, i) =>
@@ -211,7 +209,7 @@ async function main() {
       for (const [i, name] of names.entries())
         alone[name].push(await cpuPerAnswer(paced[i][0], CASES[name], PACED, PACED));
     }
-    const js = names[names.findIndex((name) => CASES[name].js)];
+    const js = names.find((name) => CASES[name].js);
     const ms = (v) => `${v.toFixed(1).padStart(7)} ms`;
     const times = (v) => `${v.toFixed(2)}×`;
     const interval = (r) => `${times(r.ratio).padStart(6)} [${r.low.toFixed(2)}–${r.high.toFixed(2)}]`;
