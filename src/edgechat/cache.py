@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from edgechat.config import Settings
 from edgechat.framing import Outcome
 from edgechat.models import Model, find
-from edgechat.ports import Kv, KvError, Sink, TimedOut
+from edgechat.ports import Kv, KvError, Sink, Spent, TimedOut
 from edgechat.requests import ChatRequest
 
 __all__ = ["CachedUpstream", "Hit", "cache_key", "keepable", "lookup", "store", "wants_cache"]
@@ -115,15 +115,16 @@ class CachedUpstream:
     def __init__(self, body: bytes) -> None:
         self._body: bytes | None = body
 
-    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         body, self._body = self._body, None
         return body
 
     async def relay(self, sink: Sink) -> _Spent:
         return _Spent()
 
-    async def coalesce(self) -> None:
-        return None
+    async def forward(self, sink: Sink) -> Spent:
+        assert self._body is None, "forward() before the first read"
+        return Spent(sink)
 
     async def cancel(self) -> None:
         self._body = None

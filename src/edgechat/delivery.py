@@ -16,7 +16,7 @@ from edgechat.deadlines import Deadlines
 from edgechat.errors import UpstreamMalformed
 from edgechat.framing import Framing, Outcome, Whole
 from edgechat.models import Model
-from edgechat.ports import TIMED_OUT, ClientGone, Sink, UpstreamStream
+from edgechat.ports import TIMED_OUT, ClientGone, Forward, Sink, TimedOut, UpstreamStream
 from edgechat.recording import Recording
 from edgechat.upstream import (
     BLANK_LINES,
@@ -79,6 +79,20 @@ class Writer:
             self.outcome.client_gone = True
             raise
         self._deadlines.wrote()
+
+    async def forward(
+        self, batches: Forward, out: bytes, after: float, within: float
+    ) -> bytes | TimedOut | None:
+        """``out`` written and the next batch read, in one wait
+        (``ports.Forward.next``)."""
+        try:
+            data = await batches.next(out, after, within)
+        except ClientGone:
+            self.outcome.client_gone = True
+            raise
+        if out:
+            self._deadlines.wrote()  # once the batch after it came: close enough for a heartbeat
+        return data
 
 
 class ModelEvents:
@@ -278,30 +292,33 @@ class Delivery:
     # --- phase 2, when the framing rewrites events: Python forwards ----------
 
     async def _forward_rest(self, head: bytes) -> UpstreamReader:
-        """Takes what arrived, writes what the framing makes of its checked
-        events, then lets the next batch gather (``forward_batch``): the
-        pause is the next read's ``after``, one wait for both."""
-        upstream, deadlines = self._upstream, self._deadlines
+        """Takes what arrived and makes the framing's bytes of its checked
+        events; the next turn writes them and lets the next batch gather
+        (``forward_batch``) before it reads: one wait a batch
+        (``ports.Forward``), bounded by the next deadline."""
+        upstream, deadlines, writer = self._upstream, self._deadlines, self._writer
         tail = Tail()
         tail.add(head)
-        await upstream.coalesce()
+        batches = await upstream.forward(writer.sink)
         began = deadlines.now()
-        pause = 0.0
-        while True:
-            data = await upstream.read(deadlines.next() - deadlines.now(), pause)
-            pause = 0.0
-            if data is TIMED_OUT:
-                await deadlines.keep(upstream)
-                continue
-            if data is None:
-                break
-            now = deadlines.heard()
-            tail.add(data)
-            self._recording.add(data)
-            await self._writer.write(self._framing.feed(self._events(data)))
-            await deadlines.keep(upstream)
-            pause = max(
-                0.0, min(now + forward_batch(now - began), deadlines.next()) - deadlines.now()
-            )
-        await self._writer.write(self._framing.feed(self._events(b"", end=True)))
+        out, pause = b"", 0.0
+        try:
+            while True:
+                data = await writer.forward(batches, out, pause, deadlines.next() - deadlines.now())
+                out, pause = b"", 0.0
+                if data is TIMED_OUT:
+                    await deadlines.keep(upstream)
+                    continue
+                if data is None:
+                    break
+                now = deadlines.heard()
+                tail.add(data)
+                self._recording.add(data)
+                out = self._framing.feed(self._events(data))
+                pause = max(
+                    0.0, min(now + forward_batch(now - began), deadlines.next()) - deadlines.now()
+                )
+        finally:
+            batches.stop()
+        await writer.write(self._framing.feed(self._events(b"", end=True)))
         return tail.read()

@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import math
+import time
 from collections.abc import Awaitable
 from typing import Any
 from urllib.parse import urlsplit
@@ -58,6 +59,7 @@ from edgechat.ports import (
     DatabaseError,
     KeysError,
     KvError,
+    Spent,
     TimedOut,
 )
 
@@ -100,13 +102,16 @@ async def _bounded(promise: Any, within: float) -> Any:
         clearTimeout(handle)
 
 
-_then_js: list[Any] = []  # ``Promise.prototype.then``, taken on first use (not at import)
+# Made on first use: JavaScript values made at import would not survive the
+# memory snapshot. ``Promise.prototype.then``, and ``[0]``, whose ``map``
+# calls a function in JavaScript and keeps its result in an array.
+_kept_js: list[Any] = []
 
 
-def _js_then() -> Any:
-    if not _then_js:
-        _then_js.append(Reflect.get(Promise.prototype, "then"))
-    return _then_js[0]
+def _js_then_and_one() -> tuple[Any, Any]:
+    if not _kept_js:
+        _kept_js.extend((Reflect.get(Promise.prototype, "then"), Array.of(0)))
+    return _kept_js[0], _kept_js[1]
 
 
 class ByteReader:
@@ -121,34 +126,139 @@ class ByteReader:
         self._buffer = ArrayBuffer.new(READ_BYTES)
         self._pending: Any = None
 
-    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         pending = self._pending
         if pending is None:
-            view = Uint8Array.new(self._buffer)
-            if after > 0:
-                # The pause and the read as one JavaScript promise: a timer
-                # whose settling starts the read. Python wakes once per batch
-                # instead of twice: each wake is a setTimeout and a future in
-                # Pyodide's event loop (``pyodide/webloop.py``). JavaScript's
-                # own ``then`` and ``bind`` keep the chain in JavaScript: a
-                # promise's ``then`` seen from Python is Pyodide's, which
-                # calls back into Python with the result converted.
-                timer = Promise.withResolvers()
-                setTimeout(timer.resolve, after * 1000)
-                start_read = self.reader.read.bind(self.reader, view)
-                pending = Reflect.apply(_js_then(), timer.promise, to_js([start_read]))
-            else:
-                pending = self.reader.read(view)
-            self._pending = pending
+            pending = self._pending = self.reader.read(Uint8Array.new(self._buffer))
         result = await _bounded(pending, within)
         if result is None:
             return TIMED_OUT  # a read always resolves to an object
         self._pending = None
+        return self.took(result)
+
+    def next_read(self) -> Any:
+        """The next read as a JavaScript function, not yet called."""
+        return self.reader.read.bind(self.reader, Uint8Array.new(self._buffer))
+
+    def took(self, result: Any) -> bytes | None:
+        """A read's result: its bytes (the buffer is ours again), or None at the end."""
         if result.done:
             return None
         value = result.value
         self._buffer = value.buffer
         return bytes(value.to_bytes())
+
+
+class BindingForward:
+    """``ports.Forward``: each batch is one JavaScript promise (the write
+    into the response, then the pause, then the read of the next batch)
+    and one wait in Python.
+
+    Pyodide makes every promise a JavaScript call returns into a Python
+    future whose settling runs Python callbacks through its event loop
+    (``pyodide/webloop.py``: a timer per ``call_soon``), awaited or not;
+    a promise reached as a property stays a plain proxy. So the chain is
+    built through ``Array.prototype.map`` on a one-element array, which
+    calls ``then`` (or the write) in JavaScript and hands back an array:
+    one future a batch (the final await) instead of three.
+
+    The bound is a watchdog instead of a timer raced per batch: one
+    ``setTimeout`` calling Python, moved on when the deadline has moved
+    (at most once per idle timeout), which aborts the upstream call once
+    the deadline passed; the pending read then fails at once.
+
+    Relied on: ``then`` passes the value on past a handler that is not
+    callable (``map``'s index, an absent pause) and adopts a promise a
+    handler returns (ECMAScript, PerformPromiseThen and the promise resolve
+    functions); a built-in reads its declared parameters and ignores the
+    rest (``map`` adds the index and the array; workerd's ``jsg`` unwraps
+    a method's arguments by the C++ parameter list, ``jsg/resource.h``)."""
+
+    __slots__ = (
+        "_deadline",
+        "_expired",
+        "_failed",
+        "_gone",
+        "_reader",
+        "_sink",
+        "_upstream",
+        "_watch",
+        "_watchdog",
+        "_write",
+    )
+
+    def __init__(
+        self, upstream: BindingUpstream, reader: ByteReader, sink: Any, writer: Any
+    ) -> None:
+        self._upstream = upstream
+        self._reader = reader
+        # The response body's writer, to chain writes in JavaScript; without
+        # one (a sink of the core's: a whole answer's, never written to),
+        # the sink is written to as any sink.
+        self._sink = sink
+        self._write = None if writer is None else writer.write.bind(writer)
+        self._deadline = math.inf
+        self._watchdog: Any = None  # the timer's handle while it runs
+        self._expired = False
+        self._gone = False
+        self._watch = create_proxy(self._on_watchdog)
+        self._failed = create_proxy(self._on_write_failed)
+
+    def _on_watchdog(self, *_: Any) -> None:
+        self._watchdog = None
+        left = self._deadline - time.monotonic()
+        if left > 0:
+            self._watchdog = setTimeout(self._watch, left * 1000)
+            return
+        self._expired = True
+        self._upstream.abort()
+
+    def _on_write_failed(self, *_: Any) -> None:
+        self._gone = True  # the response was cancelled: the client went away
+
+    async def next(self, out: bytes, after: float, within: float) -> bytes | TimedOut | None:
+        self._deadline = time.monotonic() + within
+        if self._watchdog is None and within != math.inf:
+            self._watchdog = setTimeout(self._watch, max(within, 0.0) * 1000)
+        then, one = _js_then_and_one()
+        read = self._reader.next_read()
+        start: Any = None  # what the read waits for
+        if after > 0:
+            timer = Promise.withResolvers()
+            setTimeout(timer.resolve, after * 1000)
+            start = timer.promise
+        if out and self._write is None:
+            await self._sink.write(out)
+        elif out:
+            written = Array.of(to_js(out)).map(self._write)[0]
+            # Written, the pause runs on (the timer started with the write);
+            # failed, the client is gone, and the read goes ahead.
+            wait = Promise.resolve.bind(Promise, start) if start is not None else None
+            start = one.map(then.bind(written, wait, self._failed))[0]
+        pending = read() if start is None else one.map(then.bind(start, read))[0]
+        try:
+            result = await pending
+        except JsException as exc:
+            if self._expired:
+                return TIMED_OUT
+            if self._gone:
+                raise ClientGone() from exc
+            raise self._upstream.failure(exc) from exc
+        if self._gone:
+            raise ClientGone()
+        if self._expired:
+            return TIMED_OUT
+        data = self._reader.took(result)
+        if data is None:
+            self._upstream.ended()
+        return data
+
+    def stop(self) -> None:
+        if self._watchdog is not None:
+            clearTimeout(self._watchdog)
+            self._watchdog = None
+        self._watch.destroy()
+        self._failed.destroy()
 
 
 class StreamSink:
@@ -179,6 +289,10 @@ class StreamSink:
     def piped(self) -> None:
         """The relay's pipe has settled and let go of the writable."""
         self._piping = None
+
+    async def writer(self) -> Any:
+        """The response body's writer, held from now on (``BindingForward``)."""
+        return await self._own()
 
     async def _own(self) -> Any:
         if self._piping is not None:
@@ -284,7 +398,7 @@ class BindingUpstream:
             return ClientGone()
         return from_binding_error(str(reason))
 
-    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         if isinstance(self._stream, bytes):
             whole, self._stream = self._stream, None
             return whole
@@ -293,28 +407,36 @@ class BindingUpstream:
         if self._reader is None:
             self._reader = ByteReader(self._stream)
         try:
-            data = await self._reader.read(within, after)
+            data = await self._reader.read(within)
         except JsException as exc:
             raise self.failure(exc) from exc
         if data is None:
             self._done = True
         return data
 
-    async def coalesce(self) -> None:
+    async def forward(self, sink: Any) -> BindingForward | Spent:
+        if isinstance(self._stream, bytes) or self._stream is None:
+            return Spent(sink)
         # A read of the binding's stream takes one upstream chunk (the kj
         # chunked-body reader stops at a chunk's end), but a tee branch that
         # has not been read keeps everything its sibling pulled, and one read
         # takes it all across chunks (workerd's kj tee; tools/runner/README.md,
         # "tee()"). So the sibling is piped into a sink that keeps nothing,
         # which pulls as the model sends, and Python reads the other branch.
-        if isinstance(self._stream, bytes) or self._stream is None:
-            return
         self._release_reader()
         drained, watched = self._stream.tee()
         # Settles with the stream and never rejects (a failure reaches Python
         # through its own branch).
         self._draining = drained.pipeTo(WritableStream.new()).then(Object, Array.of)
         self._stream = watched
+        self._reader = ByteReader(watched)
+        writer = await sink.writer() if isinstance(sink, StreamSink) else None
+        return BindingForward(self, self._reader, sink, writer)
+
+    def abort(self) -> None:
+        """Aborts the call: its body fails, and with it any read of it."""
+        self._done = True
+        self._controller.abort()
 
     def _release_reader(self) -> None:
         if self._reader is not None:
@@ -332,10 +454,9 @@ class BindingUpstream:
     async def cancel(self) -> None:
         if self._done:
             return
-        self._done = True
         # The signal given to AI.run also errors the body it returned (workerd
         # ``http.c++`` wraps it), which ends the relay's pipe and both branches.
-        self._controller.abort()
+        self.abort()
         with contextlib.suppress(JsException):
             if self._relay is not None:
                 await self._relay.cancel()

@@ -7,7 +7,8 @@ A model's streamed answer reaches the client in two phases (``chat.py``):
 Python reads the first bytes itself (``UpstreamStream.read``) until the model
 has said something, then hands the rest to the platform (``relay``), which
 copies it into the response natively while Python only looks in now and then
-(``Relay.observe``). No Python runs per token.
+(``Relay.observe``), or, when the framing rewrites events, forwards the rest
+itself in batches (``forward``). No Python runs per token.
 
 Every wait takes a bound (``within``, seconds; ``math.inf`` for none) and
 returns ``TIMED_OUT`` when it passes, so the core keeps its deadlines without
@@ -65,14 +66,51 @@ class Relay(Protocol):
         ...
 
 
+class Forward(Protocol):
+    """The rest of an upstream stream that Python forwards itself, batch by
+    batch (the framing rewrites its events)."""
+
+    async def next(self, out: bytes, after: float, within: float) -> bytes | TimedOut | None:
+        """Writes ``out`` (what the framing made of the last batch; nothing
+        when empty) into the sink; once the sink took it and ``after``
+        seconds passed (the next batch gathers meanwhile), reads everything
+        that arrived since the last batch (at least one byte), or None at the
+        end. One wait for all three, bounded by ``within`` seconds from now:
+        when it passes, the upstream is cancelled and ``TIMED_OUT`` returned.
+        Raises ``ClientGone`` when the write failed and ``UpstreamError`` when
+        the upstream did."""
+        ...
+
+    def stop(self) -> None:
+        """No batch follows (the stream ended or the answer failed)."""
+        ...
+
+
+class Spent:
+    """``Forward`` of a stream already read to its end (a kept answer, a
+    whole JSON document): a batch is only its write, then the end."""
+
+    __slots__ = ("_sink",)
+
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    async def next(self, out: bytes, after: float, within: float) -> bytes | TimedOut | None:
+        if out:
+            await self._sink.write(out)
+        return None
+
+    def stop(self) -> None:
+        return None
+
+
 class UpstreamStream(Protocol):
     """The model's answer as it arrives: raw bytes of the binding's stream."""
 
-    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         """Python reads the bytes that have arrived (at least one), or None at
-        the end; with ``after``, the read starts that many seconds from now
-        (a batch gathers meanwhile), all in one wait bounded by ``within``
-        seconds from now. Raises ``UpstreamError`` when the upstream fails."""
+        the end, in one wait bounded by ``within`` seconds from now. Raises
+        ``UpstreamError`` when the upstream fails."""
         ...
 
     async def relay(self, sink: Sink) -> Relay:
@@ -83,10 +121,12 @@ class UpstreamStream(Protocol):
         sink and accepts no other."""
         ...
 
-    async def coalesce(self) -> None:
-        """From now on each ``read`` returns everything that arrived since the
-        last one (Python reads the rest itself, in batches): a read alone
-        takes one upstream chunk, about one token."""
+    async def forward(self, sink: Sink) -> Forward:
+        """Hands the rest of the stream to Python's batches, written into
+        ``sink`` (the reply's, or one of the core's where nothing is written:
+        a whole answer); after this, ``read`` is not called again. Each
+        batch takes everything that arrived since the last one, where a
+        ``read`` takes one upstream chunk, about one token."""
         ...
 
     async def cancel(self) -> None:

@@ -237,7 +237,7 @@ class FakeUpstream:
         self._copy: asyncio.Task[None] | None = None
         self._pending_read: asyncio.Future[bytes | None] | None = None
         self._pending_look: asyncio.Future[bytes | None] | None = None
-        # After ``coalesce``, a read also takes the chunks that follow at once
+        # After ``forward``, a read also takes the chunks that follow at once
         # (no delay between them), as a read of a tee branch takes all it holds.
         self.coalesced = False
 
@@ -265,9 +265,10 @@ class FakeUpstream:
             else:
                 await self._cancelled.wait()
 
-    async def coalesce(self) -> None:
-        assert self._copy is None, "coalesce() after relay()"
+    async def forward(self, sink: Sink) -> FakeForward:
+        assert self._copy is None, "forward() after relay()"
         self.coalesced = True
+        return FakeForward(self, sink)
 
     async def _next_batch(self) -> bytes | None:
         first = await self._next()
@@ -278,10 +279,8 @@ class FakeUpstream:
             batch.append(cast(bytes, self._steps.pop(0)))
         return b"".join(batch)
 
-    async def read(self, within: float, after: float = 0.0) -> bytes | TimedOut | None:
+    async def read(self, within: float) -> bytes | TimedOut | None:
         assert self._copy is None, "read() after relay()"
-        if after > 0:
-            self.pauses.append(after)
         if self._pending_read is None:
             self.reads += 1
             self._pending_read = _retrieved(asyncio.ensure_future(self._next_batch()))
@@ -348,6 +347,31 @@ class FakeUpstream:
     async def cancel(self) -> None:
         self.cancel_calls += 1
         self._cancelled.set()
+
+
+class FakeForward:
+    """``ports.Forward`` of a ``FakeUpstream``: the write, then the read, the
+    pause recorded and not waited (``FakeUpstream.pauses``); a bound that
+    passes cancels the upstream, as the platform's watchdog does."""
+
+    def __init__(self, upstream: FakeUpstream, sink: Sink) -> None:
+        self._upstream = upstream
+        self._sink = sink
+        self.stopped = False
+
+    async def next(self, out: bytes, after: float, within: float) -> bytes | TimedOut | None:
+        assert not self.stopped, "next() after stop()"
+        if out:
+            await self._sink.write(out)
+        if after > 0:
+            self._upstream.pauses.append(after)
+        data = await self._upstream.read(within)
+        if data is TIMED_OUT:
+            await self._upstream.cancel()
+        return data
+
+    def stop(self) -> None:
+        self.stopped = True
 
 
 class FakeRelay:

@@ -916,15 +916,15 @@ class ReadCounter:
         counter = self
 
         class Counted:
-            async def read(self, within: float, after: float = 0.0) -> Any:
+            async def read(self, within: float) -> Any:
                 counter.reads += 1
-                return await upstream.read(within, after)
+                return await upstream.read(within)
 
             async def relay(self, sink: Any) -> Any:
                 return await upstream.relay(sink)
 
-            async def coalesce(self) -> None:
-                await upstream.coalesce()
+            async def forward(self, sink: Any) -> Any:
+                return await upstream.forward(sink)
 
             async def cancel(self) -> None:
                 await upstream.cancel()
@@ -1388,8 +1388,8 @@ def test_the_gateway_options_follow_a_fallback() -> None:
 
 
 def test_python_reads_a_long_stream_in_batches_not_per_token() -> None:
-    # 600 tokens arriving back to back: after the first words Python asks the
-    # platform to coalesce, and each read takes everything that arrived.
+    # 600 tokens arriving back to back: after the first words Python forwards
+    # the rest in batches, and each batch takes everything that arrived.
     tokens = [("content", f" w{i}") for i in range(600)]
     ai = FakeAi({GLM.id: openai_stream(*tokens, usage=USAGE)})
     session = session_for(GLM, ai=ai)
