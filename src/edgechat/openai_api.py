@@ -115,10 +115,10 @@ class _Completion:
         self.model = model
 
 
-# The bytes that send a batch down the slow path: any of them may start an
-# event an OpenAI client cannot take as it is. JSON escapes every quote inside
-# a string, so none of these can be part of a model's text.
-_UNUSUAL = (b'"response"', b"[DONE]", b'"choices":[]', b'"choices": []')
+# What sends a batch down the slow path even when every event in it begins
+# as the model's chunks do: native text, which becomes content. JSON escapes
+# every quote inside a string, so this cannot be part of a model's text.
+_NATIVE_TEXT = b'"response"'
 
 # How Workers AI begins every GLM and Kimi chunk (the emulator writes the
 # same): the model's own id, created and model name, which become the
@@ -152,7 +152,7 @@ class ChunkFraming:
     ping = sse.PING
     moderates_output = False
 
-    __slots__ = ("_completion", "_include_usage", "_prefix", "_theirs")
+    __slots__ = ("_completion", "_include_usage", "_prefix", "_theirs", "_usual")
 
     def __init__(
         self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
@@ -161,8 +161,10 @@ class ChunkFraming:
         self._include_usage = include_usage
         self._prefix = b""
         # The envelope the model writes, the same on each of its chunks
-        # (learned from the first): replaced as a whole, no pattern per event.
+        # (learned from the first): replaced as a whole, no pattern per event;
+        # and how a usual chunk begins: that envelope, then a choice.
         self._theirs = b""
+        self._usual = b""
         self._answering(model)
 
     def _answering(self, model: Model) -> None:
@@ -186,31 +188,32 @@ class ChunkFraming:
         them), as the client gets them."""
         if not whole:
             return b""
-        fast = None if any(mark in whole for mark in _UNUSUAL) else self._fast(whole)
+        fast = None if _NATIVE_TEXT in whole else self._fast(whole)
         return fast if fast is not None else self._translate(whole)
 
     def _fast(self, events: bytes) -> bytes | None:
         """``events`` (one line each) with the completion's envelope and
         without the running usage; None unless every one of them has the
-        usual shape."""
+        usual shape. A handful of passes over the batch's bytes, each in C:
+        it costs about what the batch's size does, not its number of events."""
         theirs = self._theirs
         if not theirs or not events.startswith(theirs):
             match = _ENVELOPE.match(events)
             if match is None:
                 return None
             theirs = self._theirs = match.group()
+            self._usual = theirs + b'"choices":[{'
         # Its quotes cannot be inside a JSON string: it starts an event
-        # wherever it is, and every event must start with it.
-        count = events.count(theirs)
+        # wherever it is, and every event must start with it and a choice
+        # (not ``[DONE]``, nor a chunk of usage alone, ``"choices":[]``).
+        count = events.count(self._usual)
         if count != events.count(b"\n\n") or 2 * count != events.count(b"\n"):
             return None
-        out = events.replace(theirs, self._prefix)
+        out = _RUNNING_USAGE.sub(b"", events.replace(theirs, self._prefix))
         if b'"usage"' in out:
-            out = _RUNNING_USAGE.sub(b"", out)
+            out = _NESTED_USAGE.sub(b"", out)
             if b'"usage"' in out:
-                out = _NESTED_USAGE.sub(b"", out)
-                if b'"usage"' in out:
-                    return None
+                return None
         return out
 
     def whole(self, model: Model, answer: Whole) -> bytes:
@@ -271,7 +274,7 @@ class ChunkFraming:
     def _event(self, event: bytes, texts: list[str]) -> bytes:
         """One event as the client gets it (b"": nothing, or native text
         added to ``texts``, which goes out as one chunk of ours)."""
-        usual = b"\n" not in event and not any(mark in event for mark in _UNUSUAL)
+        usual = b"\n" not in event and _NATIVE_TEXT not in event
         fast = self._fast(event + b"\n\n") if usual else None
         if fast is not None:
             return fast

@@ -28,17 +28,31 @@ __all__ = ["ResponseDocument", "ResponseEvents", "response_object"]
 
 # The text of a batch of GLM's or Kimi's chunks, in order: one pass of this
 # and one JSON parse of all the pieces, instead of one parse per event. JSON
-# escapes every quote inside a string, so no match starts inside a text.
-_TEXT = re.compile(rb'"(reasoning_content|reasoning|content)"\s*:\s*"((?:[^"\\]|\\.)*)"')
-# What the pattern cannot read: tool calls, native events, whole bodies.
+# escapes every quote inside a string, so no match starts inside a text. A
+# string's body is the "unrolled" form (runs of plain bytes between escapes),
+# not one alternative per byte; a batch without reasoning, most of an
+# answer, is read by a pattern with a literal start, which the regular
+# expression engine finds with a plain search: half the time of the other
+# (bench/framing_bench.py).
+_STRING = rb'"([^"\\]*(?:\\.[^"\\]*)*)"'
+_TEXT = re.compile(rb'"(reasoning_content|reasoning|content)"\s*:\s*' + _STRING)
+_CONTENT = re.compile(rb'"content"\s*:\s*' + _STRING)
+_REASONING = b'"reasoning'
+# What the patterns cannot read: tool calls, native events, whole bodies.
 _FOR_THE_READER = (b'"tool_calls"', b'"response"', b'"choices":[]', b'"message"')
 
 
+def _json_strings(raws: list[bytes]) -> list[str]:
+    decoded: list[str] = json.loads(b'["' + b'","'.join(raws) + b'"]')
+    return decoded
+
+
 def _texts(data: bytes) -> list[tuple[DeltaKind, str]]:
+    if _REASONING not in data:
+        raws = _CONTENT.findall(data)
+        return [(DeltaKind.CONTENT, "".join(_json_strings(raws)))] if raws else []
     found = _TEXT.findall(data)
-    if not found:
-        return []
-    texts = json.loads(b'["' + b'","'.join(raw for _, raw in found) + b'"]')
+    texts = _json_strings([raw for _, raw in found])
     return [
         (DeltaKind.CONTENT if kind == b"content" else DeltaKind.REASONING, text)
         for (kind, _), text in zip(found, texts, strict=True)

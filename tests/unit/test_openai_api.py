@@ -371,6 +371,15 @@ def test_a_usage_only_chunk_is_held_for_the_end(usage_only: bytes) -> None:
     assert closing == DONE
 
 
+def test_a_usage_only_chunk_in_the_models_own_envelope_is_held_for_the_end() -> None:
+    # It begins as the model's other chunks do: only its empty choices set it apart.
+    first, before, after = WORKERS_AI_OWN[:3]
+    envelope = before[: before.index(b'"choices"')]
+    usage_only = envelope + b'"choices":[],"usage":{"prompt_tokens":9,"completion_tokens":2}}\n\n'
+    fed, _ = frame([first, before + usage_only + after])
+    assert fed == [role() + ours(first), ours(before, after)]
+
+
 def test_the_models_text_saying_done_or_response_changes_nothing() -> None:
     # JSON escapes the quotes: only [DONE] could match, and it only costs a parse.
     tricky = [

@@ -8,6 +8,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from edgechat import sse, upstream
 from edgechat.errors import BadRequest, UpstreamBusy, UpstreamMalformed
@@ -170,6 +172,36 @@ def tool_chunk(piece: dict[str, Any]) -> str:
         + json.dumps({"choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]})
         + "\n\n"
     )
+
+
+@given(
+    pieces=st.lists(
+        st.tuples(st.sampled_from(["content", "reasoning"]), st.text(min_size=1, max_size=8)),
+        min_size=1,
+        max_size=10,
+    ),
+    compact=st.booleans(),
+)
+def test_any_text_in_a_batch_comes_out_as_the_model_wrote_it(
+    pieces: list[tuple[str, str]], compact: bool
+) -> None:
+    # Quotes, backslashes and words such as "reasoning" inside the text, in
+    # batches of content alone and of both kinds, compact JSON or not.
+    def chunk(kind: str, text: str) -> str:
+        body = {"choices": [{"index": 0, "delta": {kind: text}}]}
+        if kind == "reasoning":
+            body = {"choices": [{"index": 0, "delta": {"reasoning_content": text}}]}
+        return "data: " + json.dumps(body, separators=(",", ":") if compact else None) + "\n\n"
+
+    events = framing()
+    fed = feed(events, ["".join(chunk(kind, text) for kind, text in pieces)])
+    seen = typed(b"".join(fed))
+    said = {
+        kind: "".join(data["delta"] for name, data in seen if name == f"response.{event}.delta")
+        for kind, event in (("content", "output_text"), ("reasoning", "reasoning_text"))
+    }
+    for kind in ("content", "reasoning"):
+        assert said[kind] == "".join(text for k, text in pieces if k == kind)
 
 
 def test_a_batch_of_text_is_one_delta_event_per_item() -> None:
