@@ -144,9 +144,9 @@ class ChunkFraming:
     with the role, one id, created and model for every chunk, a usage chunk
     at the end when asked for (and no usage anywhere else), ``data: [DONE]``.
 
-    The model's chunks are rewritten per batch, not per event: two regular
-    expressions over the batch's bytes (``_fast``); only a batch holding
-    something else is read event by event (``_translate``)."""
+    The model's chunks are rewritten per batch, not per event: a replace
+    and a regular expression over the batch's bytes (``_fast``); only a
+    batch holding something else is read event by event (``_translate``)."""
 
     relays_natively = False
     ping = sse.PING

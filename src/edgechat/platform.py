@@ -175,6 +175,7 @@ class BindingForward:
     a method's arguments by the C++ parameter list, ``jsg/resource.h``)."""
 
     __slots__ = (
+        "_armed_for",
         "_deadline",
         "_expired",
         "_failed",
@@ -199,16 +200,21 @@ class BindingForward:
         self._write = None if writer is None else writer.write.bind(writer)
         self._deadline = math.inf
         self._watchdog: Any = None  # the timer's handle while it runs
+        self._armed_for = math.inf  # the deadline it runs for
         self._expired = False
         self._gone = False
         self._watch = create_proxy(self._on_watchdog)
         self._failed = create_proxy(self._on_write_failed)
 
+    def _arm(self, now: float) -> None:
+        self._armed_for = self._deadline
+        self._watchdog = setTimeout(self._watch, max(self._deadline - now, 0.0) * 1000)
+
     def _on_watchdog(self, *_: Any) -> None:
         self._watchdog = None
-        left = self._deadline - time.monotonic()
-        if left > 0:
-            self._watchdog = setTimeout(self._watch, left * 1000)
+        now = time.monotonic()
+        if now < self._deadline:
+            self._arm(now)  # the deadline moved on since: the model spoke
             return
         self._expired = True
         self._upstream.abort()
@@ -217,9 +223,14 @@ class BindingForward:
         self._gone = True  # the response was cancelled: the client went away
 
     async def next(self, out: bytes, after: float, within: float) -> bytes | TimedOut | None:
-        self._deadline = time.monotonic() + within
-        if self._watchdog is None and within != math.inf:
-            self._watchdog = setTimeout(self._watch, max(within, 0.0) * 1000)
+        now = time.monotonic()
+        self._deadline = now + within
+        if self._deadline < self._armed_for:
+            # Sooner than the running timer (the idle deadline only moves
+            # later; a total deadline may come first): set again.
+            if self._watchdog is not None:
+                clearTimeout(self._watchdog)
+            self._arm(now)
         then, one = _js_then_and_one()
         read = self._reader.next_read()
         start: Any = None  # what the read waits for

@@ -1,9 +1,9 @@
 """``/v1`` streams that Python forwards in batches (the framing rewrites the
 model's events; ``ports.Forward``), over HTTP on a runner with small
 deadlines: a silence mid-answer shorter than the idle deadline ends
-normally; a longer one ends the stream with the API's own error, keeps the
-text so far and aborts the upstream; a client that goes away mid-answer
-aborts it too."""
+normally; a longer one, or an answer that outlasts the total deadline, ends
+the stream with the API's own error, keeps the text so far and aborts the
+upstream; a client that goes away mid-answer aborts it too."""
 
 from __future__ import annotations
 
@@ -110,6 +110,23 @@ def test_a_silence_past_the_idle_deadline_fails_the_response(
     assert text == "Before the pause"
     assert events[-1]["type"] == "response.failed"
     assert events[-1]["response"]["error"]["code"] == "deadline_exceeded"
+    (call,) = server.ai.wait_for_calls(1)
+    assert call["aborted"] is True
+
+
+def test_a_model_that_never_stops_meets_the_total_deadline(
+    server: Server, client: httpx.Client
+) -> None:
+    # A word every 0.2 s keeps the idle deadline away: the total one ends it.
+    words = [f" w{i}" for i in range(100)]
+    chunks: list[Any] = []
+    for word in words:
+        chunks += [openai_chunk(content=word), pause(0.2)]
+    server.ai.script({"chunks": chunks})
+    got = stream(client, "/v1/chat/completions")
+    assert got[-1]["error"]["code"] == "deadline_exceeded", got[-1]
+    text = chunk_text(got)
+    assert text and "".join(words).startswith(text) and text != "".join(words)
     (call,) = server.ai.wait_for_calls(1)
     assert call["aborted"] is True
 
