@@ -35,6 +35,7 @@ from js import (
     Array,
     ArrayBuffer,
     Blob,
+    Function,
     IdentityTransformStream,
     Object,
     Promise,
@@ -102,16 +103,33 @@ async def _bounded(promise: Any, within: float) -> Any:
         clearTimeout(handle)
 
 
-# Made on first use: JavaScript values made at import would not survive the
-# memory snapshot. ``Promise.prototype.then``, and ``[0]``, whose ``map``
-# calls a function in JavaScript and keeps its result in an array.
-_kept_js: list[Any] = []
+class _Js:
+    """JavaScript functions a forwarded batch calls, bound once so that each
+    costs Python one call across to JavaScript (an attribute read is one
+    more). Made on first use: JavaScript values made at import would not
+    survive the memory snapshot."""
+
+    __slots__ = ("adopt", "bind", "map_one", "resolvers", "then")
+
+    def __init__(self) -> None:
+        # ``bind(f, this, ...args)`` is ``f.bind(this, ...args)``.
+        self.bind = Function.prototype.call.bind(Function.prototype.bind)
+        self.then = Reflect.get(Promise.prototype, "then")
+        # ``[0].map(f)``: calls ``f`` in JavaScript and keeps what it returns
+        # in an array, so a promise it returns reaches Python as a property.
+        one = Array.of(0)
+        self.map_one = one.map.bind(one)
+        self.resolvers = Promise.withResolvers.bind(Promise)
+        self.adopt = Promise.resolve.bind(Promise)  # a promise, as it is
 
 
-def _js_then_and_one() -> tuple[Any, Any]:
-    if not _kept_js:
-        _kept_js.extend((Reflect.get(Promise.prototype, "then"), Array.of(0)))
-    return _kept_js[0], _kept_js[1]
+_js: list[_Js] = []
+
+
+def _js_functions() -> _Js:
+    if not _js:
+        _js.append(_Js())
+    return _js[0]
 
 
 class ByteReader:
@@ -136,9 +154,9 @@ class ByteReader:
         self._pending = None
         return self.took(result)
 
-    def next_read(self) -> Any:
-        """The next read as a JavaScript function, not yet called."""
-        return self.reader.read.bind(self.reader, Uint8Array.new(self._buffer))
+    def view(self) -> Any:
+        """What the next read fills: the buffer the last one handed back."""
+        return Uint8Array.new(self._buffer)
 
     def took(self, result: Any) -> bytes | None:
         """A read's result: its bytes (the buffer is ours again), or None at the end."""
@@ -158,9 +176,10 @@ class BindingForward:
     future whose settling runs Python callbacks through its event loop
     (``pyodide/webloop.py``: a timer per ``call_soon``), awaited or not;
     a promise reached as a property stays a plain proxy. So the chain is
-    built through ``Array.prototype.map`` on a one-element array, which
-    calls ``then`` (or the write) in JavaScript and hands back an array:
-    one future a batch (the final await) instead of three.
+    built through ``[0].map`` (``_Js.map_one``), which calls ``then`` (or
+    the write) in JavaScript and hands back an array: one future a batch
+    (the final await) instead of three, and about twenty calls across to
+    JavaScript instead of thirty-five (``bench/pyodide_promises.mjs``).
 
     The bound is a watchdog instead of a timer raced per batch: one
     ``setTimeout`` calling Python, moved on when the deadline has moved
@@ -172,7 +191,9 @@ class BindingForward:
     handler returns (ECMAScript, PerformPromiseThen and the promise resolve
     functions); a built-in reads its declared parameters and ignores the
     rest (``map`` adds the index and the array; workerd's ``jsg`` unwraps
-    a method's arguments by the C++ parameter list, ``jsg/resource.h``)."""
+    a method's arguments by the C++ parameter list, ``jsg/resource.h``);
+    ``setTimeout`` hands its extra arguments to the handler (HTML's timers;
+    workerd's takes ``jsg::Arguments``, ``api/global-scope.h``)."""
 
     __slots__ = (
         "_armed_for",
@@ -180,6 +201,7 @@ class BindingForward:
         "_expired",
         "_failed",
         "_gone",
+        "_read",
         "_reader",
         "_sink",
         "_upstream",
@@ -198,6 +220,7 @@ class BindingForward:
         # the sink is written to as any sink.
         self._sink = sink
         self._write = None if writer is None else writer.write.bind(writer)
+        self._read = reader.reader.read.bind(reader.reader)
         self._deadline = math.inf
         self._watchdog: Any = None  # the timer's handle while it runs
         self._armed_for = math.inf  # the deadline it runs for
@@ -231,22 +254,25 @@ class BindingForward:
             if self._watchdog is not None:
                 clearTimeout(self._watchdog)
             self._arm(now)
-        then, one = _js_then_and_one()
-        read = self._reader.next_read()
-        start: Any = None  # what the read waits for
-        if after > 0:
-            timer = Promise.withResolvers()
-            setTimeout(timer.resolve, after * 1000)
-            start = timer.promise
         if out and self._write is None:
             await self._sink.write(out)
-        elif out:
-            written = Array.of(to_js(out)).map(self._write)[0]
-            # Written, the pause runs on (the timer started with the write);
-            # failed, the client is gone, and the read goes ahead.
-            wait = Promise.resolve.bind(Promise, start) if start is not None else None
-            start = one.map(then.bind(written, wait, self._failed))[0]
-        pending = read() if start is None else one.map(then.bind(start, read))[0]
+            out = b""
+        view = self._reader.view()
+        if out or after > 0:
+            js = _js_functions()
+            # The pause: a timer that hands the read its view.
+            timer = js.resolvers()
+            setTimeout(timer.resolve, max(after, 0.0) * 1000, view)
+            start = timer.promise
+            if out:
+                written = js.map_one(js.bind(self._write, None, to_js(out)))[0]
+                # Written, the pause runs on (it started with the write);
+                # failed, the client is gone (the read then fails at once).
+                wait = js.bind(js.adopt, None, start)
+                start = js.map_one(js.bind(js.then, written, wait, self._failed))[0]
+            pending = js.map_one(js.bind(js.then, start, self._read))[0]
+        else:
+            pending = self._read(view)  # nothing to write or wait for
         try:
             result = await pending
         except JsException as exc:
