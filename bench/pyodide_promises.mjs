@@ -55,5 +55,7 @@ rows = [
 ]
 "\\n".join(f"{us:8.1f} µs  {name}" for name, us in rows)
 `);
-console.log(`Pyodide ${pyodide.version}, Node ${process.version}, µs per promise, its settling included (least of 5 runs of ${values.n}):`);
+console.log(
+  `Pyodide ${pyodide.version}, Node ${process.version}, µs per promise, its settling included (least of 5 runs of ${values.n}):`,
+);
 console.log(report);
