@@ -192,7 +192,8 @@ class BindingForward:
     handler returns (ECMAScript, PerformPromiseThen and the promise resolve
     functions); a built-in reads its declared parameters and ignores the
     rest (``map`` adds the index and the array; workerd's ``jsg`` unwraps
-    a method's arguments by the C++ parameter list, ``jsg/resource.h``);
+    only a method's declared C++ parameters, ``jsg/resource.h``,
+    ``MethodCallback``);
     ``setTimeout`` hands its extra arguments to the handler (HTML's timers;
     workerd's takes ``jsg::Arguments``, ``api/global-scope.h``)."""
 
