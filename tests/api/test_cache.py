@@ -1,6 +1,6 @@
 """The response cache in KV, AI Gateway options and the daily usage, over HTTP.
 
-Every runner here has its own in-memory KV namespace (the runner's local
+Every runner here starts with an empty KV namespace of its own (the runner's local
 ``CACHE``), so a test's entries are its own as long as its question is.
 """
 
