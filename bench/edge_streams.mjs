@@ -6,8 +6,9 @@
 // a process of its own, against one paced upstream of SSE chunks in the shape
 // GLM's have on Workers AI. For each runtime, each shape's CPU per answer and
 // its ratio to the pass-through in the same runtime: does the runner bill the
-// relay (/chat) and the forward (/v1 streams) as workerd does, and what do
-// their streams cost at the edge beside the pass-through (Python left out)?
+// relay (/chat) and the forward (/v1 streams; forward-js: with the drain it
+// had before 2026-12-04) as workerd does, and what do their streams cost at
+// the edge beside the pass-through (Python left out)?
 //
 //   node bench/edge_streams.mjs [--answers 4] [--tokens 2000] [--delay-ms 20] [--warm 1] [--rounds 4]
 //
@@ -38,7 +39,7 @@ const TOKENS = Number(values.tokens);
 const DELAY_MS = Number(values["delay-ms"]);
 const WARM = Number(values.warm);
 const ROUNDS = Number(values.rounds);
-const SHAPES = ["pass", "relay", "forward"];
+const SHAPES = ["pass", "relay", "forward", "forward-js"];
 const FOLDER = join(ROOT, "bench/edge-streams");
 
 // One GLM chunk as Workers AI streams it: its own id, created and model, a

@@ -12,10 +12,13 @@
 //                   IdentityTransformStream that is the response, the other
 //                   read once per watch interval with a BYOB read;
 //   ?shape=forward  /v1 streams (`_forward_rest`, platform.BindingForward):
-//                   tee(), one branch drained into a WritableStream that keeps
-//                   nothing (so the tee pulls as the model sends), the other
-//                   read once per batch (every 100 ms, growing to 1 s) and
-//                   each batch's bytes written to the response.
+//                   tee(), one branch piped into a CompressionStream that is
+//                   never read (so the tee pulls as the model sends, natively),
+//                   the other read once per batch (every 100 ms, growing to
+//                   1 s) and each batch's bytes written to the response;
+//   ?shape=forward-js  the same, the branch drained into a JavaScript
+//                   WritableStream that keeps nothing (edgechat until
+//                   2026-12-04).
 //
 // `up` names the upstream; `watch` the relay's interval in ms (4000, as
 // `delivery.watch_interval` with the default idle timeout).
@@ -51,10 +54,10 @@ async function relay(body, watchMs) {
   return readable;
 }
 
-async function forward(body) {
+async function forward(body, sink) {
   const { readable, writable } = new IdentityTransformStream();
   const [drained, watched] = body.tee();
-  drained.pipeTo(new WritableStream()).catch(() => {});
+  drained.pipeTo(sink).catch(() => {});
   const reader = watched.getReader({ mode: "byob" });
   const writer = writable.getWriter();
   (async () => {
@@ -82,8 +85,10 @@ export default {
       shape === "relay"
         ? await relay(upstream.body, Number(url.searchParams.get("watch") ?? 4000))
         : shape === "forward"
-          ? await forward(upstream.body)
-          : upstream.body;
+          ? await forward(upstream.body, new CompressionStream("deflate-raw").writable)
+          : shape === "forward-js"
+            ? await forward(upstream.body, new WritableStream())
+            : upstream.body;
     return new Response(body, {
       headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" },
     });

@@ -35,13 +35,13 @@ from js import (
     Array,
     ArrayBuffer,
     Blob,
+    CompressionStream,
     Function,
     IdentityTransformStream,
     Object,
     Promise,
     Reflect,
     Uint8Array,
-    WritableStream,
     clearTimeout,
     crypto,
     setTimeout,
@@ -460,13 +460,27 @@ class BindingUpstream:
         # chunked-body reader stops at a chunk's end), but a tee branch that
         # has not been read keeps everything its sibling pulled, and one read
         # takes it all across chunks (workerd's kj tee; tools/runner/README.md,
-        # "tee()"). So the sibling is piped into a sink that keeps nothing,
-        # which pulls as the model sends, and Python reads the other branch.
+        # "tee()"). So the sibling is piped into a sink that pulls as the
+        # model sends, and Python reads the other branch.
+        #
+        # The sink is a CompressionStream's writable, never read: workerd's
+        # takes every write at once (compression.c++, CompressionStreamImpl
+        # ::writeInternal, "This does not yet implement any backpressure"),
+        # so the pipe is a native pump with no JavaScript per chunk. A
+        # JavaScript WritableStream enters the isolate for every chunk: in
+        # workerd the forward's streams cost 1.84x the pass-through with it
+        # and about 1.2x with this (bench/edge_streams.mjs, docs/PERFORMANCE.md).
+        # What it keeps is the answer deflated (GLM's and Kimi's chunks
+        # repeat their envelope: a few percent of the bytes) until the answer
+        # is dropped. kj's tee holds the other branch back while a read of
+        # this one waits for more than one chunk (``arrayBuffer()``,
+        # ``readAtLeast``), so a sink that reads whole would not do.
         self._release_reader()
         drained, watched = self._stream.tee()
         # Settles with the stream and never rejects (a failure reaches Python
         # through its own branch).
-        self._draining = drained.pipeTo(WritableStream.new()).then(Object, Array.of)
+        discard = CompressionStream.new("deflate-raw")
+        self._draining = drained.pipeTo(discard.writable).then(Object, Array.of)
         self._stream = watched
         self._reader = ByteReader(watched)
         writer = await sink.writer() if isinstance(sink, StreamSink) else None

@@ -8,6 +8,7 @@
 // could settle the promise.
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { inflateRawSync, inflateSync } from "node:zlib";
 import { Ai as EmulatorAi } from "../../tools/emulator/ai.mjs";
 import { Ai } from "../../tools/runner/bindings.mjs";
 import { AUTO_ALLOCATE_CHUNK_SIZE, isNativeStream } from "../../tools/runner/streams.mjs";
@@ -466,6 +467,38 @@ test("tee(): an upstream error reaches a branch after what it has buffered", asy
 
 // ---------------------------------------------------------------------------
 // pipeTo / pipeThrough
+
+test("CompressionStream: a result piped into its writable flows with nothing reading the readable, which inflates to the result", async () => {
+  const chunks = Array.from({ length: 200 }, (_, i) => `data: {"n":${i},"pad":"${"x".repeat(100)}"}\n\n`);
+  const { ai } = emulatedAi([{ match: { contains: "x" }, chunks }]);
+  const [drained, watched] = (await ai.run(LLAMA, { ...user("x"), stream: true })).tee();
+  const discard = new CompressionStream("deflate-raw");
+  assert.ok(discard instanceof TransformStream && isNativeStream(discard.readable));
+  // No read of the readable: the pipe still takes every chunk (workerd's
+  // CompressionStream has no backpressure), so the watched branch gets them all.
+  await drained.pipeTo(discard.writable);
+  const reader = watched.getReader({ mode: "byob" });
+  const all = await reader.read(new Uint8Array(64 << 10));
+  assert.equal(text(all.value), chunks.join(""));
+  const compressed = Buffer.concat(await readAll(discard.readable));
+  assert.ok(compressed.length < chunks.join("").length / 10);
+  assert.equal(inflateRawSync(compressed).toString(), chunks.join(""));
+});
+
+test("CompressionStream: a failed source aborts it; an unknown format is refused; writes through a writer work too", async () => {
+  const { ai } = emulatedAi([{ match: { contains: "x" }, chunks: ["data: a\n\n", { error: "3040: busy" }] }]);
+  const failing = new CompressionStream("gzip");
+  const result = await ai.run(LLAMA, { ...user("x"), stream: true });
+  assert.equal((await rejection(result.pipeTo(failing.writable))).message, "3040: busy");
+  assert.equal((await rejection(failing.readable.getReader().read())).message, "3040: busy");
+  assert.throws(() => new CompressionStream("br"), TypeError);
+  const plain = new CompressionStream("deflate");
+  const writer = plain.writable.getWriter();
+  await writer.write(bytes("hello "));
+  await writer.write("world");
+  await writer.close();
+  assert.equal(inflateSync(Buffer.concat(await readAll(plain.readable))).toString(), "hello world");
+});
 
 test("a result piped into an IdentityTransformStream with preventClose leaves the writable for a last write", async () => {
   const chunks = ["data: 1\n\n", "data: 2\n\n"];

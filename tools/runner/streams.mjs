@@ -3,6 +3,8 @@
 // module installs, once per process:
 //
 //   - globalThis.IdentityTransformStream (Pyodide's `js` module is globalThis);
+//   - globalThis.CompressionStream, workerd's native one (its writable takes
+//     every write at once: no backpressure);
 //   - ReadableStreamBYOBReader.prototype.readAtLeast (workerd, non-standard);
 //   - ReadableStream.prototype.{getReader, tee, pipeTo, pipeThrough} wrappers
 //     that give streams marked native (binding results, IdentityTransformStream
@@ -26,6 +28,8 @@
 // an IdentityTransformStream is one loop handing each chunk from the source's
 // core to the destination's IdentityPipe, which a waiting read takes at once.
 // bench/streams.mjs measures what is left, against a plain drain.
+
+import { createDeflate, createDeflateRaw, createGzip } from "node:zlib";
 
 const INSTALLED = Symbol.for("edgechat.runner.streams");
 
@@ -832,6 +836,137 @@ Object.defineProperty(IdentityTransformStream.prototype, Symbol.toStringTag, {
   configurable: true,
 });
 
+// CompressionStream writables -> their DeflateSink.
+const compressionWritables = new WeakMap();
+const DEFLATERS = { gzip: createGzip, deflate: createDeflate, "deflate-raw": createDeflateRaw };
+
+/**
+ * The sink of workerd's CompressionStream (compression.c++,
+ * CompressionStreamImpl): each write is compressed and taken at once, what
+ * comes out is kept until the readable side reads it. There is no
+ * backpressure ("TODO(later): This does not yet implement any
+ * backpressure. A caller can keep calling write without reading, which will
+ * continue to fill the internal buffer."), so a native pipe into it pulls
+ * its source as fast as it sends, with no JavaScript per chunk in workerd.
+ * Here zlib compresses as workerd's does; its output is collected as it
+ * comes (flowing), never held back by the unread readable.
+ */
+class DeflateSink {
+  constructor(format) {
+    this.zlib = DEFLATERS[format]();
+    this.output = new ByteQueue();
+    this.readable = null; // the readable's controller
+    this.ended = false;
+    this.error = undefined;
+    this.queued = 0; // writes before a pipe: none wait here
+    this.zlib.on("data", (buffer) => {
+      this.output.push(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
+      this.#serve();
+    });
+    this.zlib.on("end", () => {
+      this.ended = true;
+      this.#serve();
+    });
+    this.zlib.on("error", (err) => this.abort(err));
+  }
+
+  #serve() {
+    const c = this.readable;
+    if (c === null || c.byobRequest === null) return;
+    if (this.error !== undefined) return;
+    if (this.output.count > 0) respondFrom(c, this.output);
+    else if (this.ended) {
+      c.close();
+      c.byobRequest?.respond(0);
+    }
+  }
+
+  /** Taken at once, whatever the readable side does (undefined: nothing to wait for). */
+  offer(bytes) {
+    if (this.error !== undefined) return Promise.reject(this.error);
+    if (this.ended) return Promise.reject(new TypeError("This WritableStream has been closed."));
+    this.zlib.write(bytes);
+    return undefined;
+  }
+
+  sinkWrite(chunk) {
+    const bytes = internalChunk(chunk);
+    if (bytes === null) return Promise.reject(new TypeError(MESSAGES.onlyByteTypes));
+    return bytes.byteLength === 0 ? undefined : this.offer(bytes);
+  }
+
+  sinkClose() {
+    return new Promise((resolve) => this.zlib.end(resolve));
+  }
+
+  abort(reason) {
+    if (this.error !== undefined) return;
+    this.error = reason;
+    this.output.clear();
+    this.zlib.destroy();
+    try {
+      this.readable?.error(reason);
+    } catch {
+      // already closed
+    }
+  }
+
+  abandon() {} // a write here never waits, so none is ever cut off
+
+  pull() {
+    this.#serve();
+  }
+}
+
+/**
+ * workerd's CompressionStream ("gzip", "deflate", "deflate-raw"): a native
+ * writable that never pushes back, a native byte-stream readable of what
+ * came out. A native source piped into the writable is pumped with no
+ * JavaScript per chunk (`pump`); any other writer goes through its writable.
+ */
+export class CompressionStream {
+  #readable;
+  #writable;
+
+  constructor(format) {
+    if (!Object.hasOwn(DEFLATERS, format)) {
+      throw new TypeError(`The compression format must be either 'deflate', 'deflate-raw' or 'gzip'.`);
+    }
+    const sink = new DeflateSink(format);
+    this.#readable = byteStream({
+      start(c) {
+        sink.readable = c;
+      },
+      pull: (c) => sink.pull(c),
+      cancel: (reason) => sink.abort(reason),
+    });
+    this.#writable = new WritableStream(
+      {
+        write: (chunk) => sink.sinkWrite(chunk),
+        close: () => sink.sinkClose(),
+        abort: (reason) => sink.abort(reason),
+      },
+      { highWaterMark: 1, size: () => 0 },
+    );
+    nativeReadables.set(this.#readable, { kind: IDENTITY, fail: (reason) => sink.abort(reason) });
+    compressionWritables.set(this.#writable, sink);
+  }
+
+  get readable() {
+    return this.#readable;
+  }
+
+  get writable() {
+    return this.#writable;
+  }
+}
+Object.setPrototypeOf(CompressionStream.prototype, TransformStream.prototype);
+Object.setPrototypeOf(CompressionStream, TransformStream);
+Object.defineProperty(CompressionStream.prototype, Symbol.toStringTag, {
+  value: "CompressionStream",
+  configurable: true,
+});
+
 // ---------------------------------------------------------------------------
 // pipeTo / pipeThrough
 
@@ -1040,7 +1175,7 @@ function workerdPipeTo(source, dest, options) {
   }
   if (source.locked) return Promise.reject(new TypeError(MESSAGES.readerLocked));
   if (dest.locked) return Promise.reject(new TypeError(MESSAGES.writerLocked));
-  const pipe = identityWritables.get(dest) ?? null;
+  const pipe = identityWritables.get(dest) ?? compressionWritables.get(dest) ?? null;
   const src = nativeReadables.get(source);
   if (pipe !== null) {
     // An aborted signal rejects before any lock is taken, with nothing
@@ -1060,7 +1195,10 @@ function workerdPipeTo(source, dest, options) {
 function pipeTo(dest, options) {
   // Streams workerd would not treat differently keep Node's standard pipe.
   const involved =
-    nativeReadables.has(this) || identityWritables.has(dest) || (options != null && options.signal !== undefined);
+    nativeReadables.has(this) ||
+    identityWritables.has(dest) ||
+    compressionWritables.has(dest) ||
+    (options != null && options.signal !== undefined);
   if (!involved) return original.pipeTo.call(this, dest, options);
   return workerdPipeTo(this, dest, options);
 }
@@ -1068,7 +1206,10 @@ function pipeTo(dest, options) {
 function pipeThrough(transform, options) {
   const dest = transform?.writable;
   const involved =
-    nativeReadables.has(this) || identityWritables.has(dest) || (options != null && options.signal !== undefined);
+    nativeReadables.has(this) ||
+    identityWritables.has(dest) ||
+    compressionWritables.has(dest) ||
+    (options != null && options.signal !== undefined);
   if (!involved) return original.pipeThrough.call(this, transform, options);
   if (!(transform?.readable instanceof ReadableStream) || !(dest instanceof WritableStream)) {
     throw new TypeError("pipeThrough() needs a {readable, writable} pair");
@@ -1135,7 +1276,7 @@ function install() {
       Object.defineProperty(target, name, { value, writable: true, configurable: true, enumerable: false });
     }
   };
-  methods(globalThis, { IdentityTransformStream, fetch: nativeFetch(globalThis.fetch) });
+  methods(globalThis, { IdentityTransformStream, CompressionStream, fetch: nativeFetch(globalThis.fetch) });
   if (typeof ReadableStreamBYOBReader.prototype.readAtLeast !== "function") {
     methods(ReadableStreamBYOBReader.prototype, { readAtLeast });
   }
