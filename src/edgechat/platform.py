@@ -468,10 +468,10 @@ class BindingUpstream:
         # ::writeInternal, "This does not yet implement any backpressure"),
         # so the pipe is a native pump with no JavaScript per chunk. A
         # JavaScript WritableStream enters the isolate for every chunk: in
-        # workerd the forward's streams cost 1.84x the pass-through with it
-        # and about 1.2x with this (bench/edge_streams.mjs, docs/PERFORMANCE.md).
+        # workerd the forward's streams cost 2.06x the pass-through with it
+        # and 1.05x with this (bench/edge_streams.mjs, docs/PERFORMANCE.md).
         # What it keeps is the answer deflated (GLM's and Kimi's chunks
-        # repeat their envelope: a few percent of the bytes) until the answer
+        # repeat their envelope: about 3 % of the bytes) until the answer
         # is dropped. kj's tee holds the other branch back while a read of
         # this one waits for more than one chunk (``arrayBuffer()``,
         # ``readAtLeast``), so a sink that reads whole would not do.

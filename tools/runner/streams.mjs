@@ -4,7 +4,7 @@
 //
 //   - globalThis.IdentityTransformStream (Pyodide's `js` module is globalThis);
 //   - globalThis.CompressionStream, workerd's native one (its writable takes
-//     every write at once: no backpressure);
+//     every write at once: no backpressure; compressed when it closes);
 //   - ReadableStreamBYOBReader.prototype.readAtLeast (workerd, non-standard);
 //   - ReadableStream.prototype.{getReader, tee, pipeTo, pipeThrough} wrappers
 //     that give streams marked native (binding results, IdentityTransformStream
@@ -29,7 +29,7 @@
 // core to the destination's IdentityPipe, which a waiting read takes at once.
 // bench/streams.mjs measures what is left, against a plain drain.
 
-import { createDeflate, createDeflateRaw, createGzip } from "node:zlib";
+import { deflateRawSync, deflateSync, gzipSync } from "node:zlib";
 
 const INSTALLED = Symbol.for("edgechat.runner.streams");
 
@@ -838,42 +838,36 @@ Object.defineProperty(IdentityTransformStream.prototype, Symbol.toStringTag, {
 
 // CompressionStream writables -> their DeflateSink.
 const compressionWritables = new WeakMap();
-const DEFLATERS = { gzip: createGzip, deflate: createDeflate, "deflate-raw": createDeflateRaw };
+const DEFLATERS = { gzip: gzipSync, deflate: deflateSync, "deflate-raw": deflateRawSync };
 
 /**
  * The sink of workerd's CompressionStream (compression.c++,
- * CompressionStreamImpl): each write is compressed and taken at once, what
- * comes out is kept until the readable side reads it. There is no
- * backpressure ("TODO(later): This does not yet implement any
- * backpressure. A caller can keep calling write without reading, which will
- * continue to fill the internal buffer."), so a native pipe into it pulls
- * its source as fast as it sends, with no JavaScript per chunk in workerd.
- * Here zlib compresses as workerd's does; its output is collected as it
- * comes (flowing), never held back by the unread readable.
+ * CompressionStreamImpl): each write is taken at once, whatever the readable
+ * side does. There is no backpressure ("TODO(later): This does not yet
+ * implement any backpressure. A caller can keep calling write without
+ * reading, which will continue to fill the internal buffer."), so a native
+ * pipe into it pulls its source as fast as it sends, with no JavaScript per
+ * chunk in workerd. workerd compresses each write in C++; Node's zlib
+ * streams cost JavaScript and a thread-pool task per write, which would
+ * bill the Worker here for what is native there. So the runner keeps what
+ * is written and compresses it in one synchronous zlib call when the
+ * writable closes (the same zlib work, one call): the readable's bytes come
+ * then, not as they are made.
  */
 class DeflateSink {
   constructor(format) {
-    this.zlib = DEFLATERS[format]();
+    this.deflate = DEFLATERS[format];
+    this.input = [];
     this.output = new ByteQueue();
     this.readable = null; // the readable's controller
     this.ended = false;
     this.error = undefined;
     this.queued = 0; // writes before a pipe: none wait here
-    this.zlib.on("data", (buffer) => {
-      this.output.push(new Uint8Array(buffer.buffer, buffer.byteOffset, buffer.byteLength));
-      this.#serve();
-    });
-    this.zlib.on("end", () => {
-      this.ended = true;
-      this.#serve();
-    });
-    this.zlib.on("error", (err) => this.abort(err));
   }
 
   #serve() {
     const c = this.readable;
-    if (c === null || c.byobRequest === null) return;
-    if (this.error !== undefined) return;
+    if (c === null || c.byobRequest === null || this.error !== undefined) return;
     if (this.output.count > 0) respondFrom(c, this.output);
     else if (this.ended) {
       c.close();
@@ -885,7 +879,7 @@ class DeflateSink {
   offer(bytes) {
     if (this.error !== undefined) return Promise.reject(this.error);
     if (this.ended) return Promise.reject(new TypeError("This WritableStream has been closed."));
-    this.zlib.write(bytes);
+    this.input.push(bytes);
     return undefined;
   }
 
@@ -896,14 +890,19 @@ class DeflateSink {
   }
 
   sinkClose() {
-    return new Promise((resolve) => this.zlib.end(resolve));
+    if (this.error !== undefined) throw this.error;
+    const compressed = this.deflate(Buffer.concat(this.input));
+    this.input = [];
+    this.output.push(new Uint8Array(compressed.buffer, compressed.byteOffset, compressed.byteLength));
+    this.ended = true;
+    this.#serve();
   }
 
   abort(reason) {
     if (this.error !== undefined) return;
     this.error = reason;
+    this.input = [];
     this.output.clear();
-    this.zlib.destroy();
     try {
       this.readable?.error(reason);
     } catch {
