@@ -828,13 +828,14 @@ export class IdentityTransformStream {
     return this.#writable;
   }
 }
+/** Makes `Class` a TransformStream subclass named `name`, as workerd's native transforms are. */
+function asTransformStream(Class, name) {
+  Object.setPrototypeOf(Class.prototype, TransformStream.prototype);
+  Object.setPrototypeOf(Class, TransformStream);
+  Object.defineProperty(Class.prototype, Symbol.toStringTag, { value: name, configurable: true });
+}
 // In workerd it is a TransformStream subclass (identity-transform-stream.h).
-Object.setPrototypeOf(IdentityTransformStream.prototype, TransformStream.prototype);
-Object.setPrototypeOf(IdentityTransformStream, TransformStream);
-Object.defineProperty(IdentityTransformStream.prototype, Symbol.toStringTag, {
-  value: "IdentityTransformStream",
-  configurable: true,
-});
+asTransformStream(IdentityTransformStream, "IdentityTransformStream");
 
 // CompressionStream writables -> their DeflateSink.
 const compressionWritables = new WeakMap();
@@ -959,12 +960,7 @@ export class CompressionStream {
     return this.#writable;
   }
 }
-Object.setPrototypeOf(CompressionStream.prototype, TransformStream.prototype);
-Object.setPrototypeOf(CompressionStream, TransformStream);
-Object.defineProperty(CompressionStream.prototype, Symbol.toStringTag, {
-  value: "CompressionStream",
-  configurable: true,
-});
+asTransformStream(CompressionStream, "CompressionStream");
 
 // ---------------------------------------------------------------------------
 // pipeTo / pipeThrough
