@@ -148,8 +148,15 @@ def test_the_libraries_load_only_when_an_answer_needs_them(chat: Chat, ai: Emula
     assert "/vendor/markdown-it.js" in loaded  # after the first paint
     for library in ("katex", "mermaid", "diagram.html", "/vendor/highlight/haskell"):
         assert library not in loaded, library
-    ask_rich(chat, ai)
-    expect(chat.last_answer().locator(".math[data-typeset=ok]")).to_have_count(5, timeout=LATER)
+    answer = ask_rich(chat, ai)
+    # Each library's work done is the event that its request was made: the
+    # math typeset, the first diagram drawn, the Haskell block highlighted.
+    expect(answer.locator(".math[data-typeset=ok]")).to_have_count(5, timeout=LATER)
+    expect(answer.locator(".code.diagram").first).to_have_attribute(
+        "data-drawn", "ok", timeout=LATER
+    )
+    haskell = answer.locator(".code:not(.diagram)").nth(1)
+    expect(haskell.locator(".tok-str")).to_have_text('"hello"', timeout=LATER)
     loaded = " ".join(chat.log.requests)
     for library in (
         "katex/katex.js",
