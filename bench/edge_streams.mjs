@@ -23,7 +23,7 @@ import { createServer, request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { cpuSeconds, ROOT, ratioOfMeans, startRunner, stopRunner } from "./lib.mjs";
+import { cpuSeconds, mean, ROOT, ratioOfMeans, sleep, startRunner, stopRunner } from "./lib.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -109,7 +109,7 @@ const worker :Workerd.Worker = (
       break; // it answers (the bad upstream is its 500): ready
     } catch (error) {
       if (tries > 200) throw error;
-      await new Promise((resolve) => setTimeout(resolve, 50));
+      await sleep(50);
     }
   }
   return { child, url };
@@ -161,7 +161,6 @@ async function main() {
     await stopRunner(runtimes.runner.child);
     server.close();
   }
-  const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
   console.log(
     `CPU per ${TOKENS}-token answer at ${DELAY_MS} ms/token, ${ANSWERS} at once, mean of ${ROUNDS} rounds after` +

@@ -58,6 +58,7 @@ export function rssMiB(pid) {
   return Number(status.match(/VmRSS:\s+(\d+)/)[1]) / 1024;
 }
 
+export const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 export const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 export function percentile(xs, p) {

@@ -36,6 +36,7 @@ import {
   configWithoutRateLimiter,
   cpuSeconds,
   mainThreadCpuSeconds,
+  mean,
   median,
   ROOT,
   ratioOfMeans,
@@ -191,7 +192,6 @@ async function main() {
           ),
         ),
       );
-    const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
     const warmUp = [];
     for (let r = 0; r < WARM; r += 1) warmUp.push((await round()).map(mean));
     // whole[name][k][r]: the case's runner k in counted round r; mainThread the same.

@@ -46,8 +46,10 @@ const TEE_BRANCH = "tee-branch"; // a tee branch of an IdentityTransformStream's
 // it "errors" a native source (internal.c++ handlePromise, `sourceRef->error`):
 // the stream errors with the reason and its upstream is dropped (cancelled).
 const nativeReadables = new WeakMap();
-// IdentityTransformStream writables -> their IdentityPipe.
-const identityWritables = new WeakMap();
+// Native writables -> the sink a native pipe writes into: an
+// IdentityTransformStream's IdentityPipe or a CompressionStream's DeflateSink
+// (both take `offer`, `abandon` and count `queued` writes).
+const nativeWritables = new WeakMap();
 
 const original = {
   getReader: ReadableStream.prototype.getReader,
@@ -817,7 +819,7 @@ export class IdentityTransformStream {
         pipe.cancel(reason);
       },
     });
-    identityWritables.set(this.#writable, pipe);
+    nativeWritables.set(this.#writable, pipe);
   }
 
   get readable() {
@@ -837,8 +839,6 @@ function asTransformStream(Class, name) {
 // In workerd it is a TransformStream subclass (identity-transform-stream.h).
 asTransformStream(IdentityTransformStream, "IdentityTransformStream");
 
-// CompressionStream writables -> their DeflateSink.
-const compressionWritables = new WeakMap();
 const DEFLATERS = { gzip: gzipSync, deflate: deflateSync, "deflate-raw": deflateRawSync };
 
 /**
@@ -949,7 +949,7 @@ export class CompressionStream {
       { highWaterMark: 1, size: () => 0 },
     );
     nativeReadables.set(this.#readable, { kind: IDENTITY, fail: (reason) => sink.abort(reason) });
-    compressionWritables.set(this.#writable, sink);
+    nativeWritables.set(this.#writable, sink);
   }
 
   get readable() {
@@ -984,12 +984,13 @@ function lockBoth(source, dest) {
 }
 
 /**
- * Native source into an IdentityTransformStream: workerd's kj pump
- * (internal.c++ writeLoopAfterFrontOutputLock, Pipe case, `tryPumpTo`).
- * Both streams are locked for the pipe, but no chunk goes through their
- * JavaScript machinery: the loop takes each chunk from the source's core and
- * offers it straight to the destination's IdentityPipe, and waits only when
- * the source has nothing yet or no read has taken the chunk.
+ * Native source into a native writable (an IdentityTransformStream's or a
+ * CompressionStream's): workerd's kj pump (internal.c++
+ * writeLoopAfterFrontOutputLock, Pipe case, `tryPumpTo`). Both streams are
+ * locked for the pipe, but no chunk goes through their JavaScript machinery:
+ * the loop takes each chunk from the source's core and offers it straight to
+ * the destination's sink, and waits only when the source has nothing yet or
+ * the sink has not taken the chunk (an IdentityPipe with no read waiting).
  * - The signal cancels the pump at once: the pipe rejects with its reason,
  *   the source is errored (dropped) even with preventCancel, the destination
  *   is aborted unless preventAbort, and a chunk read but not yet taken by the
@@ -1170,7 +1171,7 @@ function workerdPipeTo(source, dest, options) {
   }
   if (source.locked) return Promise.reject(new TypeError(MESSAGES.readerLocked));
   if (dest.locked) return Promise.reject(new TypeError(MESSAGES.writerLocked));
-  const pipe = identityWritables.get(dest) ?? compressionWritables.get(dest) ?? null;
+  const pipe = nativeWritables.get(dest) ?? null;
   const src = nativeReadables.get(source);
   if (pipe !== null) {
     // An aborted signal rejects before any lock is taken, with nothing
@@ -1190,10 +1191,7 @@ function workerdPipeTo(source, dest, options) {
 function pipeTo(dest, options) {
   // Streams workerd would not treat differently keep Node's standard pipe.
   const involved =
-    nativeReadables.has(this) ||
-    identityWritables.has(dest) ||
-    compressionWritables.has(dest) ||
-    (options != null && options.signal !== undefined);
+    nativeReadables.has(this) || nativeWritables.has(dest) || (options != null && options.signal !== undefined);
   if (!involved) return original.pipeTo.call(this, dest, options);
   return workerdPipeTo(this, dest, options);
 }
@@ -1201,10 +1199,7 @@ function pipeTo(dest, options) {
 function pipeThrough(transform, options) {
   const dest = transform?.writable;
   const involved =
-    nativeReadables.has(this) ||
-    identityWritables.has(dest) ||
-    compressionWritables.has(dest) ||
-    (options != null && options.signal !== undefined);
+    nativeReadables.has(this) || nativeWritables.has(dest) || (options != null && options.signal !== undefined);
   if (!involved) return original.pipeThrough.call(this, transform, options);
   if (!(transform?.readable instanceof ReadableStream) || !(dest instanceof WritableStream)) {
     throw new TypeError("pipeThrough() needs a {readable, writable} pair");
@@ -1212,7 +1207,7 @@ function pipeThrough(transform, options) {
   if (this.locked) throw new TypeError(MESSAGES.readerLocked);
   if (dest.locked) throw new TypeError(`${MESSAGES.writerLocked}.`);
   const src = nativeReadables.get(this);
-  if (identityWritables.has(dest) && src !== undefined && src.kind !== SYSTEM) {
+  if (nativeWritables.has(dest) && src !== undefined && src.kind !== SYSTEM) {
     throw new TypeError(MESSAGES.interTransform); // synchronously, as pipeThrough() does in workerd
   }
   workerdPipeTo(this, dest, options).catch(noop);
@@ -1234,7 +1229,7 @@ function tee() {
 
 /** Whether the runner treats `stream` as one of workerd's native streams. */
 export function isNativeStream(stream) {
-  return nativeReadables.has(stream) || identityWritables.has(stream);
+  return nativeReadables.has(stream) || nativeWritables.has(stream);
 }
 
 // workerd's Request constructor (http.c++, Request::tryParseRedirect) takes
