@@ -14,6 +14,7 @@ cannot be read.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -43,17 +44,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", default="wrangler.toml", type=Path)
     parser.add_argument("--env", help="the wrangler environment to deploy")
+    parser.add_argument(
+        "--sources", help="where the [vars] came from, for the message (local runs merge several)"
+    )
     args = parser.parse_args(argv)
     try:
-        config = tomllib.loads(args.config.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        text = args.config.read_text(encoding="utf-8")
+        config = json.loads(text) if args.config.suffix == ".json" else tomllib.loads(text)
+    except (OSError, ValueError) as exc:
         print(f"check-config: cannot read {args.config}: {exc}", file=sys.stderr)
         return 1
     values, where = vars_of(config, args.env)
     try:
         Settings.from_mapping(values)
     except ValueError as exc:
-        print(f"check-config: bad configuration ({args.config} {where}): {exc}", file=sys.stderr)
+        sources = args.sources or f"{args.config} {where}"
+        print(f"check-config: bad configuration ({sources}): {exc}", file=sys.stderr)
         return BAD_VALUE
     return 0
 

@@ -730,14 +730,15 @@ export class Ai {
     return null;
   }
 
+  /** Records a finished call; a promise when the host's log is asynchronous. */
   _log(record) {
-    if (typeof this.io.appendLog !== "function") return;
+    if (typeof this.io.appendLog !== "function") return null;
     try {
       const r = this.io.appendLog(record);
-      if (r && typeof r.catch === "function") r.catch(() => {});
-    } catch {
       // A broken log must not break the call.
-    }
+      if (r && typeof r.catch === "function") return r.catch(() => {});
+    } catch {}
+    return null;
   }
 
   /**
@@ -759,6 +760,7 @@ export class Ai {
       t_end: null,
     };
     let finished = false;
+    let logged = null;
     const stopper = new Stopper();
     let onAbort = null;
     const finish = (fields = {}) => {
@@ -767,8 +769,15 @@ export class Ai {
       stopper.stop();
       if (onAbort) signal.removeEventListener("abort", onAbort);
       Object.assign(record, fields, { t_end: this._now() });
-      this._log(record);
+      logged = this._log(record);
       return true;
+    };
+    // Finishes the call and waits until its log line is written, so a host
+    // whose log is remote (workerd's, over the control server) has it before
+    // the caller sees the end.
+    const settle = async (fields) => {
+      finish(fields);
+      await logged;
     };
 
     try {
@@ -785,7 +794,7 @@ export class Ai {
         const rule = this._pickRule(script, model, inputs);
         if (rule && typeof rule.error === "string") throw new Error(rule.error);
         const body = rule && "json" in rule ? rule.json : embed(model, inputs);
-        finish();
+        await settle();
         return body;
       }
       const asr = MODELS[model]?.format === "asr";
@@ -828,7 +837,7 @@ export class Ai {
       }
       if (rule && "json" in rule) {
         await waitRuleDelay();
-        finish();
+        await settle();
         return rule.json;
       }
       if (asr) {
@@ -836,7 +845,7 @@ export class Ai {
         const result = await transcriptOf(topLevelImageBytes(inputs.audio) ?? new Uint8Array(), inputs.language);
         if (!result) throw apiError(5006, "Error: the audio could not be decoded");
         await waitRuleDelay();
-        finish();
+        await settle();
         return result;
       }
 
@@ -857,7 +866,7 @@ export class Ai {
         // One MP3, whether or not a stream was asked; its length follows the text.
         await this._wait(stopper, ruleDelay + delay);
         if (signal?.aborted) throw abortReason(signal);
-        finish();
+        await settle();
         return { audio: base64Of(speechMp3(inputs.prompt, inputs.lang ?? "en")) };
       }
       if (rule && "chunks" in rule) {
@@ -867,7 +876,7 @@ export class Ai {
         const verdict = renderGuard(ctx, rule?.reply ?? {});
         await this._wait(stopper, ruleDelay + delay * verdict.tokens);
         if (signal?.aborted) throw abortReason(signal);
-        finish();
+        await settle();
         return verdict.body;
       } else {
         const reply = rule?.reply ? rule.reply : defaultReply(model, inputs, images);
@@ -887,13 +896,13 @@ export class Ai {
       if (inputs.stream !== true) {
         const result = body !== null ? await this._wait(stopper, bodyDelay) : await this._collect(stopper, steps);
         if (signal?.aborted) throw abortReason(signal);
-        finish();
+        await settle();
         return body !== null ? body : result;
       }
-      return this._stream(steps, stopper, finish);
+      return this._stream(steps, stopper, finish, settle);
     } catch (err) {
       const aborted = !!signal?.aborted;
-      finish({ aborted, error: messageOf(err) });
+      await settle({ aborted, error: messageOf(err) });
       throw err;
     }
   }
@@ -926,7 +935,7 @@ export class Ai {
       throw err;
     } finally {
       record.t_end = this._now();
-      this._log(record);
+      await this._log(record);
     }
   }
 
@@ -961,7 +970,7 @@ export class Ai {
     }
   }
 
-  _stream(steps, stopper, finish) {
+  _stream(steps, stopper, finish, settle) {
     let i = 0;
     let controller;
     stopper.onAbort = (reason) => {
@@ -985,7 +994,7 @@ export class Ai {
             await stopper.forever();
           } else if (step.error !== undefined) {
             const err = new Error(step.error);
-            finish({ error: err.message });
+            await settle({ error: err.message });
             c.error(err);
             return;
           } else if (step.bytes.length > 0) {
@@ -994,7 +1003,7 @@ export class Ai {
           }
         }
         if (stopper.stopped) return;
-        finish();
+        await settle();
         c.close();
       },
       cancel() {

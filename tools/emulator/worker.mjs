@@ -2,8 +2,13 @@
 // Worker can run under `wrangler dev` with `AI` bound to it (a service binding
 // to the `EmulatedAi` entrypoint, called over RPC).
 //
-// workerd has no filesystem: the script and the log live in this isolate's
-// memory and are driven over HTTP control routes:
+// workerd has no filesystem. Under `npm start` (tools/workerd/dev.mjs) the
+// script and the log are the files named by EDGECHAT_AI_SCRIPT and
+// EDGECHAT_AI_LOG, which the launcher's control server reads and appends for
+// this Worker (EDGECHAT_AI_CONTROL_URL; EDGECHAT_AI_SCRIPTED and
+// EDGECHAT_AI_LOGGED say which are in use). Run alone (`wrangler dev -c
+// tools/emulator/wrangler.toml`), they live in this isolate's memory and are
+// driven over HTTP control routes:
 //   PUT    /__emulator/script   JSON body sets the script; empty body clears it
 //   GET    /__emulator/script   the current script (null when none)
 //   GET    /__emulator/log      one JSON line per finished call
@@ -17,22 +22,56 @@ import { Ai } from "./ai.mjs";
 const DEFAULT_DELAY_MS = 20;
 const MAX_LOG_LINES = 1000;
 
-const state = { script: null, log: [], delayMs: DEFAULT_DELAY_MS };
+const state = { script: null, log: [], delayMs: DEFAULT_DELAY_MS, control: null, scripted: false, logged: false };
+
+async function controlFetch(path, init) {
+  const response = await fetch(`${state.control}${path}`, init);
+  const text = await response.text();
+  if (!response.ok) throw new Error(`edgechat emulator: the launcher's ${path} answered ${response.status}: ${text}`);
+  return text;
+}
 
 const ai = new Ai({
-  readScript: () => state.script,
+  async readScript() {
+    if (!state.scripted) return state.script;
+    const text = await controlFetch("/ai/script");
+    if (text.trim() === "") return null;
+    try {
+      return JSON.parse(text);
+    } catch (err) {
+      throw new Error(`edgechat emulator: EDGECHAT_AI_SCRIPT is not valid JSON: ${err.message}`);
+    }
+  },
   appendLog(record) {
+    if (state.logged) return controlFetch("/ai/log", { method: "POST", body: JSON.stringify(record) });
     state.log.push(record);
     if (state.log.length > MAX_LOG_LINES) state.log.splice(0, state.log.length - MAX_LOG_LINES);
   },
   delayMs: () => state.delayMs,
 });
 
-// EDGECHAT_AI_DELAY_MS comes from [vars] (or `wrangler dev --var`).
+// EDGECHAT_AI_DELAY_MS comes from [vars] (or `wrangler dev --var`); the
+// launcher's settings likewise.
 function configure(env) {
   const raw = env?.EDGECHAT_AI_DELAY_MS;
   const n = raw === undefined || raw === null || String(raw).trim() === "" ? DEFAULT_DELAY_MS : Number(raw);
   state.delayMs = Number.isFinite(n) && n >= 0 ? n : DEFAULT_DELAY_MS;
+  state.control = env?.EDGECHAT_AI_CONTROL_URL || null;
+  state.scripted = Boolean(state.control && env?.EDGECHAT_AI_SCRIPTED);
+  state.logged = Boolean(state.control && env?.EDGECHAT_AI_LOGGED);
+}
+
+/**
+ * The wall clock's offset in local runs (`npm start -- --clock-hook`): bound
+ * to the Worker as DEV_CLOCK, it answers how far the launcher's control
+ * server has moved the clock. workerd has no way to move a Worker's clock.
+ */
+export class DevClock extends WorkerEntrypoint {
+  async offsetMs() {
+    configure(this.env);
+    if (!state.control) return 0;
+    return JSON.parse(await controlFetch("/clock")).offset_ms;
+  }
 }
 
 export class EmulatedAi extends WorkerEntrypoint {

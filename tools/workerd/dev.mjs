@@ -1,0 +1,401 @@
+// `npm start`: edgechat (or any Worker) under real `wrangler dev`, on the
+// pinned workerd, offline. See tools/workerd/README.md.
+//
+//   npm start -- [--port N] [--host H] [--config FILE] [--vars FILE]
+//                [--test-scheduled] [--clock-hook] [--quiet]
+//
+// What it adds to `wrangler dev -c FILE`, all of it for local runs only:
+// - workerd finds the Pyodide bundle built from the pinned npm `pyodide`
+//   (build_pyodide_bundle.py) through the wrapper workerd.sh;
+// - a Python Worker gets the experimental `python_workers_development` flag
+//   in a derived config in a temporary folder (the project's wrangler.toml
+//   never holds it, so a deploy never carries it);
+// - `AI` is bound to the Workers AI emulator (tools/emulator), a second
+//   config in the same wrangler process so the binding, and its AbortSignal,
+//   stay in-process; with CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID set
+//   it stays the real remote binding;
+// - the emulator's script and call log are files (EDGECHAT_AI_SCRIPT,
+//   EDGECHAT_AI_LOG), served to it by a small control server on loopback,
+//   since workerd has no filesystem;
+// - every run starts with empty local KV, D1 and R2 in a temporary folder,
+//   with D1 migrations applied (copied from a migrated template kept in
+//   .cache/, so a start costs a copy, not a `wrangler d1 migrations apply`);
+// - `[vars]`, then `.dev.vars`, then `--vars FILE` (later wins), checked by
+//   the Worker's own settings parser before wrangler starts.
+import { spawn, spawnSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import {
+  appendFileSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { createServer } from "node:http";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+import { parseArgs } from "node:util";
+import { experimental_readRawConfig } from "wrangler";
+
+const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), "../..");
+const BIN = join(ROOT, "node_modules", ".bin");
+const PYTHON = join(ROOT, ".venv", "bin", "python");
+const EMULATOR_MAIN = join(ROOT, "tools", "emulator", "worker.mjs");
+const EMULATOR_NAME = "edgechat-ai-emulator";
+const BUNDLE_DIR = join(ROOT, ".cache", "pyodide-bundle");
+const DEV_FLAG = "python_workers_development";
+
+const say = (message) => process.stderr.write(`[dev] ${message}\n`);
+
+function parseCommandLine(argv) {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      port: { type: "string", default: process.env.PORT ?? "8787" },
+      host: { type: "string", default: "127.0.0.1" },
+      config: { type: "string", default: "wrangler.toml" },
+      vars: { type: "string" },
+      "test-scheduled": { type: "boolean", default: false },
+      "clock-hook": { type: "boolean", default: false },
+      quiet: { type: "boolean", default: false },
+    },
+    strict: true,
+  });
+  const port = Number(values.port);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new Error(`--port must be a port number, got ${JSON.stringify(values.port)}`);
+  }
+  return { ...values, port };
+}
+
+// KEY=value lines as wrangler reads .dev.vars: `#` comments, optional
+// quotes, `export ` prefixes.
+export function parseDotenv(text) {
+  const vars = {};
+  for (const raw of text.split(/\r?\n/)) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    const match = /^(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*)$/.exec(line);
+    if (!match) continue;
+    let value = match[2];
+    const quote = value[0];
+    if ((quote === '"' || quote === "'") && value.endsWith(quote) && value.length >= 2) {
+      value = value.slice(1, -1);
+      if (quote === '"') value = value.replaceAll("\\n", "\n");
+    } else {
+      value = value.replace(/\s+#.*$/, "");
+    }
+    vars[match[1]] = value;
+  }
+  return vars;
+}
+
+const hasCredentials = () => Boolean(process.env.CLOUDFLARE_API_TOKEN && process.env.CLOUDFLARE_ACCOUNT_ID);
+
+// The user's config, as wrangler reads the file, made runnable from another
+// folder (every path absolute) with the local-only changes above.
+function deriveConfig(configPath, vars, options, control) {
+  const { rawConfig } = experimental_readRawConfig({ config: configPath });
+  const here = dirname(configPath);
+  const config = structuredClone(rawConfig);
+  if (!config.main) throw new Error(`${configPath}: no main module`);
+  config.main = resolve(here, config.main);
+  const python = config.main.endsWith(".py");
+  if (config.assets?.directory) config.assets.directory = resolve(here, config.assets.directory);
+  for (const db of config.d1_databases ?? []) {
+    if (db.migrations_dir) db.migrations_dir = resolve(here, db.migrations_dir);
+  }
+  if (python) config.compatibility_flags = [...new Set([...(config.compatibility_flags ?? []), DEV_FLAG])];
+  config.vars = { ...(config.vars ?? {}), ...vars };
+  const services = [...(config.services ?? [])];
+  if (config.ai && !hasCredentials()) {
+    services.push({ binding: config.ai.binding, service: EMULATOR_NAME, entrypoint: "EmulatedAi" });
+    delete config.ai;
+    // The real binding takes `signal` natively; over the emulator's RPC an
+    // AbortSignal crosses only with this (experimental) flag.
+    config.compatibility_flags = [...new Set([...(config.compatibility_flags ?? []), "enable_abortsignal_rpc"])];
+  }
+  // Moving the clock is a control workerd does not have; see README.md.
+  if (options["clock-hook"]) services.push({ binding: "DEV_CLOCK", service: EMULATOR_NAME, entrypoint: "DevClock" });
+  config.services = services;
+  delete config.env;
+  return { config, python, usesEmulator: services.some((s) => s.service === EMULATOR_NAME), control };
+}
+
+function emulatorConfig(control) {
+  return {
+    name: EMULATOR_NAME,
+    main: EMULATOR_MAIN,
+    compatibility_date: "2026-11-17",
+    compatibility_flags: ["enable_abortsignal_rpc"],
+    vars: {
+      EDGECHAT_AI_DELAY_MS: process.env.EDGECHAT_AI_DELAY_MS ?? "20",
+      EDGECHAT_AI_CONTROL_URL: control,
+      EDGECHAT_AI_SCRIPTED: process.env.EDGECHAT_AI_SCRIPT ? "1" : "",
+      EDGECHAT_AI_LOGGED: process.env.EDGECHAT_AI_LOG ? "1" : "",
+    },
+  };
+}
+
+// --- the control server: what workerd cannot read or keep by itself ----------
+
+function startControl() {
+  let clockOffset = 0;
+  const server = createServer((req, res) => {
+    const url = new URL(req.url, "http://x");
+    const reply = (status, body, type = "application/json") => {
+      res.writeHead(status, { "content-type": type, "content-length": Buffer.byteLength(body) });
+      res.end(body);
+    };
+    const route = `${req.method} ${url.pathname}`;
+    if (route === "GET /ai/script") {
+      const path = process.env.EDGECHAT_AI_SCRIPT;
+      let text = "";
+      try {
+        if (path) text = readFileSync(path, "utf8");
+      } catch (err) {
+        if (err.code !== "ENOENT") return reply(500, `cannot read EDGECHAT_AI_SCRIPT=${path}: ${err.message}`);
+      }
+      return reply(200, text);
+    }
+    if (route === "POST /ai/log") {
+      const chunks = [];
+      req.on("data", (c) => chunks.push(c));
+      req.on("end", () => {
+        const path = process.env.EDGECHAT_AI_LOG;
+        if (path) {
+          mkdirSync(dirname(path), { recursive: true });
+          appendFileSync(path, `${Buffer.concat(chunks).toString("utf8").trimEnd()}\n`);
+        }
+        reply(200, "{}");
+      });
+      return;
+    }
+    if (route === "GET /clock") return reply(200, JSON.stringify({ offset_ms: clockOffset }));
+    if (route === "POST /clock") {
+      const advance = Number(url.searchParams.get("advance_ms"));
+      if (!Number.isSafeInteger(advance) || advance < 0) {
+        return reply(400, "POST /clock?advance_ms=<whole ms, at least 0>\n", "text/plain");
+      }
+      clockOffset += advance;
+      return reply(200, JSON.stringify({ now: Date.now() + clockOffset, offset_ms: clockOffset }));
+    }
+    reply(404, "not a control route\n", "text/plain");
+  });
+  return new Promise((resolveListen) => {
+    server.listen(0, "127.0.0.1", () => resolveListen(server));
+  });
+}
+
+// --- setup steps, each cheap when its inputs are unchanged ---------------------
+
+function run(command, args, env = process.env) {
+  const result = spawnSync(command, args, { cwd: ROOT, env, encoding: "utf8" });
+  if (result.status !== 0) {
+    throw new Error(`${basename(command)} ${args.join(" ")} failed:\n${result.stderr || result.stdout}`);
+  }
+  return result.stdout;
+}
+
+function buildBundle() {
+  const workerd = join(ROOT, "node_modules", "@cloudflare", "workerd-linux-64", "bin", "workerd");
+  const result = spawnSync(
+    PYTHON,
+    [
+      join(ROOT, "tools", "workerd", "build_pyodide_bundle.py"),
+      "--workerd",
+      workerd,
+      "--pyodide",
+      join(ROOT, "node_modules", "pyodide"),
+      "--out",
+      BUNDLE_DIR,
+    ],
+    { encoding: "utf8" },
+  );
+  if (result.status !== 0) throw new Error((result.stderr || result.stdout).trim());
+}
+
+// The Worker's own settings parser on the merged [vars], before wrangler
+// starts: a bad value stops here with the message naming the variable.
+function checkSettings(derivedPath, python, sources) {
+  if (!python || !existsSync(PYTHON)) return;
+  const args = [join(ROOT, "scripts", "check_config.py"), "--config", derivedPath, "--sources", sources.join(", ")];
+  const result = spawnSync(PYTHON, args, {
+    env: { ...process.env, PYTHONPATH: join(ROOT, "src") },
+    encoding: "utf8",
+  });
+  if (result.status === 2) {
+    process.stderr.write(result.stderr);
+    process.exit(2);
+  }
+  if (result.status !== 0) throw new Error(result.stderr || result.stdout);
+}
+
+// Local D1 with its migrations applied: made once per set of migrations into
+// .cache/d1-template/<digest>, then copied for each run.
+function migratedState(derived, derivedPath, wranglerEnv) {
+  const withMigrations = (derived.d1_databases ?? []).filter((db) => db.migrations_dir);
+  const hash = createHash("sha256");
+  for (const db of withMigrations) {
+    hash.update(`${db.binding} ${db.database_name} ${db.database_id ?? ""}\n`);
+    for (const name of readdirSync(db.migrations_dir).sort()) {
+      if (name.endsWith(".sql")) hash.update(name).update(readFileSync(join(db.migrations_dir, name)));
+    }
+  }
+  if (withMigrations.length === 0) return null;
+  const template = join(ROOT, ".cache", "d1-template", hash.digest("hex").slice(0, 16));
+  if (existsSync(template)) return template;
+  const building = `${template}.${process.pid}`;
+  for (const db of withMigrations) {
+    run(
+      join(BIN, "wrangler"),
+      ["d1", "migrations", "apply", db.database_name, "--local", "--persist-to", building, "-c", derivedPath],
+      wranglerEnv,
+    );
+  }
+  mkdirSync(dirname(template), { recursive: true });
+  try {
+    renameSync(building, template);
+  } catch {
+    rmSync(building, { recursive: true, force: true }); // another start made it first
+  }
+  return template;
+}
+
+// --- main -----------------------------------------------------------------------
+
+async function main() {
+  const options = parseCommandLine(process.argv.slice(2));
+  const configPath = resolve(options.config);
+  const work = mkdtempSync(join(tmpdir(), "edgechat-dev-"));
+  let wrangler = null;
+  let control = null;
+  const cleanup = () => {
+    if (wrangler && wrangler.exitCode === null) {
+      try {
+        process.kill(-wrangler.pid, "SIGTERM");
+      } catch {}
+    }
+    control?.close();
+    rmSync(work, { recursive: true, force: true });
+  };
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
+    process.on(signal, () => {
+      cleanup();
+      process.exit(0);
+    });
+  }
+  process.on("exit", cleanup);
+
+  control = await startControl();
+  const controlUrl = `http://127.0.0.1:${control.address().port}`;
+
+  const vars = {};
+  const sources = [`${options.config} [vars]`];
+  const dotDevVars = join(dirname(configPath), ".dev.vars");
+  if (existsSync(dotDevVars)) {
+    Object.assign(vars, parseDotenv(readFileSync(dotDevVars, "utf8")));
+    sources.push(".dev.vars");
+  }
+  if (options.vars) {
+    Object.assign(vars, parseDotenv(readFileSync(resolve(options.vars), "utf8")));
+    sources.push(options.vars);
+  }
+
+  const { config, python, usesEmulator } = deriveConfig(configPath, vars, options, controlUrl);
+  if (python) buildBundle();
+  // wrangler looks for python_modules/ beside the config it is given.
+  const modules = [join(dirname(configPath), "python_modules"), join(ROOT, "python_modules")].find(existsSync);
+  if (python && modules) symlinkSync(modules, join(work, "python_modules"));
+  const derivedPath = join(work, "wrangler.json");
+  writeFileSync(derivedPath, JSON.stringify(config, null, 2));
+  checkSettings(derivedPath, python, sources);
+
+  const wranglerEnv = {
+    ...process.env,
+    PATH: `${BIN}:${process.env.PATH}`,
+    MINIFLARE_WORKERD_PATH: join(ROOT, "tools", "workerd", "workerd.sh"),
+    EDGECHAT_PYODIDE_BUNDLE_DIR: BUNDLE_DIR,
+    WRANGLER_SEND_METRICS: "false",
+    // Outside every folder wrangler watches, or each log line reloads it.
+    WRANGLER_LOG_PATH: join(work, "logs"),
+  };
+  if (!hasCredentials()) {
+    delete wranglerEnv.CLOUDFLARE_API_TOKEN;
+    delete wranglerEnv.CLOUDFLARE_ACCOUNT_ID;
+  }
+
+  const persist = join(work, "state");
+  const template = migratedState(config, derivedPath, wranglerEnv);
+  if (template) cpSync(template, persist, { recursive: true });
+
+  const args = ["dev", "-c", derivedPath];
+  if (usesEmulator) {
+    const emulatorPath = join(work, "emulator.json");
+    writeFileSync(emulatorPath, JSON.stringify(emulatorConfig(controlUrl), null, 2));
+    args.push("-c", emulatorPath);
+  }
+  args.push(
+    "--port",
+    String(options.port),
+    "--ip",
+    options.host,
+    "--inspector-port",
+    "0",
+    "--persist-to",
+    persist,
+    "--show-interactive-dev-session=false",
+    "--live-reload=false",
+  );
+  if (options["test-scheduled"]) args.push("--test-scheduled");
+
+  wrangler = spawn(join(BIN, "wrangler"), args, {
+    cwd: work,
+    env: wranglerEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+    detached: true,
+  });
+  let ready = false;
+  const onLine = (line, stream) => {
+    const match = /Ready on (https?:\/\/\S+)/.exec(line);
+    if (match && !ready) {
+      ready = true;
+      const port = new URL(match[1]).port;
+      if (options["clock-hook"]) console.log(`Clock control on ${controlUrl}/clock`);
+      console.log(`Ready on http://${options.host}:${port}`);
+      return;
+    }
+    if (options.quiet && !/error|\{/i.test(line)) return;
+    // Noise of an offline machine: the placeholder for `request.cf`.
+    if (/Request\.cf|workers\.cloudflare\.com|GetAddrInfoReqWrap/.test(line)) return;
+    stream.write(`${line}\n`);
+  };
+  for (const [source, sink] of [
+    [wrangler.stdout, process.stdout],
+    [wrangler.stderr, process.stderr],
+  ]) {
+    let rest = "";
+    source.setEncoding("utf8");
+    source.on("data", (text) => {
+      const lines = (rest + text).split("\n");
+      rest = lines.pop();
+      for (const line of lines) onLine(line, sink);
+    });
+  }
+  wrangler.on("exit", (code, signal) => {
+    if (!ready) say(`wrangler dev stopped before it was ready (${signal ?? `exit ${code}`})`);
+    process.exit(code ?? 1);
+  });
+}
+
+main().catch((err) => {
+  say(err?.message ?? String(err));
+  process.exit(1);
+});
