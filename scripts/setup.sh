@@ -82,6 +82,16 @@ if ! stamp_ok .venv/.edgechat-stamp "$py_inputs"; then
   echo "$py_inputs" > .venv/.edgechat-stamp
 fi
 
+# --- workerd's Pyodide bundle ---------------------------------------------------
+# `npm start` and the tests run the Worker on the pinned workerd, offline: it
+# loads Python from a development bundle built here from the pinned npm
+# pyodide (tools/workerd/build_pyodide_bundle.py; skipped while its inputs are
+# unchanged; stops with one message when workerd and pyodide disagree).
+say "checking workerd's Pyodide bundle"
+.venv/bin/python tools/workerd/build_pyodide_bundle.py \
+  --workerd node_modules/@cloudflare/workerd-linux-64/bin/workerd \
+  --pyodide node_modules/pyodide --out .cache/pyodide-bundle >/dev/null
+
 # --- Vendored Worker packages ----------------------------------------------------
 # The runtime stopped shipping the `workers` SDK on 2026-04-21; wrangler uploads
 # python_modules/ next to src/ and workerd puts it on sys.path.

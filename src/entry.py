@@ -7,15 +7,17 @@ settings are read from ``[vars]`` once per isolate, on its first request.
 from workers import WorkerEntrypoint
 
 from edgechat import app
-from edgechat.platform import WorkerPlatform, WorkerSchedule, to_response
+from edgechat.platform import WallClock, WorkerPlatform, WorkerSchedule, to_response
 
 _settings = app.SettingsOnce()
-_cooling = app.Cooling()
+_wall = WallClock()
+_cooling = app.Cooling(wall=_wall)
 _access_keys = app.AccessKeys()
 
 
 class Default(WorkerEntrypoint):
     async def fetch(self, request):
+        await _wall.follow(self.env)
         platform = WorkerPlatform(request, self.env, self.ctx)
         reply = await app.handle(platform.incoming(), platform, _settings, _cooling, _access_keys)
         return to_response(reply, self.ctx)
@@ -25,6 +27,6 @@ class Default(WorkerEntrypoint):
     # env and ctx on self, so they are optional here and not used
     # (developers.cloudflare.com/workers/runtime-apis/handlers/scheduled/).
     async def scheduled(self, controller, env=None, ctx=None):
-        await app.scheduled(
-            WorkerSchedule(self.env), _settings, int(controller.scheduledTime), controller.cron
-        )
+        await _wall.follow(self.env)
+        now_ms = int(controller.scheduledTime) + round(_wall.offset_s * 1000)
+        await app.scheduled(WorkerSchedule(self.env), _settings, now_ms, controller.cron)

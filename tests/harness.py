@@ -1,8 +1,9 @@
-"""Starts the offline runner for black-box tests and talks to the emulator.
+"""Starts edgechat under ``npm start`` (real ``wrangler dev`` on workerd) for
+black-box tests, and talks to the Workers AI emulator.
 
-The runner is a separate process group (Node + Pyodide); tests only speak HTTP
-to it and read the Workers AI emulator's call log, so the same tests can
-target any server that serves edgechat (``EDGECHAT_BASE_URL``).
+The server is a separate process group (the launcher, wrangler, workerd);
+tests only speak HTTP to it and read the emulator's call log, so the same
+tests can target any server that serves edgechat (``EDGECHAT_BASE_URL``).
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 NODE = ROOT / "node_modules" / ".bin" / "node"
-RUNNER = ROOT / "tools" / "runner" / "main.mjs"
+RUNNER = ROOT / "tools" / "workerd" / "dev.mjs"
 READY = re.compile(rb"^Ready on (http://\S+)$", re.MULTILINE)
+CLOCK = re.compile(rb"^Clock control on (http://\S+)$", re.MULTILINE)
 
 
 @dataclass
@@ -32,6 +34,8 @@ class Runner:
     base_url: str
     process: subprocess.Popen[bytes]
     output: list[bytes]
+    # With ``--clock-hook``: POST here with ``?advance_ms=N`` moves the Worker's clock.
+    clock_url: str | None = None
 
     def log_text(self) -> str:
         return b"".join(self.output).decode(errors="replace")
@@ -97,12 +101,15 @@ def _started(
     output: list[bytes] = []
     ready = threading.Event()
     found: list[str] = []
+    clock: list[str] = []
 
     def pump() -> None:
         # Keeps reading so the runner never blocks on a full pipe.
         assert process.stdout is not None
         for line in iter(process.stdout.readline, b""):
             output.append(line)
+            if clock_match := CLOCK.search(line):
+                clock.append(clock_match.group(1).decode())
             match = READY.search(line)
             if match and not found:
                 found.append(match.group(1).decode())
@@ -115,7 +122,7 @@ def _started(
         if not ready.wait(timeout) or not found:
             text = b"".join(output).decode(errors="replace")
             raise RuntimeError(f"runner did not become ready:\n{text}")
-        yield Runner(found[0], process, output)
+        yield Runner(found[0], process, output, clock[0] if clock else None)
     finally:
         _stop(process)
         reader.join(timeout=5)

@@ -51,7 +51,13 @@ from js import fetch as js_fetch
 from pyodide.ffi import JsException, create_proxy, jsnull, to_js
 from workers import Request
 
-from edgechat.errors import UpstreamError, UpstreamMalformed, body_too_large, from_binding_error
+from edgechat.errors import (
+    Misconfigured,
+    UpstreamError,
+    UpstreamMalformed,
+    body_too_large,
+    from_binding_error,
+)
 from edgechat.http import Incoming, Reply
 from edgechat.ports import (
     TIMED_OUT,
@@ -194,8 +200,8 @@ class BindingForward:
     rest (``map`` adds the index and the array; workerd's ``jsg`` unwraps
     only a method's declared C++ parameters, ``jsg/resource.h``,
     ``MethodCallback``);
-    ``setTimeout`` hands its extra arguments to the handler (HTML's timers;
-    workerd's takes ``jsg::Arguments``, ``api/global-scope.h``)."""
+    ``bind`` gives the pause's timer its view: a Python Worker's
+    ``setTimeout`` calls its handler with no arguments (see ``next``)."""
 
     __slots__ = (
         "_armed_for",
@@ -261,18 +267,22 @@ class BindingForward:
             out = b""
         view = self._reader.view()
         if out or after > 0:
-            js = _js_functions()
-            # The pause: a timer that hands the read its view.
-            timer = js.resolvers()
-            setTimeout(timer.resolve, max(after, 0.0) * 1000, view)
+            fns = _js_functions()
+            # The pause: a timer that hands the read its view. The view is
+            # bound to the resolve function: a Python Worker's ``setTimeout``
+            # calls its handler with no arguments and turns 0 ms into a
+            # microtask (workerd ``src/pyodide/internal/python.ts``,
+            # ``makeSetTimeout``; seen on workerd 1.20261117.1).
+            timer = fns.resolvers()
+            setTimeout(fns.bind(timer.resolve, None, view), max(after, 0.0) * 1000)
             start = timer.promise
             if out:
-                written = js.map_one(js.bind(self._write, None, to_js(out)))[0]
+                written = fns.map_one(fns.bind(self._write, None, to_js(out)))[0]
                 # Written, the pause runs on (it started with the write);
                 # failed, the client is gone (the read then fails at once).
-                wait = js.bind(js.adopt, None, start)
-                start = js.map_one(js.bind(js.then, written, wait, self._failed))[0]
-            pending = js.map_one(js.bind(js.then, start, self._read))[0]
+                wait = fns.bind(fns.adopt, None, start)
+                start = fns.map_one(fns.bind(fns.then, written, wait, self._failed))[0]
+            pending = fns.map_one(fns.bind(fns.then, start, self._read))[0]
         else:
             pending = self._read(view)  # nothing to write or wait for
         try:
@@ -535,17 +545,32 @@ def _abort_signal(client_signal: Any) -> tuple[Any, Any]:
     return controller, signal
 
 
+# Logged (never sent) when a route needs the model and nothing is bound as
+# AI: the routes that do not (the page, /healthz, history) keep working.
+UNBOUND_AI = (
+    'no AI binding: bind Workers AI as AI ([ai] binding = "AI" in wrangler.toml; '
+    "npm start binds it to the emulator)"
+)
+
+
 class BindingAi:
-    """``ports.Ai`` over the ``AI`` binding; aborts when the client goes away."""
+    """``ports.Ai`` over the ``AI`` binding; aborts when the client goes away.
+    Without the binding, every call is a ``Misconfigured`` naming it."""
 
     def __init__(self, binding: Any, client_signal: Any) -> None:
-        self._binding = _raw(binding)
+        self._binding = None if binding is None else _raw(binding)
         self._client_signal = client_signal
 
+    def _bound(self) -> Any:
+        if self._binding is None:
+            raise Misconfigured(detail=UNBOUND_AI)
+        return self._binding
+
     async def _run(self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]) -> Any:
+        binding = self._bound()
         controller, signal = _abort_signal(self._client_signal)
         try:
-            result = await self._binding.run(
+            result = await binding.run(
                 model_id, _js_object(inputs), _js_object({**options, "signal": signal})
             )
         except JsException as exc:
@@ -578,11 +603,15 @@ class BindingAi:
         # https://developers.cloudflare.com/workers-ai/features/markdown-conversion/:
         # a list of {name, blob} in, a list of ConversionResult out, in order.
         documents = [
-            _js_object({"name": name, "blob": Blob.new([to_js(data)], _js_object({"type": kind}))})
+            # The parts as a JavaScript Array: workerd's Blob takes no other
+            # sequence (a Python list arrives as a proxy).
+            _js_object(
+                {"name": name, "blob": Blob.new(Array.of(to_js(data)), _js_object({"type": kind}))}
+            )
             for name, kind, data in files
         ]
         try:
-            results = await self._binding.toMarkdown(to_js(documents))
+            results = await self._bound().toMarkdown(to_js(documents))
         except JsException as exc:
             raise from_binding_error(str(exc)) from exc
         answer = results.to_py() if hasattr(results, "to_py") else results
@@ -850,6 +879,27 @@ class WebCryptoVerifier:
             return False
 
 
+class WallClock:
+    """The isolate's wall clock: ``time.time()``, moved by the offset that a
+    local run's ``DEV_CLOCK`` binding answers (``npm start -- --clock-hook``,
+    for tests of what expires: workerd has no way to move a Worker's clock).
+    Nothing is bound as ``DEV_CLOCK`` at the edge, so there it is
+    ``time.time()`` and one attribute lookup a request."""
+
+    __slots__ = ("offset_s",)
+
+    def __init__(self) -> None:
+        self.offset_s = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset_s
+
+    async def follow(self, env: Any) -> None:
+        clock = getattr(env, "DEV_CLOCK", None)
+        if clock is not None:
+            self.offset_s = float(await clock.offsetMs()) / 1000
+
+
 class WorkerSchedule:
     """``ports.Schedule`` for a scheduled run on the Workers runtime."""
 
@@ -875,7 +925,7 @@ class WorkerPlatform:
         # lower-case), not one FFI call per header.
         self._headers: dict[str, str] = Object.fromEntries(self._request.headers).to_py()
         client_signal = getattr(self._request, "signal", None)
-        self.ai = BindingAi(env.AI, client_signal)
+        self.ai = BindingAi(getattr(env, "AI", None), client_signal)
         self.fetch = BindingFetch(client_signal)
         self.verifier = WebCryptoVerifier()
         limiter = getattr(env, "RATE_LIMITER", None)

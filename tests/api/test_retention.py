@@ -1,7 +1,7 @@
 """The scheduled retention purge (``[triggers] crons``, ``app.scheduled``)
-over HTTP: the runner's ``--test-scheduled`` route runs the Worker's
-scheduled handler as ``wrangler dev --test-scheduled`` does, and its
-``--clock-hook`` moves the Worker's wall clock, so days pass in a test.
+over HTTP: ``wrangler dev --test-scheduled`` runs the Worker's scheduled
+handler on request, and ``npm start -- --clock-hook`` moves the Worker's wall
+clock (a local-only ``DEV_CLOCK`` binding), so days pass in a test.
 
 What goes is checked by routes that do not purge themselves (a conversation
 read by id, the export): listing conversations purges the caller's own, so
@@ -36,7 +36,7 @@ def server(servers: ServerPool) -> Server:
 
 
 def advance(server: Server, ms: int) -> None:
-    moved = httpx.post(server.url + "/__runner/clock", params={"advance_ms": ms})
+    moved = httpx.post(server.runner.clock_url, params={"advance_ms": ms})
     assert moved.status_code == 200, moved.text
 
 
@@ -92,11 +92,10 @@ def test_the_scheduled_purge_removes_what_outlived_retention_for_every_user(
     assert "old words" not in json.dumps(exported)
 
 
-def test_the_scheduled_route_and_the_clock_are_the_runners_alone(servers: ServerPool) -> None:
+def test_the_clock_moves_only_with_the_local_option(servers: ServerPool) -> None:
     plain = servers.get({"HISTORY_RETENTION_DAYS": "30"})
-    # Without the options the paths are the Worker's, which has no such route.
-    assert httpx.get(plain.url + "/cdn-cgi/handler/scheduled").status_code == 404
-    assert httpx.post(plain.url + "/__runner/clock", params={"advance_ms": 1}).status_code == 404
+    # Without --clock-hook nothing is bound as DEV_CLOCK: no clock to move.
+    assert plain.runner.clock_url is None
 
 
 def test_the_scheduled_purge_deletes_dead_links_copies_and_unnamed_old_images(

@@ -23,14 +23,14 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import WATCH_CSP, Chat, Relay, next_client_address
 from tests.browser.test_images import WIDE, attach, previews
-from tests.harness import ROOT, start_runner
+from tests.harness import ROOT, Runner, start_runner
 
 TOKEN = "ann-browser-token-5e1c9a7b3d"
 BEARER = {"authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
     folder = tmp_path_factory.mktemp("sync-site")
     vars_file: Path = folder / "sync.vars"
     vars_file.write_text(f"API_KEYS=ann:{TOKEN}\n")
@@ -40,7 +40,18 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     with start_runner(
         ROOT / "wrangler.toml", vars_file=vars_file, env=env, args=("--clock-hook",)
     ) as runner:
-        yield runner.base_url
+        yield runner
+
+
+@pytest.fixture(scope="module")
+def site(server: Runner) -> str:
+    return server.base_url
+
+
+@pytest.fixture(scope="module")
+def clock(server: Runner) -> str:
+    assert server.clock_url is not None
+    return server.clock_url
 
 
 @pytest.fixture
@@ -408,7 +419,7 @@ def test_a_first_sync_sends_this_browsers_conversations_in_one_batch(
 
 
 def test_my_links_lists_each_link_with_its_expiry_and_revokes_it(
-    signed_in: Any, browser: Any, site: str
+    signed_in: Any, browser: Any, site: str, clock: str
 ) -> None:
     laptop = signed_in()
     synced(laptop)
@@ -434,7 +445,7 @@ def test_my_links_lists_each_link_with_its_expiry_and_revokes_it(
         assert opened.status == 200
         # Eight days later the seven-day link has expired, for the stranger
         # and in the list.
-        moved = httpx.post(site + "/__runner/clock", params={"advance_ms": 8 * 86_400_000})
+        moved = httpx.post(clock, params={"advance_ms": 8 * 86_400_000})
         assert moved.status_code == 200
         expired = page.goto(url)
         assert expired is not None

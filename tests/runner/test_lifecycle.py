@@ -1,17 +1,17 @@
-"""Starting and stopping the runner from the command line."""
+"""Starting and stopping ``npm start`` (tools/workerd/dev.mjs) from the command line."""
 
 from __future__ import annotations
 
 import signal
 import subprocess
+from contextlib import suppress
+from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.conftest import PROBE_CONFIG
-from tests.harness import ROOT, Runner, runner_command, start_runner
-
-MEMORY_HOOK = "/__runner/memory"
+from tests.harness import ROOT, runner_command, start_runner
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -21,6 +21,18 @@ def test_runner_exits_cleanly_on_signal(sig: signal.Signals) -> None:
         runner.process.send_signal(sig)
         assert runner.process.wait(timeout=15) == 0
     assert "shutting down" in runner.log_text()
+    # wrangler, workerd and the control pipe's tee went with it.
+    assert group_members(runner.process.pid) == []
+
+
+def group_members(pgid: int) -> list[str]:
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":
+                members.append(stat.parent.name)
+    return members
 
 
 def test_ready_line_names_the_port_it_listens_on() -> None:
@@ -40,25 +52,3 @@ def test_bad_arguments_fail_fast_with_a_message() -> None:
     result = subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=60, check=False)
     assert result.returncode != 0
     assert b"--port must be a port number" in result.stderr
-
-
-def test_memory_hook_reports_live_memory_after_a_forced_collection(probe: Runner) -> None:
-    # Without --memory-hook the path is the Worker's like any other.
-    assert httpx.get(probe.base_url + MEMORY_HOOK, timeout=20).status_code == 404
-    with start_runner(PROBE_CONFIG, args=("--memory-hook",)) as runner:
-        live = httpx.get(runner.base_url + MEMORY_HOOK, timeout=20)
-        assert live.status_code == 200
-        assert live.headers["content-type"] == "application/json"
-        report = live.json()
-        assert report["collected"] is False
-        collected = httpx.get(runner.base_url + MEMORY_HOOK, params={"gc": "1"}, timeout=20).json()
-        assert collected["collected"] is True
-        for field in ("rss", "heapUsed", "pythonHeap", "pythonInUse"):
-            assert collected[field] > 0, field
-        assert collected["pythonObjects"] > 0
-        assert collected["waitUntil"] == 0
-        assert isinstance(collected["resources"], dict)
-        # The forced collection is the runner's own: the Worker never sees V8's gc().
-        names = {"names": "gc,fetch"}
-        seen = httpx.get(runner.base_url + "/globals", params=names, timeout=20).json()
-        assert seen == {"gc": False, "fetch": True}

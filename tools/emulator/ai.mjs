@@ -748,7 +748,10 @@ export class Ai {
   async run(model, inputs, options = {}) {
     options = options ?? {};
     const signal = options.signal ?? null;
-    const { signal: _omit, ...rest } = options;
+    // `waitUntil` (a host's, never logged) keeps the call's context alive
+    // until its log line is written: a cancelled stream's is written after
+    // the caller stopped listening.
+    const { signal: _omit, waitUntil: keep, ...rest } = options;
     const record = {
       model,
       inputs: jsonSafe(inputs),
@@ -770,6 +773,7 @@ export class Ai {
       if (onAbort) signal.removeEventListener("abort", onAbort);
       Object.assign(record, fields, { t_end: this._now() });
       logged = this._log(record);
+      if (logged && typeof keep === "function") keep(logged);
       return true;
     };
     // Finishes the call and waits until its log line is written, so a host

@@ -82,7 +82,8 @@ export class EmulatedAi extends WorkerEntrypoint {
    */
   async run(model, inputs, options = {}) {
     configure(this.env);
-    return ai.run(model, inputs, options ?? {});
+    const waitUntil = (promise) => this.ctx.waitUntil(promise);
+    return ai.run(model, inputs, { ...(options ?? {}), waitUntil });
   }
 
   /** `env.AI.toMarkdown`: the emulator's converters (documents.mjs). */

@@ -224,8 +224,9 @@ function buildBundle() {
 
 // The Worker's own settings parser on the merged [vars], before wrangler
 // starts: a bad value stops here with the message naming the variable.
-function checkSettings(derivedPath, python, sources) {
-  if (!python || !existsSync(PYTHON)) return;
+function checkSettings(derivedPath, main, sources) {
+  // Only a Worker built on edgechat's settings (its main beside edgechat/).
+  if (!existsSync(join(dirname(main), "edgechat", "config.py")) || !existsSync(PYTHON)) return;
   const args = [join(ROOT, "scripts", "check_config.py"), "--config", derivedPath, "--sources", sources.join(", ")];
   const result = spawnSync(PYTHON, args, {
     env: { ...process.env, PYTHONPATH: join(ROOT, "src") },
@@ -269,6 +270,19 @@ function migratedState(derived, derivedPath, wranglerEnv) {
   return template;
 }
 
+// The port workerd's entry socket listens on, from the control messages
+// workerd.sh copied (the last one: a reload starts workerd again).
+function entryPort(events) {
+  let port = null;
+  if (!existsSync(events)) return port;
+  for (const line of readFileSync(events, "utf8").split("\n")) {
+    if (!line.startsWith("{")) continue;
+    const message = JSON.parse(line);
+    if (message.event === "listen" && message.socket === "entry") port = message.port;
+  }
+  return port;
+}
+
 // --- main -----------------------------------------------------------------------
 
 async function main() {
@@ -277,21 +291,27 @@ async function main() {
   const work = mkdtempSync(join(tmpdir(), "edgechat-dev-"));
   let wrangler = null;
   let control = null;
+  let stopping = false;
   const cleanup = () => {
-    if (wrangler && wrangler.exitCode === null) {
-      try {
-        process.kill(-wrangler.pid, "SIGTERM");
-      } catch {}
-    }
+    if (wrangler && wrangler.exitCode === null && wrangler.signalCode === null) wrangler.kill("SIGKILL");
     control?.close();
     rmSync(work, { recursive: true, force: true });
   };
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) {
-    process.on(signal, () => {
-      cleanup();
-      process.exit(0);
-    });
-  }
+  // wrangler shares this process group, so whoever ends the group ends
+  // workerd too; a signal to this process alone stops wrangler first.
+  const stop = async (signal) => {
+    if (stopping) return;
+    stopping = true;
+    say(`${signal}: shutting down`);
+    if (wrangler && wrangler.exitCode === null && wrangler.signalCode === null) {
+      const exited = new Promise((resolveExit) => wrangler.once("exit", resolveExit));
+      wrangler.kill("SIGTERM");
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
+    }
+    cleanup();
+    process.exit(0);
+  };
+  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => stop(signal));
   process.on("exit", cleanup);
 
   control = await startControl();
@@ -316,7 +336,7 @@ async function main() {
   if (python && modules) symlinkSync(modules, join(work, "python_modules"));
   const derivedPath = join(work, "wrangler.json");
   writeFileSync(derivedPath, JSON.stringify(config, null, 2));
-  checkSettings(derivedPath, python, sources);
+  checkSettings(derivedPath, config.main, sources);
 
   const wranglerEnv = {
     ...process.env,
@@ -342,9 +362,14 @@ async function main() {
     writeFileSync(emulatorPath, JSON.stringify(emulatorConfig(controlUrl), null, 2));
     args.push("-c", emulatorPath);
   }
+  // wrangler's reload proxy takes a port of its own; the port asked for is
+  // workerd's (workerd.sh): the proxy would hide a client that goes away.
+  const events = join(work, "workerd-events.jsonl");
+  wranglerEnv.EDGECHAT_ENTRY_ADDR = `${options.host}:${options.port}`;
+  wranglerEnv.EDGECHAT_WORKERD_EVENTS = events;
   args.push(
     "--port",
-    String(options.port),
+    "0",
     "--ip",
     options.host,
     "--inspector-port",
@@ -360,14 +385,13 @@ async function main() {
     cwd: work,
     env: wranglerEnv,
     stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
   });
   let ready = false;
   const onLine = (line, stream) => {
-    const match = /Ready on (https?:\/\/\S+)/.exec(line);
-    if (match && !ready) {
+    if (!ready && /Ready on https?:\/\//.test(line)) {
+      const port = entryPort(events);
+      if (port === null) throw new Error(`workerd reported no entry socket in ${events}`);
       ready = true;
-      const port = new URL(match[1]).port;
       if (options["clock-hook"]) console.log(`Clock control on ${controlUrl}/clock`);
       console.log(`Ready on http://${options.host}:${port}`);
       return;
@@ -390,6 +414,7 @@ async function main() {
     });
   }
   wrangler.on("exit", (code, signal) => {
+    if (stopping) return;
     if (!ready) say(`wrangler dev stopped before it was ready (${signal ?? `exit ${code}`})`);
     process.exit(code ?? 1);
   });

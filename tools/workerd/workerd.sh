@@ -1,12 +1,41 @@
 #!/usr/bin/env bash
-# The workerd wrangler runs in local development (MINIFLARE_WORKERD_PATH):
-# the pinned npm binary, told where the locally built Pyodide bundle lies.
-# EDGECHAT_PYODIDE_BUNDLE_DIR is set by tools/workerd/dev.mjs.
+# The workerd that wrangler runs in local development (MINIFLARE_WORKERD_PATH,
+# set by tools/workerd/dev.mjs): the pinned npm binary, told where the
+# locally built Pyodide bundle lies (EDGECHAT_PYODIDE_BUNDLE_DIR).
+#
+# `wrangler dev` starts two workerd processes: its reload proxy, which owns
+# the port wrangler prints, and the one that runs the Workers (the one given
+# an inspector). The proxy forwards each request with a fetch it never
+# cancels, so a client that goes away is never seen by the Worker (wrangler's
+# templates/startDevWorker/ProxyWorker.ts, `processQueue`). For the Workers'
+# process, then, this wrapper also
+# - listens on EDGECHAT_ENTRY_ADDR (host:port) instead of a port of its own
+#   choosing, so clients can talk to workerd's own front door (miniflare's
+#   entry Worker: assets, CF-Connecting-IP from the TCP peer) directly;
+# - copies workerd's control messages ({"event":"listen",...}, one JSON per
+#   line on --control-fd) to EDGECHAT_WORKERD_EVENTS, so the launcher learns
+#   the port it got.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
 bin="$here/node_modules/@cloudflare/workerd-linux-64/bin/workerd"
-if [[ "${1:-}" == "serve" ]]; then
-  shift
-  exec "$bin" serve --pyodide-bundle-disk-cache-dir "${EDGECHAT_PYODIDE_BUNDLE_DIR:-$here/.cache/pyodide-bundle}" "$@"
+[[ "${1:-}" == "serve" ]] || exec "$bin" "$@"
+shift
+
+runs_workers=0
+for arg in "$@"; do
+  [[ "$arg" == --inspector-addr=* ]] && runs_workers=1
+done
+args=(serve --pyodide-bundle-disk-cache-dir "${EDGECHAT_PYODIDE_BUNDLE_DIR:-$here/.cache/pyodide-bundle}")
+for arg in "$@"; do
+  if [[ $runs_workers == 1 && -n "${EDGECHAT_ENTRY_ADDR:-}" && "$arg" == --socket-addr=entry=* ]]; then
+    arg="--socket-addr=entry=$EDGECHAT_ENTRY_ADDR"
+  fi
+  args+=("$arg")
+done
+
+if [[ $runs_workers == 1 && -n "${EDGECHAT_WORKERD_EVENTS:-}" ]]; then
+  # fd 3 is the control pipe to miniflare; keep it as fd 4 and put a tee in between.
+  exec 4>&3
+  exec "$bin" "${args[@]}" 3> >(tee -a "$EDGECHAT_WORKERD_EVENTS" >&4)
 fi
-exec "$bin" "$@"
+exec "$bin" "${args[@]}"
