@@ -8,8 +8,11 @@ no upstream call was made (a later request's call is logged, and nothing before 
 from __future__ import annotations
 
 import json
+import re
+import socket
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -286,3 +289,39 @@ def test_allowed_models_by_alias_or_id_are_accepted(
     (call,) = ai.wait_for_calls(1)
     expected = {"glm": GLM, "kimi": KIMI, "llama": LLAMA}.get(model, model)
     assert call["model"] == expected
+
+
+def test_the_connection_serves_the_next_request_after_a_413_by_its_length(
+    edgechat_url: str,
+) -> None:
+    # Refused by Content-Length before the body is read; the client sent it
+    # whole, as clients do. The same connection then answers the next request.
+    host, port = urlsplit(edgechat_url).hostname, urlsplit(edgechat_url).port
+    body = b"{" + b"x" * 70_000 + b"}"
+    head = b"POST /chat HTTP/1.1\r\nHost: edgechat\r\nContent-Type: application/json\r\n"
+    with socket.create_connection((host, port), timeout=30) as conn:
+        conn.sendall(head + b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        first = read_response(conn)
+        assert first.startswith(b"HTTP/1.1 413 "), first[:80]
+        assert b"connection: close" not in first.lower()
+        conn.sendall(b"GET /healthz HTTP/1.1\r\nHost: edgechat\r\n\r\n")
+        second = read_response(conn)
+    assert second.startswith(b"HTTP/1.1 200 "), second[:80]
+    assert second.endswith(b'{"status":"ok"}')
+
+
+def read_response(conn: socket.socket) -> bytes:
+    """One HTTP/1.1 response with a Content-Length, read whole."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = conn.recv(65536)
+        assert chunk, f"the connection closed after {data[:80]!r}"
+        data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = re.search(rb"(?im)^content-length: *(\d+)", head)
+    assert length is not None, head
+    while len(rest) < int(length.group(1)):
+        chunk = conn.recv(65536)
+        assert chunk, "the connection closed mid-body"
+        rest += chunk
+    return head + b"\r\n\r\n" + rest

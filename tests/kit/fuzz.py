@@ -72,8 +72,6 @@ TOKEN = "fuzz-token-5b1e-0123456789"
 GLM = "@cf/zai-org/glm-4.7-flash"
 MAX_IMAGE_BYTES = 8192
 MAX_JSON_DEPTH = 32
-# Bodies up to this size arrive whole before the Worker answers (one read).
-KEEP_ALIVE_BYTES = 16 << 10
 
 # Words in a body that make the emulator misbehave (tools/emulator, Scripts).
 BUSY = "FUZZ-BUSY"
@@ -644,12 +642,6 @@ def cases(seed: int, count: int, start: int = 0) -> Iterator[Case]:
             chunk_size = max(rng.choice((1, 7, 1024, 65536)), -(-len(text) // 64), 1)
         if chunk_size:
             kind += "+chunked"
-        if chunk_size or len(text) > KEEP_ALIVE_BYTES:
-            # The runner leaves a body the Worker did not read whole paused
-            # on the connection (tools/runner/main.mjs, toWebRequest): the
-            # next request on it would hang or be reset. Not edgechat's to
-            # fix; such bodies go on a connection of their own.
-            headers["connection"] = "close"
         method = "POST"
         if rng.random() < 0.01:
             method = rng.choice(("GET", "PUT", "DELETE"))

@@ -92,4 +92,3 @@ def test_script_and_call_log_seams_work_through_python(
     assert call["inputs"] == inputs
     assert call["stream"] is True
     assert call["error"].startswith("3040:")
-

@@ -1,4 +1,5 @@
-"""The offline runner, observed from outside through the probe Worker."""
+"""``npm start`` (real ``wrangler dev`` on workerd), observed from outside
+through the probe Worker: assets, vars, bindings, ``waitUntil``, signals."""
 
 from __future__ import annotations
 

@@ -1,10 +1,9 @@
-"""The runner's model of workerd's native streams, exercised from Python in
-the runner's Pyodide (the probe Worker's /streams/* routes run the
-experiments in tests/fixtures/probe/worker/stream_probes.py).
-
-What workerd does is cited from its source (cloudflare/workerd, HEAD
-6552d999c79e); tools/runner/README.md ("Streams") lists what the runner
-models. The JavaScript details are in tests/js/runner-streams.test.mjs.
+"""workerd's native streams, as the Python Worker meets them, exercised from
+Python on workerd (the probe Worker's /streams/* routes run the experiments
+in tests/fixtures/probe/worker/stream_probes.py). Each is a fact of the
+platform that edgechat's seam (``platform.py``) relies on, checked on the
+runtime it ships to; what workerd does is cited from its source
+(cloudflare/workerd).
 """
 
 from __future__ import annotations

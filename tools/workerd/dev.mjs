@@ -34,7 +34,9 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   symlinkSync,
+  watch,
   writeFileSync,
 } from "node:fs";
 import { createServer } from "node:http";
@@ -51,6 +53,8 @@ const EMULATOR_MAIN = join(ROOT, "tools", "emulator", "worker.mjs");
 const EMULATOR_NAME = "edgechat-ai-emulator";
 const BUNDLE_DIR = join(ROOT, ".cache", "pyodide-bundle");
 const DEV_FLAG = "python_workers_development";
+const SNAPSHOTS = join(ROOT, ".cache", "python-snapshots");
+const KEPT_SNAPSHOTS = 4;
 
 const say = (message) => process.stderr.write(`[dev] ${message}\n`);
 
@@ -64,6 +68,7 @@ function parseCommandLine(argv) {
       vars: { type: "string" },
       "test-scheduled": { type: "boolean", default: false },
       "clock-hook": { type: "boolean", default: false },
+      "no-snapshot": { type: "boolean", default: false },
       quiet: { type: "boolean", default: false },
     },
     strict: true,
@@ -101,7 +106,7 @@ const hasCredentials = () => Boolean(process.env.CLOUDFLARE_API_TOKEN && process
 
 // The user's config, as wrangler reads the file, made runnable from another
 // folder (every path absolute) with the local-only changes above.
-function deriveConfig(configPath, vars, options, control) {
+export function deriveConfig(configPath, vars, options) {
   const { rawConfig } = experimental_readRawConfig({ config: configPath });
   const here = dirname(configPath);
   const config = structuredClone(rawConfig);
@@ -126,7 +131,7 @@ function deriveConfig(configPath, vars, options, control) {
   if (options["clock-hook"]) services.push({ binding: "DEV_CLOCK", service: EMULATOR_NAME, entrypoint: "DevClock" });
   config.services = services;
   delete config.env;
-  return { config, python, usesEmulator: services.some((s) => s.service === EMULATOR_NAME), control };
+  return { config, python, usesEmulator: services.some((s) => s.service === EMULATOR_NAME) };
 }
 
 function emulatorConfig(control) {
@@ -283,6 +288,85 @@ function entryPort(events) {
   return port;
 }
 
+// Writes a config `deriveConfig` made into `folder`, where wrangler finds
+// python_modules/ beside it (a link to the project's, or the Worker's own).
+function writeDerived(folder, configPath, config) {
+  mkdirSync(folder, { recursive: true });
+  const modules = [join(dirname(configPath), "python_modules"), join(ROOT, "python_modules")].find(existsSync);
+  if (config.main.endsWith(".py") && modules) symlinkSync(modules, join(folder, "python_modules"));
+  const path = join(folder, "wrangler.json");
+  writeFileSync(path, JSON.stringify(config, null, 2));
+  return path;
+}
+
+// wrangler's output, line by line.
+function eachLine(stream, onLine) {
+  let rest = "";
+  stream.setEncoding("utf8");
+  stream.on("data", (text) => {
+    const lines = (rest + text).split("\n");
+    rest = lines.pop();
+    for (const line of lines) onLine(line);
+  });
+}
+
+// A Python Worker's memory snapshot: its interpreter booted and its modules
+// imported, as the edge snapshots a Worker at deploy. workerd saves it on the
+// first start of a given Worker (--python-save-snapshot, as a side effect of
+// serving) and restores it on later ones instead of booting Pyodide again
+// (about 3 s of every start on this kind of machine; bench/workerd.mjs). It
+// is kept in .cache/python-snapshots/ under a digest of everything it holds:
+// the bundle, the flags, the Worker's files and python_modules/.
+export function snapshotKey(config) {
+  const hash = createHash("sha256");
+  hash.update(readFileSync(join(BUNDLE_DIR, "stamp.json")));
+  hash.update(JSON.stringify([config.compatibility_date, [...(config.compatibility_flags ?? [])].sort()]));
+  const walk = (folder) => {
+    for (const entry of readdirSync(folder, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+      const path = join(folder, entry.name);
+      if (entry.isDirectory()) {
+        if (entry.name !== "__pycache__") walk(path);
+      } else if (entry.isFile()) {
+        hash.update(`${path}\n`).update(readFileSync(path));
+      }
+    }
+  };
+  walk(dirname(config.main));
+  const modules = join(ROOT, "python_modules");
+  if (existsSync(modules)) walk(modules);
+  return hash.digest("hex").slice(0, 24);
+}
+
+// What workerd.sh does about the snapshot at each workerd start, in a file
+// it reads then ("load <file>", "save <folder>", or nothing): wrangler starts
+// workerd again when the Worker's files change, and a snapshot of the old
+// files must not be restored then.
+function planSnapshot(work, config) {
+  const control = join(work, "python-snapshot");
+  const saved = join(work, "snapshot");
+  const cached = join(SNAPSHOTS, `${snapshotKey(config)}.bin`);
+  mkdirSync(saved, { recursive: true });
+  writeFileSync(control, existsSync(cached) ? `load ${cached}` : `save ${saved}`);
+  const stale = () => writeFileSync(control, "");
+  const watcher = watch(dirname(config.main), { recursive: true }, stale);
+  return {
+    control,
+    // Once workerd listens, the isolate was made and its snapshot written.
+    keep() {
+      const written = join(saved, "snapshot.bin");
+      if (!existsSync(written)) return;
+      mkdirSync(SNAPSHOTS, { recursive: true });
+      renameSync(written, cached);
+      const old = readdirSync(SNAPSHOTS)
+        .map((name) => ({ path: join(SNAPSHOTS, name), at: statSync(join(SNAPSHOTS, name)).mtimeMs }))
+        .sort((a, b) => b.at - a.at)
+        .slice(KEPT_SNAPSHOTS);
+      for (const { path } of old) rmSync(path, { force: true });
+    },
+    close: () => watcher.close(),
+  };
+}
+
 // --- main -----------------------------------------------------------------------
 
 async function main() {
@@ -291,10 +375,12 @@ async function main() {
   const work = mkdtempSync(join(tmpdir(), "edgechat-dev-"));
   let wrangler = null;
   let control = null;
+  let snapshot = null;
   let stopping = false;
   const cleanup = () => {
     if (wrangler && wrangler.exitCode === null && wrangler.signalCode === null) wrangler.kill("SIGKILL");
     control?.close();
+    snapshot?.close();
     rmSync(work, { recursive: true, force: true });
   };
   // wrangler shares this process group, so whoever ends the group ends
@@ -329,13 +415,9 @@ async function main() {
     sources.push(options.vars);
   }
 
-  const { config, python, usesEmulator } = deriveConfig(configPath, vars, options, controlUrl);
+  const { config, python, usesEmulator } = deriveConfig(configPath, vars, options);
   if (python) buildBundle();
-  // wrangler looks for python_modules/ beside the config it is given.
-  const modules = [join(dirname(configPath), "python_modules"), join(ROOT, "python_modules")].find(existsSync);
-  if (python && modules) symlinkSync(modules, join(work, "python_modules"));
-  const derivedPath = join(work, "wrangler.json");
-  writeFileSync(derivedPath, JSON.stringify(config, null, 2));
+  const derivedPath = writeDerived(work, configPath, config);
   checkSettings(derivedPath, config.main, sources);
 
   const wranglerEnv = {
@@ -351,6 +433,9 @@ async function main() {
     delete wranglerEnv.CLOUDFLARE_API_TOKEN;
     delete wranglerEnv.CLOUDFLARE_ACCOUNT_ID;
   }
+
+  snapshot = python && !options["no-snapshot"] ? planSnapshot(work, config) : null;
+  if (snapshot) wranglerEnv.EDGECHAT_PYTHON_SNAPSHOT_PLAN = snapshot.control;
 
   const persist = join(work, "state");
   const template = migratedState(config, derivedPath, wranglerEnv);
@@ -392,6 +477,7 @@ async function main() {
       const port = entryPort(events);
       if (port === null) throw new Error(`workerd reported no entry socket in ${events}`);
       ready = true;
+      snapshot?.keep();
       if (options["clock-hook"]) console.log(`Clock control on ${controlUrl}/clock`);
       console.log(`Ready on http://${options.host}:${port}`);
       return;
@@ -401,18 +487,8 @@ async function main() {
     if (/Request\.cf|workers\.cloudflare\.com|GetAddrInfoReqWrap/.test(line)) return;
     stream.write(`${line}\n`);
   };
-  for (const [source, sink] of [
-    [wrangler.stdout, process.stdout],
-    [wrangler.stderr, process.stderr],
-  ]) {
-    let rest = "";
-    source.setEncoding("utf8");
-    source.on("data", (text) => {
-      const lines = (rest + text).split("\n");
-      rest = lines.pop();
-      for (const line of lines) onLine(line, sink);
-    });
-  }
+  eachLine(wrangler.stdout, (line) => onLine(line, process.stdout));
+  eachLine(wrangler.stderr, (line) => onLine(line, process.stderr));
   wrangler.on("exit", (code, signal) => {
     if (stopping) return;
     if (!ready) say(`wrangler dev stopped before it was ready (${signal ?? `exit ${code}`})`);
@@ -420,7 +496,9 @@ async function main() {
   });
 }
 
-main().catch((err) => {
-  say(err?.message ?? String(err));
-  process.exit(1);
-});
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((err) => {
+    say(err?.message ?? String(err));
+    process.exit(1);
+  });
+}

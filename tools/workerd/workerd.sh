@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The workerd that wrangler runs in local development (MINIFLARE_WORKERD_PATH,
 # set by tools/workerd/dev.mjs): the pinned npm binary, told where the
-# locally built Pyodide bundle lies (EDGECHAT_PYODIDE_BUNDLE_DIR).
+# locally built Pyodide bundle lies (EDGECHAT_PYODIDE_BUNDLE_DIR), and
+# whether to save or restore a memory snapshot (below).
 #
 # `wrangler dev` starts two workerd processes: its reload proxy, which owns
 # the port wrangler prints, and the one that runs the Workers (the one given
@@ -26,6 +27,23 @@ for arg in "$@"; do
   [[ "$arg" == --inspector-addr=* ]] && runs_workers=1
 done
 args=(serve --pyodide-bundle-disk-cache-dir "${EDGECHAT_PYODIDE_BUNDLE_DIR:-$here/.cache/pyodide-bundle}")
+# The Python Workers' memory snapshot: what to do about it is read from the
+# file EDGECHAT_PYTHON_SNAPSHOT_PLAN names, at each start ("load <file>",
+# "save <folder>", or nothing: dev.mjs empties it when the Worker's files
+# change, so a reload never restores the old code).
+plan=""
+if [[ $runs_workers == 1 && -n "${EDGECHAT_PYTHON_SNAPSHOT_PLAN:-}" && -f "$EDGECHAT_PYTHON_SNAPSHOT_PLAN" ]]; then
+  plan=$(<"$EDGECHAT_PYTHON_SNAPSHOT_PLAN")
+fi
+case "$plan" in
+  "save "*) args+=(--python-save-snapshot --python-snapshot-dir "${plan#save }") ;;
+  "load "*)
+    file="${plan#load }"
+    if [[ -f "$file" ]]; then
+      args+=(--python-load-snapshot "$(basename "$file")" --python-snapshot-dir "$(dirname "$file")")
+    fi
+    ;;
+esac
 for arg in "$@"; do
   if [[ $runs_workers == 1 && -n "${EDGECHAT_ENTRY_ADDR:-}" && "$arg" == --socket-addr=entry=* ]]; then
     arg="--socket-addr=entry=$EDGECHAT_ENTRY_ADDR"
