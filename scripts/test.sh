@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything `npm test` checks: lint and types (Python, then JavaScript with
 # biome), the JavaScript tests (tools and the page's modules), then the Python
-# suite (unit tests on CPython, black-box tests over HTTP against the offline
-# runner). Extra arguments go to pytest.
+# suite (unit tests on CPython; the platform, the API and the page over HTTP
+# against `npm start`: real wrangler dev on workerd). Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PWD/node_modules/.bin:$PATH"

@@ -119,6 +119,10 @@ class ModelEvents:
                 # tail says so), not something foreign.
                 with contextlib.suppress(UpstreamMalformed):
                     whole += model_events(rest + b"\n\n")
+        return self.redacted(whole)
+
+    def redacted(self, whole: bytes) -> bytes:
+        """Complete model events as they may go out."""
         return self._redact(whole) if whole and self._redact is not None else whole
 
 
@@ -227,7 +231,16 @@ class Delivery:
     async def _write_first(self, head: bytes, *, end: bool) -> None:
         """The first words: natively relayed bytes go as they came (their
         complete events checked), forwarded ones as ``ModelEvents`` leaves them."""
-        checked = self._events(head, end=end)  # raises on what is not the model's
+        try:
+            checked = self._events(head, end=end)  # raises on what is not the model's
+        except UpstreamMalformed as exc:
+            # One read may hold several events (the platform hands over all
+            # that arrived): the model's words before the bad one still reach
+            # the client, as they would have a read earlier; then it fails.
+            before = self._events.redacted(exc.before)
+            if UpstreamReader().feed(before):
+                await self._writer.write(self._framing.first_words(self._first(before), before))
+            raise
         out = head if self._native else checked
         await self._writer.write(self._framing.first_words(self._first(head), out))
 

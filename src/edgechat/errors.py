@@ -45,6 +45,8 @@ into a plain ``EdgechatError`` (500). The tree::
         ├── UpstreamBadRequest         502 upstream_error         3003
         ├── UpstreamInvalidInput       400 invalid_request        5006: the model refused the input
         ├── UpstreamMalformed          502 upstream_malformed     unreadable model stream
+        ├── UpstreamInterrupted        502 upstream_error         the stream broke off with no
+        │                                                         code, retryable, fallback
         ├── ProviderError              502 provider_error         a provider's API failed, fallback
         └── DeadlineExceeded           504 deadline_exceeded      our own deadlines, retryable
             └── NoFirstToken           504 deadline_exceeded      a model was silent, fallback
@@ -112,6 +114,7 @@ __all__ = [
     "UpstreamBadRequest",
     "UpstreamBusy",
     "UpstreamError",
+    "UpstreamInterrupted",
     "UpstreamInvalidInput",
     "UpstreamMalformed",
     "UpstreamMisconfigured",
@@ -604,6 +607,21 @@ class UpstreamMalformed(UpstreamError):
     status = 502
     code = "upstream_malformed"
     public_message = "The model's answer could not be read. Please try again."
+
+    # The model's complete events that came before what could not be read,
+    # in the same piece of the stream (``upstream.model_events``).
+    before: bytes = b""
+
+
+class UpstreamInterrupted(UpstreamError):
+    """The model's stream broke off part way with no code: the binding's body
+    failed as a connection does (workerd: "Network connection lost."; over
+    the local emulator's RPC binding: "ReadableStream received over RPC
+    disconnected prematurely"). Nothing says the model is at fault, so
+    another model may well answer, and so may a retry."""
+
+    retryable = True
+    fallback_worthy = True
 
 
 class ProviderError(UpstreamError):

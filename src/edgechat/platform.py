@@ -54,6 +54,7 @@ from workers import Request
 from edgechat.errors import (
     Misconfigured,
     UpstreamError,
+    UpstreamInterrupted,
     UpstreamMalformed,
     body_too_large,
     from_binding_error,
@@ -445,7 +446,12 @@ class BindingUpstream:
         the JS value it was rejected with): the client left, or the model failed."""
         if self._client_signal is not None and self._client_signal.aborted:
             return ClientGone()
-        return from_binding_error(str(reason))
+        error = from_binding_error(str(reason))
+        if type(error) is UpstreamError and error.binding_code is None:
+            # A read of a started stream that failed with no code: the body
+            # broke off as a connection does, whatever the model meant.
+            return UpstreamInterrupted(detail=str(reason))
+        return error
 
     async def read(self, within: float) -> bytes | TimedOut | None:
         if isinstance(self._stream, bytes):

@@ -475,14 +475,20 @@ def model_events(whole: bytes) -> bytes:
     kept: list[bytes] = []
     for event in sse.events(whole):
         fields = sse.Fields(event)
-        if fields.name is not None or fields.stray_lines:
-            raise UpstreamMalformed(detail="an event that is not the model's (named, or not SSE)")
         data = fields.data
-        if data is None:
+        if fields.name is not None or fields.stray_lines:
+            failure = UpstreamMalformed(
+                detail="an event that is not the model's (named, or not SSE)"
+            )
+        elif data is None:
             continue  # a comment
-        if data != b"[DONE]" and not (data.startswith(b"{") and data.endswith(b"}")):
-            raise UpstreamMalformed(detail="an event whose data is no JSON object")
-        kept.append(event + b"\n\n")
+        elif data != b"[DONE]" and not (data.startswith(b"{") and data.endswith(b"}")):
+            failure = UpstreamMalformed(detail="an event whose data is no JSON object")
+        else:
+            kept.append(event + b"\n\n")
+            continue
+        failure.before = b"".join(kept)
+        raise failure
     return b"".join(kept)
 
 

@@ -311,6 +311,15 @@ def assert_done(
     return done
 
 
+# What a model's stream that breaks after its first words ends with, whatever
+# the emulator was scripted to fail with: a stream that fails part way reaches
+# the Worker as a broken connection, with no reason (over the emulator's RPC
+# binding "ReadableStream received over RPC disconnected prematurely"; at the
+# edge the binding's body fails as a network error), so the answer ends with
+# edgechat's retryable ``upstream_error`` (``errors.UpstreamInterrupted``).
+MID_STREAM_FAILURE = "upstream_error"
+
+
 def assert_error_event(parsed: Parsed, code: str, *markers: str) -> dict[str, Any]:
     """The stream ended with exactly one error event with ``code``; returns its data."""
     final = parsed.final

@@ -140,7 +140,7 @@ class ServerPool:
         """A runner with these ``[vars]``; ``rate_limited=False`` leaves out
         the rate limiter (for suites whose requests all share one bearer
         token, the limiter's key); ``args``: more runner options
-        (``--test-scheduled``, ``--clock-hook``)."""
+        (``--clock-hook``)."""
         skip_if_external("this test needs a runner with its own [vars] and output")
         key = frozenset([*variables.items(), ("rate_limited", str(rate_limited)), ("args", args)])
         server = self._servers.get(key)

@@ -130,13 +130,21 @@ def test_21st_request_from_one_client_is_rate_limited(
     assert chat.events.text() == "ok"
 
 
+# Headers a client sets to claim another address. The limit keys on
+# CF-Connecting-IP, which the edge sets from the connection; locally
+# miniflare's entry keeps one a client sends (tools/workerd/README.md), so
+# that one is the edge's to enforce and is not tried here.
+CLAIMED_ADDRESS = ("x-forwarded-for", "x-real-ip", "true-client-ip", "forwarded")
+
+
 def test_client_cannot_choose_its_rate_limit_key(client: httpx.Client, ai: EmulatorControl) -> None:
-    # CF-Connecting-IP comes from the connection, not from the request headers.
     in_one_window()
     for i in range(20):
-        chat = post_chat(client, user("hi"), headers={"cf-connecting-ip": f"10.9.{i}.1"})
+        name = CLAIMED_ADDRESS[i % len(CLAIMED_ADDRESS)]
+        value = f"for=10.9.{i}.1" if name == "forwarded" else f"10.9.{i}.1"
+        chat = post_chat(client, user("hi"), headers={name: value})
         assert chat.response.status_code == 200, f"request {i + 1} refused"
-    chat = post_chat(client, user("hi"), headers={"cf-connecting-ip": "10.9.99.1"})
+    chat = post_chat(client, user("hi"), headers={"x-forwarded-for": "10.9.99.1"})
     assert_error(chat.response, 429, "rate_limited")
 
 

@@ -1,6 +1,6 @@
 """The scheduled retention purge (``[triggers] crons``, ``app.scheduled``)
-over HTTP: ``wrangler dev --test-scheduled`` runs the Worker's scheduled
-handler on request, and ``npm start -- --clock-hook`` moves the Worker's wall
+over HTTP: workerd's local entry runs the Worker's scheduled handler on
+request (``/cdn-cgi/local/scheduled``), and ``npm start -- --clock-hook`` moves the Worker's wall
 clock (a local-only ``DEV_CLOCK`` binding), so days pass in a test.
 
 What goes is checked by routes that do not purge themselves (a conversation
@@ -31,7 +31,7 @@ DAY_MS = 86_400_000
 def server(servers: ServerPool) -> Server:
     return servers.get(
         {"API_KEYS": f"gail:{GAIL},hank:{HANK}", "HISTORY_RETENTION_DAYS": "30"},
-        args=("--test-scheduled", "--clock-hook"),
+        args=("--clock-hook",),
     )
 
 
@@ -48,7 +48,7 @@ def run_scheduled(server: Server) -> dict[str, object]:
     """Runs the scheduled handler; its log line, once the runner's output
     (read by another thread) has it."""
     before = len(scheduled_runs(server))
-    ran = httpx.get(server.url + "/cdn-cgi/handler/scheduled", params={"cron": "17 * * * *"})
+    ran = httpx.get(server.url + "/cdn-cgi/local/scheduled", params={"cron": "17 * * * *"})
     assert ran.status_code == 200, ran.text
     deadline = time.monotonic() + 10
     while len(runs := scheduled_runs(server)) == before:

@@ -47,9 +47,12 @@ def test_page_answers_head(client: httpx.Client) -> None:
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
 def test_page_refuses_other_methods(client: httpx.Client, method: str) -> None:
+    # The page is a static asset: the platform's assets router refuses other
+    # methods itself, with an empty 405, before the Worker would run (seen
+    # on workerd 1.20261117.1, whose router is the one the edge runs).
     response = client.request(method, "/", content=b"{}")
-    assert_error(response, 405, "method_not_allowed")
-    assert response.headers["allow"] == "GET, HEAD"
+    assert response.status_code == 405
+    assert response.content == b""
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@ from tests.api.checks import (
     GLM,
     KIMI,
     LLAMA,
+    MID_STREAM_FAILURE,
     assert_done,
     assert_error,
     assert_error_event,
@@ -134,10 +135,12 @@ LLAMA_ANSWER = [
 ]
 
 
-@pytest.mark.parametrize("binding_code", FALLBACK_CODES)
 def test_fallback_after_bytes_without_text_leaves_nothing_of_the_first_model(
-    client: httpx.Client, ai: EmulatorControl, binding_code: int
+    client: httpx.Client, ai: EmulatorControl
 ) -> None:
+    # Whatever the model failed with, its stream reaches the Worker as broken
+    # off (a stream carries no reason, see test_chat_stream): one case does.
+    binding_code = 3040
     ai.script(
         {
             "match": {"model": GLM},
@@ -217,7 +220,7 @@ def test_no_switch_after_a_token_was_sent(
     assert_shape(parsed, final="error")
     assert_relayed(chat, script_bytes(sent))
     assert parsed.text() == ("Half and more" if later else "Half")
-    assert_error_event(parsed, "model_busy", "K42")
+    assert_error_event(parsed, MID_STREAM_FAILURE, "K42")
     assert b"K42" not in chat.body
     calls = calls_before_a_later_request(ai, client)
     assert [call["model"] for call in calls] == [GLM]

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterEach, beforeEach, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { deriveConfig, parseDotenv } from "../../tools/workerd/dev.mjs";
+import { deriveConfig, formatDotenv, parseDotenv } from "../../tools/workerd/dev.mjs";
 
 const ROOT = resolve(fileURLToPath(import.meta.url), "../../..");
 const PROJECT = join(ROOT, "wrangler.toml");
@@ -27,7 +27,7 @@ afterEach(() => {
 });
 
 test("a Python Worker gets the dev flag, AI the emulator, and every path made absolute", () => {
-  const { config, python, usesEmulator } = deriveConfig(PROJECT, {}, {});
+  const { config, python, usesEmulator } = deriveConfig(PROJECT, {});
   assert.equal(python, true);
   assert.equal(usesEmulator, true);
   assert.deepEqual(config.compatibility_flags, ["python_workers", "python_workers_development", "enable_abortsignal_rpc"]);
@@ -38,30 +38,33 @@ test("a Python Worker gets the dev flag, AI the emulator, and every path made ab
   assert.equal(config.d1_databases.find((db) => db.binding === "DB").migrations_dir, join(ROOT, "migrations"));
 });
 
-test("vars given locally override the config's, which are kept", () => {
-  const { config } = deriveConfig(PROJECT, { DEFAULT_MODEL: "llama", API_TOKEN: "x".repeat(16) }, {});
-  assert.equal(config.vars.DEFAULT_MODEL, "llama");
+test("the config's own vars stay in the config; local ones go to wrangler as secrets", () => {
+  const { config } = deriveConfig(PROJECT, {});
   assert.equal(config.vars.MODELS, "glm,kimi,llama");
-  assert.equal(config.vars.API_TOKEN, "x".repeat(16));
+  const values = { A: "plain", B: "it's", C: "`x` and it's", PRESETS: '[{"name": "a"}]', D: "two\nlines" };
+  assert.deepEqual(parseDotenv(formatDotenv({ A: "plain" })), { A: "plain" });
+  const text = formatDotenv(values);
+  assert.equal(text, "A='plain'\nB=`it's`\nC=\"`x` and it's\"\nPRESETS='[{\"name\": \"a\"}]'\nD='two\nlines'\n");
+  assert.throws(() => formatDotenv({ E: "' ` \"" }), /E: a value with/);
 });
 
 test("with credentials AI stays the real remote binding", () => {
   process.env.CLOUDFLARE_API_TOKEN = "token";
   process.env.CLOUDFLARE_ACCOUNT_ID = "account";
-  const { config, usesEmulator } = deriveConfig(PROJECT, {}, {});
+  const { config, usesEmulator } = deriveConfig(PROJECT, {});
   assert.deepEqual(config.ai, { binding: "AI", remote: true });
   assert.equal(usesEmulator, false);
   assert.deepEqual(config.compatibility_flags, ["python_workers", "python_workers_development"]);
 });
 
 test("the clock hook binds DEV_CLOCK, and only then", () => {
-  const named = (options) => deriveConfig(PROJECT, {}, options).config.services.map((s) => s.binding);
+  const named = (options) => deriveConfig(PROJECT, options).config.services.map((s) => s.binding);
   assert.deepEqual(named({}), ["AI"]);
   assert.deepEqual(named({ "clock-hook": true }), ["AI", "DEV_CLOCK"]);
 });
 
 test("a JavaScript Worker keeps its flags", () => {
-  const { config, python } = deriveConfig(join(ROOT, "bench", "passthrough-js", "wrangler.toml"), {}, {});
+  const { config, python } = deriveConfig(join(ROOT, "bench", "passthrough-js", "wrangler.toml"), {});
   assert.equal(python, false);
   assert.ok(!config.compatibility_flags?.includes("python_workers_development"));
 });
@@ -71,7 +74,7 @@ test("the derived config never touches the file it came from", () => {
   const path = join(folder, "wrangler.toml");
   const text = 'name = "w"\nmain = "src/entry.py"\ncompatibility_date = "2026-11-17"\ncompatibility_flags = ["python_workers"]\n';
   writeFileSync(path, text);
-  const { config } = deriveConfig(path, {}, {});
+  const { config } = deriveConfig(path, {});
   assert.equal(config.main, join(folder, "src", "entry.py"));
   assert.deepEqual(config.compatibility_flags, ["python_workers", "python_workers_development"]);
 });

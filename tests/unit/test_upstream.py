@@ -840,8 +840,11 @@ def test_the_models_events_pass_as_they_are() -> None:
     ],
 )
 def test_anything_else_ends_the_answer(bad: bytes) -> None:
-    with pytest.raises(UpstreamMalformed):
-        upstream.model_events(NATIVE_EXAMPLE + bad)
+    with pytest.raises(UpstreamMalformed) as failed:
+        upstream.model_events(NATIVE_EXAMPLE + bad + NATIVE_EXAMPLE)
+    # What came before it in the same piece is the model's, and kept for the
+    # client (one read may hold many events).
+    assert failed.value.before == upstream.model_events(NATIVE_EXAMPLE)
 
 
 def test_comments_are_dropped_and_the_rest_kept() -> None:

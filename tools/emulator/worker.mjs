@@ -88,6 +88,7 @@ export class EmulatedAi extends WorkerEntrypoint {
 
   /** `env.AI.toMarkdown`: the emulator's converters (documents.mjs). */
   async toMarkdown(files) {
+    configure(this.env);
     return ai.toMarkdown(files);
   }
 }

@@ -2,7 +2,7 @@
 // pinned workerd, offline. See tools/workerd/README.md.
 //
 //   npm start -- [--port N] [--host H] [--config FILE] [--vars FILE]
-//                [--test-scheduled] [--clock-hook] [--quiet]
+//                [--clock-hook] [--no-snapshot] [--quiet]
 //
 // What it adds to `wrangler dev -c FILE`, all of it for local runs only:
 // - workerd finds the Pyodide bundle built from the pinned npm `pyodide`
@@ -106,7 +106,7 @@ const hasCredentials = () => Boolean(process.env.CLOUDFLARE_API_TOKEN && process
 
 // The user's config, as wrangler reads the file, made runnable from another
 // folder (every path absolute) with the local-only changes above.
-export function deriveConfig(configPath, vars, options) {
+export function deriveConfig(configPath, options) {
   const { rawConfig } = experimental_readRawConfig({ config: configPath });
   const here = dirname(configPath);
   const config = structuredClone(rawConfig);
@@ -118,7 +118,6 @@ export function deriveConfig(configPath, vars, options) {
     if (db.migrations_dir) db.migrations_dir = resolve(here, db.migrations_dir);
   }
   if (python) config.compatibility_flags = [...new Set([...(config.compatibility_flags ?? []), DEV_FLAG])];
-  config.vars = { ...(config.vars ?? {}), ...vars };
   const services = [...(config.services ?? [])];
   if (config.ai && !hasCredentials()) {
     services.push({ binding: config.ai.binding, service: EMULATOR_NAME, entrypoint: "EmulatedAi" });
@@ -147,6 +146,20 @@ function emulatorConfig(control) {
       EDGECHAT_AI_LOGGED: process.env.EDGECHAT_AI_LOG ? "1" : "",
     },
   };
+}
+
+// KEY=value lines wrangler reads back as these values (dotenv's rules:
+// single or backtick quotes keep a value as it is, newlines included).
+export function formatDotenv(values) {
+  return Object.entries(values)
+    .map(([name, value]) => {
+      const quote = ["'", "`"].find((q) => !value.includes(q)) ?? (value.includes('"') ? null : '"');
+      if (quote === null || (quote === '"' && /[\r\n]/.test(value))) {
+        throw new Error(`${name}: a value with ', \` and " in it cannot be handed to wrangler`);
+      }
+      return `${name}=${quote}${value}${quote}\n`;
+    })
+    .join("");
 }
 
 // --- the control server: what workerd cannot read or keep by itself ----------
@@ -367,6 +380,45 @@ function planSnapshot(work, config) {
   };
 }
 
+// The processes below this one (wrangler's wrapper, its node, esbuild,
+// workerd and its control-message copier), read from /proc. wrangler's
+// wrapper exits as soon as its node does (wrangler/bin/wrangler.js), while
+// that node's own children may still be running, or keep running as orphans.
+function descendants(root = process.pid) {
+  const children = new Map();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    let stat;
+    try {
+      stat = readFileSync(`/proc/${name}/stat`, "utf8");
+    } catch {
+      continue; // gone meanwhile
+    }
+    const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    if (state === "Z") continue;
+    children.set(Number(ppid), [...(children.get(Number(ppid)) ?? []), Number(name)]);
+  }
+  const found = [];
+  const walk = (pid) => {
+    for (const child of children.get(pid) ?? []) {
+      found.push(child);
+      walk(child);
+    }
+  };
+  walk(root);
+  return found;
+}
+
+// Whether a process runs (a zombie has ended: only its parent's wait is missing).
+function running(pid) {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2)[0] !== "Z";
+  } catch {
+    return false;
+  }
+}
+
 // --- main -----------------------------------------------------------------------
 
 async function main() {
@@ -377,28 +429,35 @@ async function main() {
   let control = null;
   let snapshot = null;
   let stopping = false;
-  const cleanup = () => {
-    if (wrangler && wrangler.exitCode === null && wrangler.signalCode === null) wrangler.kill("SIGKILL");
+  const cleanup = (started = descendants()) => {
+    for (const pid of started.filter(running)) {
+      try {
+        process.kill(pid, "SIGKILL");
+      } catch {
+        // ended meanwhile
+      }
+    }
     control?.close();
     snapshot?.close();
     rmSync(work, { recursive: true, force: true });
   };
   // wrangler shares this process group, so whoever ends the group ends
   // workerd too; a signal to this process alone stops wrangler first.
+  // The exit waits until every process wrangler started has ended, not only
+  // its wrapper, which ends first (at most 5 s; what still runs then is killed).
   const stop = async (signal) => {
     if (stopping) return;
     stopping = true;
     say(`${signal}: shutting down`);
-    if (wrangler && wrangler.exitCode === null && wrangler.signalCode === null) {
-      const exited = new Promise((resolveExit) => wrangler.once("exit", resolveExit));
-      wrangler.kill("SIGTERM");
-      await Promise.race([exited, new Promise((r) => setTimeout(r, 5000))]);
-    }
-    cleanup();
+    const started = descendants();
+    const deadline = Date.now() + 5000;
+    if (wrangler && wrangler.exitCode === null && wrangler.signalCode === null) wrangler.kill("SIGTERM");
+    while (started.some(running) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    cleanup(started);
     process.exit(0);
   };
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"]) process.on(signal, () => stop(signal));
-  process.on("exit", cleanup);
+  process.on("exit", () => cleanup());
 
   control = await startControl();
   const controlUrl = `http://127.0.0.1:${control.address().port}`;
@@ -415,10 +474,15 @@ async function main() {
     sources.push(options.vars);
   }
 
-  const { config, python, usesEmulator } = deriveConfig(configPath, vars, options);
+  const { config, python, usesEmulator } = deriveConfig(configPath, options);
   if (python) buildBundle();
   const derivedPath = writeDerived(work, configPath, config);
-  checkSettings(derivedPath, config.main, sources);
+  // What .dev.vars and --vars give go to wrangler as its .dev.vars beside the
+  // derived config: it treats them as secrets, never printing their values.
+  writeFileSync(join(work, ".dev.vars"), formatDotenv(vars), { mode: 0o600 });
+  const checked = join(work, "settings.json");
+  writeFileSync(checked, JSON.stringify({ vars: { ...(config.vars ?? {}), ...vars } }), { mode: 0o600 });
+  checkSettings(checked, config.main, sources);
 
   const wranglerEnv = {
     ...process.env,
@@ -443,7 +507,9 @@ async function main() {
 
   const args = ["dev", "-c", derivedPath];
   if (usesEmulator) {
-    const emulatorPath = join(work, "emulator.json");
+    // A folder of its own: wrangler would hand it the .dev.vars beside it.
+    mkdirSync(join(work, "emulator"));
+    const emulatorPath = join(work, "emulator", "wrangler.json");
     writeFileSync(emulatorPath, JSON.stringify(emulatorConfig(controlUrl), null, 2));
     args.push("-c", emulatorPath);
   }

@@ -52,8 +52,17 @@ for arg in "$@"; do
 done
 
 if [[ $runs_workers == 1 && -n "${EDGECHAT_WORKERD_EVENTS:-}" ]]; then
-  # fd 3 is the control pipe to miniflare; keep it as fd 4 and put a tee in between.
+  # fd 3 is the control pipe to miniflare; keep it as fd 4 and put a copier in
+  # between that writes each message to the file before miniflare gets it:
+  # wrangler prints "Ready on" once miniflare has the listen message, and the
+  # launcher reads the port from the file then. (tee writes to its standard
+  # output first, so the file could still lack the line: coreutils tee.c.)
   exec 4>&3
-  exec "$bin" "${args[@]}" 3> >(tee -a "$EDGECHAT_WORKERD_EVENTS" >&4)
+  exec "$bin" "${args[@]}" 3> >(
+    while IFS= read -r line || [[ -n $line ]]; do
+      printf '%s\n' "$line" >>"$EDGECHAT_WORKERD_EVENTS"
+      printf '%s\n' "$line" >&4
+    done
+  )
 fi
 exec "$bin" "${args[@]}"
