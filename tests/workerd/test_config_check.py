@@ -1,8 +1,9 @@
-"""A bad setting stops the runner before it serves, and stops a deploy.
+"""A bad setting stops ``npm start`` before it serves, and stops a deploy; a
+missing binding is named in the log, never a traceback.
 
-The runner checks the ``[vars]`` the Worker will see (wrangler config,
-``.dev.vars``, ``--vars``) with the Worker's own settings parser once the
-Worker is imported; ``scripts/check-config.sh`` checks wrangler.toml's
+``npm start`` checks the ``[vars]`` the Worker will see (wrangler config,
+``.dev.vars``, ``--vars``) with the Worker's own settings parser before
+wrangler starts; ``scripts/check-config.sh`` checks wrangler.toml's
 ``[vars]`` with the same parser before ``wrangler deploy``.
 """
 
@@ -98,7 +99,7 @@ BAD = [
 
 
 @pytest.mark.parametrize(("source", "variable", "value", "rule"), BAD)
-def test_runner_refuses_to_start_with_a_bad_setting(
+def test_npm_start_refuses_to_start_with_a_bad_setting(
     tmp_path: Path, source: str, variable: str, value: str, rule: str
 ) -> None:
     in_toml = {"API_TOKEN": SECRET} | ({variable: value} if source == "wrangler.toml" else {})
@@ -112,7 +113,7 @@ def test_runner_refuses_to_start_with_a_bad_setting(
     assert_refused(run_to_exit(runner_command(config, vars_file)), variable, rule)
 
 
-def test_runner_starts_with_good_settings_from_every_source(tmp_path: Path) -> None:
+def test_npm_start_starts_with_good_settings_from_every_source(tmp_path: Path) -> None:
     config = project_config(tmp_path, {"MODELS": "glm,llama"})
     (tmp_path / ".dev.vars").write_text(f"API_TOKEN={SECRET}\n")
     vars_file = tmp_path / "test.vars"
@@ -129,6 +130,30 @@ def test_runner_starts_with_good_settings_from_every_source(tmp_path: Path) -> N
             ("llama", True),
         ]
     assert "bad configuration" not in runner.log_text()
+
+
+def test_without_an_ai_binding_the_answer_is_a_500_whose_log_names_it(tmp_path: Path) -> None:
+    config = project_config(tmp_path, {"API_TOKEN": SECRET})
+    text = config.read_text()
+    config.write_text(text.replace('[ai]\nbinding = "AI"\nremote = true\n', ""))
+    assert "[ai]" not in config.read_text()
+    with start_runner(config) as runner:
+        # What needs no model still works.
+        assert httpx.get(runner.base_url + "/healthz", timeout=10).status_code == 200
+        chat = httpx.post(
+            runner.base_url + "/chat",
+            json={"messages": [{"role": "user", "content": "hi"}]},
+            headers={"authorization": f"Bearer {SECRET}"},
+            timeout=20,
+        )
+        assert chat.status_code == 500
+        assert chat.json()["error"]["code"] == "misconfigured"
+        assert "AI" not in chat.json()["error"]["message"]
+    log = runner.log_text()
+    (line,) = [line for line in log.splitlines() if '"error_code":"misconfigured"' in line]
+    assert "no AI binding" in line
+    assert "Traceback" not in log
+    assert "AttributeError" not in log
 
 
 def test_a_worker_without_edgechat_config_is_not_checked(tmp_path: Path) -> None:

@@ -17,15 +17,19 @@ from tests.harness import EmulatorControl, Runner
 
 SSE = ["data: 1\n\n", "data: 22\n\n", "data: 333\n\n", "data: [DONE]\n\n"]
 
+# How long to wait for something that must happen before calling it a hang: a
+# guard far above what a loaded machine needs, never a claim about speed.
+HANG_GUARD_S = 20.0
+
 
 def probe_json(runner: Runner, name: str, **query: str) -> Any:
-    response = httpx.get(runner.base_url + f"/streams/{name}", params=query, timeout=15)
+    response = httpx.get(runner.base_url + f"/streams/{name}", params=query, timeout=HANG_GUARD_S)
     assert response.status_code == 200, response.text
     return response.json()
 
 
 def kv_value(runner: Runner, key: str) -> Any:
-    response = httpx.get(runner.base_url + "/kv", params={"key": key}, timeout=10)
+    response = httpx.get(runner.base_url + "/kv", params={"key": key}, timeout=HANG_GUARD_S)
     return response.json()["value"]
 
 
@@ -47,9 +51,11 @@ def test_identity_transform_stream_is_a_rendezvous_byte_pipe(probe: Runner) -> N
     assert seen["empty_write_settles_at_once"] is True
     assert seen["after_refusal"] == "still usable"
     assert seen["done_after_close"] is True
-    # Cancelling the readable rejects the pending write and every later one.
+    # Cancelling the readable rejects the pending write with its reason
+    # (identity-transform-stream.c++, `cancel`) and every later one as on a
+    # closed stream (seen on workerd 1.20261117.1).
     assert seen["pending_write_after_cancel"] == "Error: client went away"
-    assert seen["next_write_after_cancel"] == "Error: client went away"
+    assert seen["next_write_after_cancel"] == "TypeError: This WritableStream has been closed."
 
 
 def test_ai_result_is_a_byte_stream_read_with_a_minimum(
@@ -83,7 +89,10 @@ def test_tee_of_the_ai_result_buffers_for_the_slow_branch(
     probe_ai.script(chunks_rule(*SSE))
     seen = probe_json(probe, "ai-tee", prompt="x")
     assert seen["kinds"] == ["bytes", "bytes"]
-    assert seen["fast_reads"] == SSE
+    # Reads need not follow the emulator's chunks: over RPC its stream is
+    # pumped with a draining reader, all that is queued in one write
+    # (standard.c++, `pumpToImpl`); seen: the first two events in one read.
+    assert "".join(seen["fast_reads"]) == "".join(SSE)
     # One BYOB read of the slow branch takes everything it has accumulated.
     assert seen["slow_first_read"] == "".join(SSE)
     assert seen["slow_then_done"] is True
@@ -94,16 +103,27 @@ def test_cancelling_the_ai_result_cancels_the_upstream(
 ) -> None:
     probe_ai.script(chunks_rule("data: 1\n\n", {"stall": True}))
     assert probe_json(probe, "ai-cancel", prompt="x") == {"first": "data: 1\n\n"}
-    (call,) = probe_ai.wait_for_calls(1)
+    # The cancel reaches the emulator over RPC although it is silent; no error:
+    # the stream's cancel, not the call's signal (never aborted here).
+    (call,) = probe_ai.wait_for_calls(1, timeout=HANG_GUARD_S)
     assert call["aborted"] is True
+    assert call["error"] is None
 
 
-def test_an_upstream_error_errors_the_ai_result_with_its_message(
+def test_an_upstream_error_errors_the_ai_result_without_its_message(
     probe: Runner, probe_ai: EmulatorControl
 ) -> None:
     probe_ai.script(chunks_rule("data: 1\n\n", {"error": "3040: busy"}))
     seen = probe_json(probe, "ai-error", prompt="x")
-    assert seen == {"first": "data: 1\n\n", "error": "Error: 3040: busy"}
+    # A stream returned over RPC that errors reaches the caller as a broken
+    # one, its reason lost (io/external-pusher.c++, ExplicitEndInputPipeAdapter
+    # ::tryRead; api/tests/js-rpc-test.js: "TODO(someday): Propagate the actual
+    # error"). At the edge the binding's stream is a fetch's body
+    # (src/cloudflare/internal/ai-api.ts), whose break carries no code either.
+    prematurely = "Error: ReadableStream received over RPC disconnected prematurely."
+    assert seen == {"first": "data: 1\n\n", "error": prematurely}
+    (call,) = probe_ai.wait_for_calls(1, timeout=HANG_GUARD_S)
+    assert call["error"] == "3040: busy"
 
 
 def test_native_pipe_aborted_while_waiting_upstream_drops_the_source_keeps_the_body(
@@ -117,8 +137,9 @@ def test_native_pipe_aborted_while_waiting_upstream_drops_the_source_keeps_the_b
     # (and its upstream dropped) ...
     assert seen["source_locked"] is False
     assert seen["source_read"] == "Error: stop relaying"
-    (call,) = probe_ai.wait_for_calls(1)
+    (call,) = probe_ai.wait_for_calls(1, timeout=HANG_GUARD_S)
     assert call["aborted"] is True
+    assert call["error"] is None  # the stream's cancel, not the call's signal
     # ... while the destination, not aborted, still takes our closing event.
     assert seen["dest_read"] == "closing event"
     assert seen["dest_write_error"] is None
@@ -131,10 +152,12 @@ def test_native_pipe_aborted_while_a_write_waits_breaks_the_body(
     seen = probe_json(probe, "pipe-native-abort", prompt="x", when="write-pending")
     assert seen["first"] == "d"
     assert seen["pipe"] == "Error: stop relaying"
-    # identity-transform-stream.c++: the cancelled write leaves the stream
-    # broken; the rest of the chunk is lost.
+    # identity-transform-stream.c++, `readHelper`: a read that finds the
+    # pipe's write cancelled breaks the stream ("writer canceled", a
+    # DISCONNECTED error, which JavaScript sees as "Network connection
+    # lost."); the rest of the chunk is lost, and our write fails the same way.
     assert seen["dest_read_error"] == "Error: Network connection lost."
-    assert seen["dest_write_error"].startswith("Error: internal error")
+    assert seen["dest_write_error"] == "Error: Network connection lost."
 
 
 def test_js_pipe_aborted_while_reading_drops_that_chunk(probe: Runner) -> None:
@@ -169,14 +192,23 @@ def test_client_leaving_a_relay_fails_the_pipe_and_drops_the_upstream(
         paced += [f"data: {i}\n\n", {"delay_ms": 20}]
     probe_ai.script(chunks_rule(*paced))
     url = probe.base_url + "/streams/relay"
-    with httpx.stream("GET", url, params={"prompt": "x", "key": "relay-1"}, timeout=10) as response:
+    query = {"prompt": "x", "key": "relay-1"}
+    with httpx.stream("GET", url, params=query, timeout=HANG_GUARD_S) as response:
         assert next(response.iter_raw()).startswith(b"data: 0")
-    # The body is cancelled; the pipe fails on its next write and errors the
-    # source, which drops the upstream.
-    (call,) = probe_ai.wait_for_calls(1, timeout=10)
+    # workerd notices the client at its next write to it and cancels the
+    # body; the pipe fails on its next write and cancels the source, which
+    # drops the upstream (the stream's cancel: no error, the signal stays).
+    (call,) = probe_ai.wait_for_calls(1, timeout=HANG_GUARD_S)
     assert call["aborted"] is True
-    deadline = time.monotonic() + 5
+    assert call["error"] is None
+    deadline = time.monotonic() + HANG_GUARD_S
     while (outcome := kv_value(probe, "relay-1")) is None:
         assert time.monotonic() < deadline, "the relay's pipe did not settle"
         time.sleep(0.05)
     assert outcome == "Error: Network connection lost."
+    # By then request.signal has fired: platform.py (`BindingUpstream.failure`)
+    # tells a client who left from a model that failed by it. The pipe fails
+    # only at its next write after the request ended, and the request's end
+    # fires the signal (worker-entrypoint.c++, WorkerEntrypoint::request; seen
+    # 30 times out of 30 on workerd 1.20261117.1).
+    assert kv_value(probe, "relay-1/signal") == "fired"
