@@ -1,29 +1,25 @@
-// What the stream shapes of edgechat's answers cost in workerd itself, beside
-// what they cost in the offline runner: the same JavaScript Worker
-// (bench/edge-streams/worker.mjs) served by the `workerd` binary that npm
-// installs with wrangler (it runs JavaScript Workers offline; only a Python
-// Worker needs the Pyodide bundle it would download) and by the runner, each
-// a process of its own, against one paced upstream of SSE chunks in the shape
-// GLM's have on Workers AI. For each runtime, each shape's CPU per answer and
-// its ratio to the pass-through in the same runtime: does the runner bill the
-// relay (/chat) and the forward (/v1 streams; forward-js: with the drain it
-// had before 2026-12-04) as workerd does, and what do their streams cost at
-// the edge beside the pass-through (Python left out)?
+// What the stream shapes of edgechat's answers cost in workerd itself: the
+// same JavaScript Worker (bench/edge-streams/worker.mjs) served by the
+// `workerd` binary npm installs with wrangler, straight from a capnp config
+// (no wrangler, no miniflare: nothing else in the process), against one paced
+// upstream of SSE chunks in the shape GLM's have on Workers AI. Each shape's
+// CPU per answer and its ratio to the pass-through: what /chat's relay and the
+// /v1 streams' forward (forward-js: with the drain it had before 2026-12-04)
+// cost at the edge beside the pass-through, Python left out.
 //
 //   node bench/edge_streams.mjs [--answers 4] [--tokens 2000] [--delay-ms 20] [--warm 1] [--rounds 4]
 //
-// A round asks --answers answers at once of each shape in turn, in both
-// runtimes at the same time (so the machine's noise hits both alike); a
-// shape's figure is its mean over --rounds rounds after --warm warm-up rounds,
-// its ratio the ratio of means with the 95 % bootstrap interval of bench:v1
-// (bench/lib.mjs, `ratioOfMeans`, one "runner" per runtime).
+// A round asks --answers answers at once of each shape in turn; a shape's
+// figure is its mean over --rounds rounds after --warm warm-up rounds, its
+// ratio the ratio of means with the 95 % bootstrap interval (bench/lib.mjs,
+// `ratioOfMeans`).
 import { spawn } from "node:child_process";
 import { copyFileSync, mkdtempSync, writeFileSync } from "node:fs";
 import { createServer, request } from "node:http";
 import { cpus, tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { cpuSeconds, mean, ROOT, ratioOfMeans, sleep, startRunner, stopRunner } from "./lib.mjs";
+import { cpuSeconds, mean, ROOT, ratioOfMeans, sleep } from "./lib.mjs";
 
 const { values } = parseArgs({
   options: {
@@ -142,10 +138,7 @@ async function cpuPerAnswer(runtime, shape, up) {
 async function main() {
   const server = await upstream();
   const up = `http://127.0.0.1:${server.address().port}/`;
-  const runtimes = {
-    workerd: await startWorkerd(),
-    runner: await startRunner(join(FOLDER, "wrangler.toml")),
-  };
+  const runtimes = { workerd: await startWorkerd() };
   const names = Object.keys(runtimes);
   // cost[runtime][shape][r]: CPU per answer in counted round r.
   const cost = Object.fromEntries(names.map((name) => [name, Object.fromEntries(SHAPES.map((s) => [s, []]))]));
@@ -158,13 +151,12 @@ async function main() {
     }
   } finally {
     runtimes.workerd.child.kill("SIGTERM");
-    await stopRunner(runtimes.runner.child);
     server.close();
   }
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, Node ${process.version}`);
   console.log(
     `CPU per ${TOKENS}-token answer at ${DELAY_MS} ms/token, ${ANSWERS} at once, mean of ${ROUNDS} rounds after` +
-      ` ${WARM} warm-up; ratio to the pass-through in the same runtime [95 % bootstrap interval over rounds]:`,
+      ` ${WARM} warm-up; ratio to the pass-through [95 % bootstrap interval over rounds]:`,
   );
   console.log(`  ${"shape".padEnd(10)} ${names.map((name) => name.padEnd(32)).join(" ")}`);
   for (const shape of SHAPES) {

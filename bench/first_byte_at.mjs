@@ -1,7 +1,8 @@
 // Time to /chat's first byte, side by side with another checkout of edgechat
-// (say, the commit before a change): both Workers on runners without the
-// rate limiter and KV (proxied in the runner), the emulator at zero delay,
-// short answers alternating between them; and each runner's CPU per request.
+// (say, the commit before a change): both Workers under `npm start` on
+// workerd, without the rate limiter and KV, the emulator at zero delay, short
+// answers alternating between them; and each workerd's CPU per request (the
+// Worker's and the emulator's, alike for both).
 //
 //   git worktree add /tmp/before <commit>   # with node_modules, .venv and
 //   node bench/first_byte_at.mjs /tmp/before   # python_modules linked in
@@ -80,16 +81,16 @@ try {
   }
   const a = [];
   const b = [];
-  const cpu = { other: -cpuSeconds(other.child.pid), here: -cpuSeconds(here.child.pid) };
+  const cpu = { other: -cpuSeconds(other.workerd), here: -cpuSeconds(here.workerd) };
   for (let i = 0; i < Number(values.samples); i += 1) {
     a.push(await firstByte(other.url));
     b.push(await firstByte(here.url, headers));
   }
-  cpu.other += cpuSeconds(other.child.pid);
-  cpu.here += cpuSeconds(here.child.pid);
+  cpu.other += cpuSeconds(other.workerd);
+  cpu.here += cpuSeconds(here.workerd);
   const perRequest = (seconds) => ((seconds * 1000) / Number(values.samples)).toFixed(2);
   const show = (xs, seconds) =>
-    `p50 ${median(xs).toFixed(2)} ms, p95 ${percentile(xs, 0.95).toFixed(2)} ms; runner CPU ${perRequest(seconds)} ms a request`;
+    `p50 ${median(xs).toFixed(2)} ms, p95 ${percentile(xs, 0.95).toFixed(2)} ms; workerd CPU ${perRequest(seconds)} ms a request`;
   const label = values.identity ? "with Access + a budget" : values.budget ? "with a budget" : "this checkout";
   console.log(`first byte of /chat, ${values.samples} each, alternating:`);
   console.log(`  ${SELF ? "without identity or budget" : OTHER}: ${show(a, cpu.other)}`);

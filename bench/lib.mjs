@@ -1,18 +1,21 @@
-// Shared by the benchmarks: start a runner on a free port, stop it, read its
-// CPU time and memory from /proc.
+// Shared by the benchmarks: start edgechat (or any Worker) under `npm start`
+// on a free port, stop it, read its CPU time and memory from /proc.
 import { spawn } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..");
 
+// `npm start` (tools/workerd/dev.mjs) serving `config` on workerd; resolves
+// once it is ready with its URL and the pid of the workerd process that runs
+// the Workers (where their CPU is spent: the launcher and wrangler only wait).
 export function startRunner(config, { args = [], env = {} } = {}) {
   const started = performance.now();
   const child = spawn(
     process.execPath,
-    [join(ROOT, "tools/runner/main.mjs"), "--port", "0", "--quiet", "--config", config, ...args],
+    [join(ROOT, "tools/workerd/dev.mjs"), "--port", "0", "--quiet", "--config", config, ...args],
     { cwd: ROOT, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, CLOUDFLARE_API_TOKEN: "", ...env } },
   );
   let stderr = "";
@@ -22,10 +25,37 @@ export function startRunner(config, { args = [], env = {} } = {}) {
     child.stdout.on("data", (d) => {
       out += d;
       const match = out.match(/Ready on (http:\/\/\S+)/);
-      if (match) resolve({ child, url: match[1], bootMs: performance.now() - started, stderr: () => stderr });
+      if (match) {
+        const workerd = workerdPid(child.pid);
+        resolve({ child, url: match[1], workerd, bootMs: performance.now() - started, stderr: () => stderr });
+      }
     });
-    child.on("exit", (code) => reject(new Error(`runner exited ${code}:\n${stderr}`)));
+    child.on("exit", (code) => reject(new Error(`npm start exited ${code}:\n${stderr}`)));
   });
+}
+
+// The workerd among `root`'s descendants that runs the Workers (wrangler
+// gives it an inspector; its reload proxy runs in another workerd).
+export function workerdPid(root) {
+  const children = new Map();
+  for (const name of readdirSync("/proc")) {
+    if (!/^\d+$/.test(name) || !existsSync(`/proc/${name}/stat`)) continue;
+    try {
+      const stat = readFileSync(`/proc/${name}/stat`, "utf8");
+      const parent = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(parent, [...(children.get(parent) ?? []), Number(name)]);
+    } catch {}
+  }
+  const queue = [root];
+  while (queue.length > 0) {
+    const pid = queue.shift();
+    try {
+      const argv = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0");
+      if (argv[0].endsWith("/workerd") && argv.some((a) => a.startsWith("--inspector-addr"))) return pid;
+    } catch {}
+    queue.push(...(children.get(pid) ?? []));
+  }
+  throw new Error(`no workerd running Workers under pid ${root}`);
 }
 
 export function stopRunner(child) {
@@ -117,41 +147,17 @@ export function ratioOfMeans(cost, base, { resamples = 4000, seed = 1 } = {}) {
 // call that returns no promise with `Atomics.wait`). At the edge they are
 // local or I/O. Timing without them shows what is the Worker's own cost; the
 // Worker's side of the budget's D1 calls is measured on its own by
-// bench/identity_cost.mjs, against an in-process stand-in of the binding.
-// `withD1` keeps the D1 databases, for a bench of what is stored in them.
 const PROXIED = [/\[\[ratelimits\]\][^[]*/, /\[\[kv_namespaces\]\][^[]*/];
 const D1_TABLES = /\[\[d1_databases\]\][^[]*/g;
 const withoutProxied = (text, withD1 = false) =>
   PROXIED.reduce((rest, table) => rest.replace(table, ""), withD1 ? text : text.replace(D1_TABLES, ""));
 
-export function configWithoutRateLimiter({ withD1 = false } = {}) {
-  const text = withoutProxied(readFileSync(join(ROOT, "wrangler.toml"), "utf8"), withD1)
-    .replace('main = "src/entry.py"', 'main = "../src/entry.py"')
-    .replace('directory = "./static"', 'directory = "../static"')
-    .replace('migrations_dir = "migrations"', 'migrations_dir = "../migrations"');
-  if (text.includes("RATE_LIMITER")) throw new Error("could not remove the rate limiter from wrangler.toml");
-  if (text.includes('binding = "CACHE"')) throw new Error("could not remove the KV namespace from wrangler.toml");
-  if (!withD1 && text.includes("d1_databases")) throw new Error("could not remove D1 from wrangler.toml");
-  mkdirSync(join(ROOT, ".cache"), { recursive: true });
-  const path = join(ROOT, ".cache", withD1 ? "bench-with-d1.toml" : "bench-no-rate-limiter.toml");
-  writeFileSync(path, text);
-  return path;
-}
-
-// The runner's live memory from its dev-only hook (a runner started with
-// `--memory-hook`, tools/runner/README.md), in MiB; `gc: true` collects
-// first (Python's cycles, then V8's whole heap).
-export async function liveMemory(url, { gc = false } = {}) {
-  const response = await fetch(`${url}/__runner/memory${gc ? "?gc=1" : ""}`);
-  if (!response.ok) throw new Error(`memory hook answered ${response.status}`);
-  return response.json();
-}
-
 export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The wrangler config of a checkout at `root` (this one or another, say the
-// commit before a change), without the bindings the runner proxies, with
-// absolute paths so any runner can serve it; written under .cache/.
+// commit before a change), without the rate limiter, KV and D1 (each a round
+// trip to another workerd process locally), with absolute paths so this
+// checkout's `npm start` can serve it; written under .cache/.
 export function configOf(root, name) {
   const text = withoutProxied(readFileSync(join(root, "wrangler.toml"), "utf8"))
     .replace('main = "src/entry.py"', `main = "${join(root, "src/entry.py")}"`)

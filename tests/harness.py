@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -206,6 +206,19 @@ class EmulatorControl:
         else:
             return []
         return [json.loads(line) for line in text.splitlines() if line]
+
+    def wait_for_call(
+        self, matches: Callable[[dict[str, Any]], bool], timeout: float = 10.0
+    ) -> dict[str, Any] | None:
+        """The first logged call that ``matches``, once it is logged (a line
+        of an earlier test's call may come after a reset: a cancelled call
+        is logged when its cancel reaches the emulator)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = next((call for call in self.calls() if matches(call)), None)
+            if found is not None or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
 
     def wait_for_calls(self, count: int, timeout: float = 5.0) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout

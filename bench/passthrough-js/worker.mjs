@@ -1,5 +1,5 @@
-// The baseline for the /chat and /v1 benchmarks (bench/chat.mjs, bench/v1.mjs,
-// bench/workerd.mjs): a JavaScript Worker that hands the model's stream to the
+// The baseline for the /chat and /v1 benchmark (bench/workerd.mjs): a
+// JavaScript Worker that hands the model's stream to the
 // client untouched, as Cloudflare's TypeScript chat template does. No
 // validation, no re-framing: the least work a /chat can do. Any path is /chat,
 // except /v1/chat/completions: the same pass-through behind the bearer token

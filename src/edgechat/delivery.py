@@ -48,7 +48,8 @@ def watch_interval(settings: Settings) -> float:
 
 # Python forwarding a stream takes what arrived every 100 ms at first, then
 # every tenth of the time streamed so far, up to 1 s: the first words flow at
-# once, and a long answer costs about what a short one does (bench/v1.mjs).
+# once, and a long answer costs about what a short one does (measured with
+# bench/v1.mjs, now in git history).
 FORWARD_BATCH_S = 0.1
 FORWARD_BATCH_MAX_S = 1.0
 FORWARD_BATCH_GROWTH = 0.1

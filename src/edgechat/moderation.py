@@ -128,7 +128,7 @@ _TEXT_FIELD = re.compile(rb'"(?:content|response)"\s*:\s*"((?:[^"\\]|\\.)*)"')
 def answer_text(stream: bytes) -> str:
     """The answer's text in a whole recorded stream, for the output check:
     one regular-expression pass and one JSON parse of all the pieces at once,
-    instead of one parse per event (``bench/request_cost.mjs`` compares them)."""
+    instead of one parse per event (``bench/request_cost.mjs``, in git history, compared them)."""
     pieces = _TEXT_FIELD.findall(stream)
     if not pieces:
         return ""

@@ -96,7 +96,7 @@ async def _bounded(promise: Any, within: float) -> Any:
     settles per race. Pyodide hands every promise a JS call returns to
     Python as a ``PyodideFuture`` whose settling schedules Python callbacks
     (``pyodide/webloop.py``); ``Promise.withResolvers()`` returns an object,
-    so this timer never becomes one (bench/profile.mjs: per answer as many
+    so this timer never becomes one (bench/profile.mjs, in git history: per answer as many
     event-loop callbacks as without a timer stop, a third fewer than with
     the signal). ``setTimeout``/``clearTimeout`` are the Workers runtime's
     standard timers; ``Promise.withResolvers`` is ES2024, in V8 since 12.2."""

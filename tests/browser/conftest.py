@@ -454,4 +454,5 @@ def error(code: str, message: str, *, retryable: bool) -> str:
 
 def chat_messages(call: dict[str, Any]) -> list[tuple[str, str]]:
     """The conversation a logged emulator call received, without the server's system prompt."""
-    return [(m["role"], m["content"]) for m in call["inputs"]["messages"] if m["role"] != "system"]
+    messages = call["inputs"].get("messages", [])
+    return [(m["role"], m["content"]) for m in messages if m["role"] != "system"]
