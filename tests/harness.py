@@ -9,6 +9,7 @@ tests can target any server that serves edgechat (``EDGECHAT_BASE_URL``).
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import signal
@@ -163,17 +164,26 @@ def config_without_rate_limiter() -> Path:
 class EmulatorControl:
     """Scripts the Workers AI emulator and reads its call log.
 
-    In the runner the emulator reads its script and writes its log through
-    files; under ``wrangler dev`` it is a Worker driven over HTTP
+    Under ``npm start`` the emulator reads its script and writes its log
+    through files (the launcher's control server does it for the emulator
+    Worker); an emulator run alone is driven over HTTP
     (``EDGECHAT_AI_CONTROL_URL``, see tools/emulator/README.md).
+
+    A call an earlier test stopped may be logged after the next test's reset
+    (its line is written when the stop reaches the emulator), so ``calls``
+    leaves out the calls that started before the last reset.
     """
 
     def __init__(self, script_path: Path, log_path: Path, control_url: str | None = None) -> None:
         self.script_path = script_path
         self.log_path = log_path
         self.control_url = control_url
+        self._since_ms = 0.0
 
     def reset(self) -> None:
+        # The emulator's clock is this machine's wall clock (Date.now in
+        # workerd, as of the event that started the call, in whole ms).
+        self._since_ms = time.time() * 1000 - 5
         if self.control_url:
             import httpx
 
@@ -205,7 +215,8 @@ class EmulatorControl:
             text = self.log_path.read_text()
         else:
             return []
-        return [json.loads(line) for line in text.splitlines() if line]
+        calls = [json.loads(line) for line in text.splitlines() if line]
+        return [call for call in calls if call.get("t_start", math.inf) >= self._since_ms]
 
     def wait_for_call(
         self, matches: Callable[[dict[str, Any]], bool], timeout: float = 10.0

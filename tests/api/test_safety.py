@@ -128,8 +128,11 @@ def test_a_failed_check_follows_moderation_fail(
     assert chat.response.status_code == status
     if fail == "closed":
         assert_error(chat.response, 503, "moderation_unavailable")
-        (main,) = calls_of(server, GLM)
+        # The stopped call is logged once the stop reaches the emulator.
+        main = server.ai.wait_for_call(lambda call: call["model"] == GLM)
+        assert main is not None
         assert main["aborted"] is True
+        assert len(calls_of(server, GLM)) == 1
     else:
         assert_done(chat.events, GLM)
     record = log_record(server, request_id=chat.response.headers["x-request-id"])

@@ -21,37 +21,26 @@ def test_a_dry_run_deploy_carries_no_experimental_flag(tmp_path: Path) -> None:
     env.pop("CLOUDFLARE_API_TOKEN", None)
     env["WRANGLER_SEND_METRICS"] = "false"
     env["WRANGLER_LOG_PATH"] = str(tmp_path / "logs")
+
+    def run(*cmd: str) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done
+
     outdir = tmp_path / "dist"
-    dry_run = subprocess.run(
-        [str(NODE.parent / "wrangler"), "deploy", "--dry-run", "--outdir", str(outdir)],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert dry_run.returncode == 0, dry_run.stderr
+    dry_run = run(str(NODE.parent / "wrangler"), "deploy", "--dry-run", "--outdir", str(outdir))
     assert "--dry-run: exiting now." in dry_run.stdout
     bundled = [p for p in outdir.rglob("*") if p.is_file()]
     assert any(p.name == "entry.py" for p in bundled)
     # The flags the deploy would upload, as wrangler reads them from the
     # config it deploys.
-    read = subprocess.run(
-        [
-            str(NODE),
-            "--input-type=module",
-            "-e",
-            "import { unstable_readConfig } from 'wrangler';"
-            "const c = unstable_readConfig({ config: 'wrangler.toml' });"
-            "console.log(JSON.stringify(c.compatibility_flags));",
-        ],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
+    read = run(
+        str(NODE),
+        "--input-type=module",
+        "-e",
+        "import { unstable_readConfig } from 'wrangler';"
+        "const c = unstable_readConfig({ config: 'wrangler.toml' });"
+        "console.log(JSON.stringify(c.compatibility_flags));",
     )
     flags = json.loads(read.stdout.strip().splitlines()[-1])
     assert flags == ["python_workers"]
