@@ -492,6 +492,11 @@ async function main() {
     WRANGLER_SEND_METRICS: "false",
     // Outside every folder wrangler watches, or each log line reloads it.
     WRANGLER_LOG_PATH: join(work, "logs"),
+    // A dev registry of this run's own: every `wrangler dev` on the machine
+    // shares the default one and reloads when another run's Workers come
+    // and go there (several runs at once, as the tests start them, restarted
+    // each other). This run's bindings are all in-process anyway.
+    WRANGLER_REGISTRY_PATH: join(work, "registry"),
   };
   if (!hasCredentials()) {
     delete wranglerEnv.CLOUDFLARE_API_TOKEN;
