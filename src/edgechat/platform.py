@@ -563,9 +563,10 @@ class BindingAi:
     """``ports.Ai`` over the ``AI`` binding; aborts when the client goes away.
     Without the binding, every call is a ``Misconfigured`` naming it."""
 
-    def __init__(self, binding: Any, client_signal: Any) -> None:
+    def __init__(self, binding: Any, client_signal: Any, ctx: Any = None) -> None:
         self._binding = None if binding is None else _raw(binding)
         self._client_signal = client_signal
+        self._ctx = ctx
 
     def _bound(self) -> Any:
         if self._binding is None:
@@ -575,14 +576,21 @@ class BindingAi:
     async def _run(self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]) -> Any:
         binding = self._bound()
         controller, signal = _abort_signal(self._client_signal)
+        call = binding.run(model_id, _js_object(inputs), _js_object({**options, "signal": signal}))
         try:
-            result = await binding.run(
-                model_id, _js_object(inputs), _js_object({**options, "signal": signal})
-            )
+            result = await call
         except JsException as exc:
             raise from_binding_error(str(exc)) from exc
         except BaseException:
             controller.abort()  # the caller gave up waiting (a deadline, a cancel)
+            if self._ctx is not None:
+                # Until the call has taken the abort in: a binding that is a
+                # Worker reached over RPC (the emulator in local runs) gets it
+                # as a message, which the end of this request would cut off.
+                # The real binding's fetch fails at once. Best effort: a
+                # request already torn down takes no more work.
+                with contextlib.suppress(JsException):
+                    self._ctx.waitUntil(call.then(Object, Array.of))
             raise
         return result, controller
 
@@ -931,7 +939,7 @@ class WorkerPlatform:
         # lower-case), not one FFI call per header.
         self._headers: dict[str, str] = Object.fromEntries(self._request.headers).to_py()
         client_signal = getattr(self._request, "signal", None)
-        self.ai = BindingAi(getattr(env, "AI", None), client_signal)
+        self.ai = BindingAi(getattr(env, "AI", None), client_signal, ctx)
         self.fetch = BindingFetch(client_signal)
         self.verifier = WebCryptoVerifier()
         limiter = getattr(env, "RATE_LIMITER", None)
