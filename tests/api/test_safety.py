@@ -130,11 +130,12 @@ def test_a_failed_check_follows_moderation_fail(
     assert chat.response.status_code == status
     if fail == "closed":
         assert_error(chat.response, 503, "moderation_unavailable")
-        # The stopped call is logged once the stop reaches the emulator.
-        main = server.ai.wait_for_call(lambda call: call["model"] == GLM)
-        assert main is not None
-        assert main["aborted"] is True
-        assert len(calls_of(server, GLM)) == 1
+        # The model is asked beside the check; on workerd the check's failure
+        # may come back before the model's call has even begun. A call that
+        # began was stopped (it is logged once the stop reaches the emulator).
+        main = server.ai.wait_for_call(lambda call: call["model"] == GLM, timeout=3)
+        assert main is None or main["aborted"] is True
+        assert len(calls_of(server, GLM)) <= 1
     else:
         assert_done(chat.events, GLM)
     record = log_record(server, request_id=chat.response.headers["x-request-id"])
