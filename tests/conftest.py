@@ -27,7 +27,7 @@ def probe_ai(tmp_path_factory: pytest.TempPathFactory) -> EmulatorControl:
 def probe_runner(
     tmp_path_factory: pytest.TempPathFactory, probe_ai: EmulatorControl
 ) -> Iterator[Runner]:
-    """The runner serving the test-only probe Worker (tests of the runner itself)."""
+    """`npm start` serving the test-only probe Worker (tests of the platform and of `npm start`)."""
     vars_file = tmp_path_factory.mktemp("probe-vars") / "test.vars"
     vars_file.write_text('OVERRIDDEN="from --vars"\nSECRET_TOKEN=s3cret\n')
     env = {
@@ -62,7 +62,7 @@ def ai_control(tmp_path_factory: pytest.TempPathFactory) -> EmulatorControl:
 
 @pytest.fixture(scope="session")
 def edgechat_url(ai_control: EmulatorControl) -> Iterator[str]:
-    """Base URL of edgechat under test: ``EDGECHAT_BASE_URL``, or the offline runner."""
+    """Base URL of edgechat under test: ``EDGECHAT_BASE_URL``, or `npm start` on workerd."""
     external = os.environ.get("EDGECHAT_BASE_URL")
     if external:
         yield external.rstrip("/")

@@ -61,7 +61,7 @@ def start_runner(
     timeout: float = 90.0,
     args: tuple[str, ...] = (),
 ) -> Iterator[Runner]:
-    """Runs the runner on a free port until the block ends, then ends its group.
+    """Runs `npm start` on a free port until the block ends, then ends its group.
     ``args`` are more command-line options (``--memory-hook``).
 
     Its models do not cool down (``COOLDOWN_MAX_S=0``) unless the vars file
@@ -105,7 +105,7 @@ def _started(
     clock: list[str] = []
 
     def pump() -> None:
-        # Keeps reading so the runner never blocks on a full pipe.
+        # Keeps reading so the server never blocks on a full pipe.
         assert process.stdout is not None
         for line in iter(process.stdout.readline, b""):
             output.append(line)
@@ -132,7 +132,7 @@ def _started(
 
 
 def _stop(process: subprocess.Popen[bytes]) -> None:
-    """Asks the runner to shut down (it stops its own children), then makes sure
+    """Asks `npm start` to shut down (it stops its own children), then makes sure
     nothing of its process group is left."""
     if process.poll() is None:
         process.terminate()

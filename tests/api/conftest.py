@@ -1,11 +1,11 @@
 """Fixtures of the black-box suite: one client address per test, and runners with other ``[vars]``.
 
 Every test that posts to ``/chat`` connects from its own loopback address
-(127.0.0.2, 127.0.0.3, …): the runner sets ``CF-Connecting-IP`` from the TCP
+(127.0.0.2, 127.0.0.3, …): workerd sets ``CF-Connecting-IP`` from the TCP
 peer and the rate limiter counts per client, so tests never share a bucket.
 
 Behaviours that depend on configuration (auth, allowed origins, deadlines,
-limits) or on the runner's own output (the request log) need a runner started
+limits) or on the server's own output (the request log) need a server started
 here with a vars file; against an external server (``EDGECHAT_BASE_URL``) they
 are skipped, never passed.
 """
