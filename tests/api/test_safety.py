@@ -61,11 +61,12 @@ def test_unsafe_input_is_refused_and_the_model_call_aborted(
     assert chat.response.json()["error"]["categories"] == ["S1", "S10"]
     record = log_record(guarded, request_id=chat.response.headers["x-request-id"])
     assert record["moderation"] == "unsafe:S1,S10"
-    # The stopped call is logged once the stop reaches the emulator.
-    main = guarded.ai.wait_for_call(lambda call: call["model"] == GLM)
-    assert main is not None
-    assert main["aborted"] is True
-    assert len(calls_of(guarded, GLM)) == 1
+    # The model is asked beside the check; on workerd the verdict may come
+    # back before the model's call has even begun. A call that began was
+    # stopped (it is logged once the stop reaches the emulator).
+    main = guarded.ai.wait_for_call(lambda call: call["model"] == GLM, timeout=3)
+    assert main is None or main["aborted"] is True
+    assert len(calls_of(guarded, GLM)) <= 1
     (check,) = calls_of(guarded, GUARD)
     assert check["inputs"]["response_format"] == {"type": "json_object"}
     assert check["inputs"]["messages"] == [{"role": "user", "content": "something forbidden"}]
