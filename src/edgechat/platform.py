@@ -576,14 +576,17 @@ class BindingAi:
     async def _run(self, model_id: str, inputs: dict[str, Any], options: dict[str, Any]) -> Any:
         binding = self._bound()
         controller, signal = _abort_signal(self._client_signal)
-        call = binding.run(model_id, _js_object(inputs), _js_object({**options, "signal": signal}))
+        call = None
         try:
+            call = binding.run(
+                model_id, _js_object(inputs), _js_object({**options, "signal": signal})
+            )
             result = await call
         except JsException as exc:
             raise from_binding_error(str(exc)) from exc
         except BaseException:
             controller.abort()  # the caller gave up waiting (a deadline, a cancel)
-            if self._ctx is not None:
+            if self._ctx is not None and call is not None:
                 # Until the call has taken the abort in: a binding that is a
                 # Worker reached over RPC (the emulator in local runs) gets it
                 # as a message, which the end of this request would cut off.
