@@ -19,10 +19,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from edgechat.affinity import options_with, session_of
-from edgechat.config import DEFAULT_SYSTEM_PROMPT
-from edgechat.models import CATALOG
-from edgechat.requests import ChatRequest, Message
+from edgechat.answer.affinity import options_with, session_of
+from edgechat.config.settings import DEFAULT_SYSTEM_PROMPT
+from edgechat.core.models import CATALOG
+from edgechat.core.requests import ChatRequest, Message
 
 TEXT = ("The edge runs close to users, so latency stays low. 你好世界。" * 8)[:400]
 CALLS = 2000

@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from edgechat import files, history  # noqa: E402
-from edgechat.conversations import check_conversation  # noqa: E402
+from edgechat.history import files  # noqa: E402
+from edgechat.history import store as history  # noqa: E402
+from edgechat.history.conversations import check_conversation  # noqa: E402
 from tests.unit.fakes import FakeDb  # noqa: E402
 
 TEXT = ("The edge runs close to users, so latency stays low. " * 10)[:400]

@@ -52,8 +52,8 @@ def answer() -> list[bytes]:
 
 def measure(rounds: int, batch: int) -> dict[str, float]:
     """Microseconds per answer (the least of the rounds), per framing this revision has."""
-    from edgechat import openai_api
-    from edgechat.models import find
+    from edgechat.apis import openai as openai_api
+    from edgechat.core.models import find
 
     model = find("glm")
     assert model is not None
@@ -65,7 +65,7 @@ def measure(rounds: int, batch: int) -> dict[str, float]:
         )
     }
     try:
-        from edgechat import responses
+        from edgechat.apis import responses
 
         framings["responses"] = lambda: responses.ResponseEvents("r", model, 4096, created=1)
     except ImportError:

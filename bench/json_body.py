@@ -23,10 +23,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from edgechat import images, json_body  # noqa: E402
-from edgechat.errors import BadRequest  # noqa: E402
-from edgechat.requests import Limits  # noqa: E402
-from edgechat.validation import parse_openai_request  # noqa: E402
+from edgechat.apis.body import parse_openai_request  # noqa: E402
+from edgechat.core import json_body  # noqa: E402
+from edgechat.core.errors import BadRequest  # noqa: E402
+from edgechat.core.requests import Limits  # noqa: E402
+from edgechat.media import images  # noqa: E402
 from tests.kit.images import jpeg, png  # noqa: E402
 
 ALLOWED = ("glm", "kimi", "llama")

@@ -67,7 +67,7 @@ def glm_stream() -> list[bytes]:
 def measure(src: Path, rounds: int) -> dict[str, float]:
     """Median microseconds per unit of each run, with the reader under ``src``."""
     sys.path.insert(0, str(src))
-    from edgechat.upstream import UpstreamReader
+    from edgechat.answer.upstream import UpstreamReader
 
     chunks = glm_stream()
     # The same bytes cut every 100 bytes, so events straddle chunks.

@@ -20,7 +20,7 @@ import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from edgechat.config import Settings
+from edgechat.config.settings import Settings
 
 BAD_VALUE = 2
 

@@ -6,8 +6,8 @@ settings are read from ``[vars]`` once per isolate, on its first request.
 
 from workers import WorkerEntrypoint
 
-from edgechat import app
-from edgechat.platform import WallClock, WorkerPlatform, WorkerSchedule, to_response
+from edgechat.platform.worker import WallClock, WorkerPlatform, WorkerSchedule, to_response
+from edgechat.web import app
 
 _settings = app.SettingsOnce()
 _wall = WallClock()

@@ -24,16 +24,16 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
-from edgechat import cache
-from edgechat.answer import Answer, CheckAnswer, Sources
-from edgechat.candidates import Candidates, Cooling
-from edgechat.chat import ChatFraming
-from edgechat.config import Settings
-from edgechat.deadlines import Deadlines
-from edgechat.errors import PayloadTooLarge, UpstreamError
-from edgechat.framing import Framing
-from edgechat.models import Model, Usage, find
-from edgechat.ports import (
+from edgechat.answer import cache
+from edgechat.answer.answer import Answer, CheckAnswer, Sources
+from edgechat.answer.candidates import Candidates, Cooling
+from edgechat.answer.deadlines import Deadlines
+from edgechat.answer.framing import Framing
+from edgechat.apis.chat import ChatFraming
+from edgechat.config.settings import Settings
+from edgechat.core.errors import PayloadTooLarge, UpstreamError
+from edgechat.core.models import Model, Usage, find
+from edgechat.core.ports import (
     TIMED_OUT,
     BlobError,
     ClientGone,
@@ -44,7 +44,7 @@ from edgechat.ports import (
     Streams,
     TimedOut,
 )
-from edgechat.requests import ChatRequest, Message
+from edgechat.core.requests import ChatRequest, Message
 from tests.kit import upstream as wire
 
 # --- one answer, built as the pipeline builds it ---------------------------------

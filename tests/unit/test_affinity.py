@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 
-from edgechat.affinity import HEADER, options_with, session_of
-from edgechat.models import CATALOG
-from edgechat.requests import ChatRequest, Message
+from edgechat.answer.affinity import HEADER, options_with, session_of
+from edgechat.core.models import CATALOG
+from edgechat.core.requests import ChatRequest, Message
 
 GLM = CATALOG[0]
 

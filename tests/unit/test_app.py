@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from edgechat import app
-from edgechat.documents import document_url_size
-from edgechat.errors import UpstreamBusy, UpstreamMisconfigured, UpstreamRateLimited
-from edgechat.http import Incoming, Reply
-from edgechat.models import catalog_json
+from edgechat.core.errors import UpstreamBusy, UpstreamMisconfigured, UpstreamRateLimited
+from edgechat.core.http import Incoming, Reply
+from edgechat.core.models import catalog_json
+from edgechat.media.documents import document_url_size
+from edgechat.web import app
 from tests.kit.sse import MODEL, Parsed, parse
 
 from .fakes import (

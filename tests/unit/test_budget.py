@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from edgechat import app, budget
-from edgechat.candidates import Cooling
-from edgechat.errors import BudgetExhausted, UpstreamQuotaExhausted
-from edgechat.http import Incoming
-from edgechat.models import find
-from edgechat.usage import NEURONS_PER_USD, day_of
+from edgechat.answer.candidates import Cooling
+from edgechat.core.errors import BudgetExhausted, UpstreamQuotaExhausted
+from edgechat.core.http import Incoming
+from edgechat.core.models import find
+from edgechat.users import budget
+from edgechat.users.usage import NEURONS_PER_USD, day_of
+from edgechat.web import app
 
 from .fakes import FakeAi, FakeDb, FakePlatform, FakeSink, openai_stream, usage
 
@@ -41,7 +42,7 @@ def test_counts_add_up_per_user_and_for_the_account() -> None:
 def test_a_provider_s_answer_costs_dollars_but_no_neurons() -> None:
     provider = budget.spend_of(GLM, 1.0)
     assert provider.neurons > 0
-    from edgechat.providers import Provider
+    from edgechat.answer.providers import Provider
 
     model = Provider("acme", "https://acme.example/v1", "m", "k", 1.0, 1.0).model
     assert budget.spend_of(model, 1.0) == budget.Spend(1.0, 0.0)
@@ -74,7 +75,7 @@ def test_neurons_limit_a_user_too() -> None:
 
 
 def test_limits_are_read_from_vars() -> None:
-    from edgechat.config import Settings
+    from edgechat.config.settings import Settings
 
     s = Settings.from_mapping(
         {"USER_DAILY_USD": "0.5", "USER_DAILY_NEURONS": "2000", "DAILY_NEURON_LIMIT": "10000"}
@@ -161,7 +162,7 @@ KEYS = "ann:tok-0123456789abcdef,ci:tok-fedcba9876543210"
 
 
 def test_a_key_s_own_limits_replace_the_users_and_none_lifts_them() -> None:
-    from edgechat.config import Settings
+    from edgechat.config.settings import Settings
 
     s = Settings.from_mapping(
         {
@@ -208,7 +209,7 @@ def test_a_key_s_own_limits_replace_the_users_and_none_lifts_them() -> None:
 def test_a_bad_key_limit_is_a_configuration_error_naming_it(
     vars: dict[str, str], message: str
 ) -> None:
-    from edgechat.config import Settings
+    from edgechat.config.settings import Settings
 
     with pytest.raises(ValueError, match=message) as refused:
         Settings.from_mapping(vars)

@@ -20,16 +20,24 @@ from typing import Any
 
 import pytest
 
-from edgechat import app
-from edgechat.cache import KEY_PREFIX, CachedUpstream, Hit, cache_key, lookup, store, wants_cache
-from edgechat.config import DEFAULT_SYSTEM_PROMPT, Settings
-from edgechat.errors import UpstreamBusy, UpstreamError
-from edgechat.http import Incoming, Reply
-from edgechat.models import Model, cost_usd
-from edgechat.ports import TIMED_OUT
-from edgechat.recording import MAX_RECORDED_BYTES
-from edgechat.requests import ChatRequest, Limits, Message
-from edgechat.validation import parse_openai_request
+from edgechat.answer.cache import (
+    KEY_PREFIX,
+    CachedUpstream,
+    Hit,
+    cache_key,
+    lookup,
+    store,
+    wants_cache,
+)
+from edgechat.answer.recording import MAX_RECORDED_BYTES
+from edgechat.apis.body import parse_openai_request
+from edgechat.config.settings import DEFAULT_SYSTEM_PROMPT, Settings
+from edgechat.core.errors import UpstreamBusy, UpstreamError
+from edgechat.core.http import Incoming, Reply
+from edgechat.core.models import Model, cost_usd
+from edgechat.core.ports import TIMED_OUT
+from edgechat.core.requests import ChatRequest, Limits, Message
+from edgechat.web import app
 from tests.kit import upstream as wire
 from tests.kit.sse import Parsed, parse
 

@@ -19,10 +19,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgechat import sse
-from edgechat.config import Settings
-from edgechat.delivery import MAX_HELD_BYTES, watch_interval
-from edgechat.errors import (
+from edgechat.answer.delivery import MAX_HELD_BYTES, watch_interval
+from edgechat.answer.upstream import TAIL_BYTES
+from edgechat.config.settings import Settings
+from edgechat.core import sse
+from edgechat.core.errors import (
     BINDING_CODES,
     DeadlineExceeded,
     UpstreamBadRequest,
@@ -34,8 +35,7 @@ from edgechat.errors import (
     UpstreamRateLimited,
     UpstreamTimeout,
 )
-from edgechat.models import Model, cost_usd
-from edgechat.upstream import TAIL_BYTES
+from edgechat.core.models import Model, cost_usd
 from tests.kit.sse import MODEL, PING, Event, Parsed, parse
 from tests.kit.workers_ai import FALLBACK_CODES, NO_FALLBACK_CODES
 

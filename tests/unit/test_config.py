@@ -4,9 +4,9 @@ import dataclasses
 
 import pytest
 
-from edgechat.config import DEFAULT_SYSTEM_PROMPT, Settings
-from edgechat.models import find
-from edgechat.requests import Limits
+from edgechat.config.settings import DEFAULT_SYSTEM_PROMPT, Settings
+from edgechat.core.models import find
+from edgechat.core.requests import Limits
 
 
 def settings(**values: object) -> Settings:

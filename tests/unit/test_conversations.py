@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from edgechat.conversations import MAX_DEPTH, MAX_NODES, check_conversation
-from edgechat.errors import BadRequest
+from edgechat.core.errors import BadRequest
+from edgechat.history.conversations import MAX_DEPTH, MAX_NODES, check_conversation
 
 GOOD: dict[str, Any] = {
     "id": "c1",

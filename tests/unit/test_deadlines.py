@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from edgechat.config import Settings
-from edgechat.deadlines import Deadlines
-from edgechat.errors import DeadlineExceeded, NoFirstToken
+from edgechat.answer.deadlines import Deadlines
+from edgechat.config.settings import Settings
+from edgechat.core.errors import DeadlineExceeded, NoFirstToken
 
 from .fakes import FakeUpstream
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from edgechat import documents
-from edgechat.errors import BadRequest, UpstreamBusy
-from edgechat.requests import ChatRequest, Limits
-from edgechat.validation import parse_chat_request, parse_openai_request
+from edgechat.apis.body import parse_chat_request, parse_openai_request
+from edgechat.core.errors import BadRequest, UpstreamBusy
+from edgechat.core.requests import ChatRequest, Limits
+from edgechat.media import documents
 from tests.kit.documents import DOCX, PDF, XLSX, docx, file_part, pdf, xlsx, zip_bomb_docx
 from tests.unit.fakes import FakeAi
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from edgechat.embeddings import embed, embeddings_json
-from edgechat.errors import BadRequest, ModelNotFound, UpstreamBusy, UpstreamMalformed
-from edgechat.models import EMBEDDING_CATALOG
-from edgechat.requests import EmbeddingsRequest, Limits
-from edgechat.validation import MAX_EMBEDDING_INPUTS, parse_embeddings_request
+from edgechat.apis.body import MAX_EMBEDDING_INPUTS, parse_embeddings_request
+from edgechat.apis.embeddings import embed, embeddings_json
+from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamBusy, UpstreamMalformed
+from edgechat.core.models import EMBEDDING_CATALOG
+from edgechat.core.requests import EmbeddingsRequest, Limits
 
 from .fakes import FakeAi, FakePlatform
 from .test_openai_api import AUTH, incoming, openai_error, serve

@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from edgechat import errors
-from edgechat.errors import (
+from edgechat.core import errors
+from edgechat.core.errors import (
     BINDING_CODES,
     BadRequest,
     ClientError,

@@ -10,16 +10,18 @@ from typing import Any
 
 import pytest
 
-from edgechat import app, files, history, shares
-from edgechat.conversations import check_conversation
-from edgechat.errors import (
+from edgechat.core.errors import (
     BadRequest,
     FilesFull,
     HistoryUnavailable,
     TooManyFiles,
     TooManyShareImages,
 )
-from edgechat.http import Incoming
+from edgechat.core.http import Incoming
+from edgechat.history import files, shares
+from edgechat.history import store as history
+from edgechat.history.conversations import check_conversation
+from edgechat.web import app
 from tests.kit.images import gif, png
 
 from .fakes import FakeBlobs, FakeDb, FakePlatform, FakeSchedule

@@ -5,10 +5,10 @@ import hashlib
 
 import pytest
 
-from edgechat import guards
-from edgechat.config import Settings
-from edgechat.errors import Forbidden, RateLimited, UnsupportedMediaType
-from edgechat.http import Incoming
+from edgechat.config.settings import Settings
+from edgechat.core.errors import Forbidden, RateLimited, UnsupportedMediaType
+from edgechat.core.http import Incoming
+from edgechat.web import guards
 
 from .fakes import FakeRateLimiter
 

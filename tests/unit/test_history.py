@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from edgechat import app, history, shares
-from edgechat.conversations import check_conversation
-from edgechat.errors import (
+from edgechat.core.errors import (
     HistoryFull,
     NotFound,
     PreconditionFailed,
@@ -21,8 +19,12 @@ from edgechat.errors import (
     TooManyConversations,
     TooManyShares,
 )
-from edgechat.http import Incoming
-from edgechat.ports import DatabaseError
+from edgechat.core.http import Incoming
+from edgechat.core.ports import DatabaseError
+from edgechat.history import shares
+from edgechat.history import store as history
+from edgechat.history.conversations import check_conversation
+from edgechat.web import app
 
 from .fakes import FakeDb, FakePlatform, FakeSchedule
 

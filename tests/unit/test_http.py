@@ -5,14 +5,14 @@ import json
 
 import pytest
 
-from edgechat.errors import (
+from edgechat.core.errors import (
     EdgechatError,
     MethodNotAllowed,
     NotFound,
     RateLimited,
     UpstreamBusy,
 )
-from edgechat.http import (
+from edgechat.core.http import (
     API_HEADERS,
     Reply,
     error_reply,
@@ -20,7 +20,7 @@ from edgechat.http import (
     normalize_origin,
     stream_reply,
 )
-from edgechat.ports import Sink
+from edgechat.core.ports import Sink
 
 from .fakes import FakeSink
 

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from edgechat.config import Settings
-from edgechat.errors import ApiDisabled, IdentityUnavailable, Unauthorized
-from edgechat.http import Incoming
-from edgechat.identity import (
+from edgechat.config.settings import Settings
+from edgechat.core.errors import ApiDisabled, IdentityUnavailable, Unauthorized
+from edgechat.core.http import Incoming
+from edgechat.core.ports import KeysError
+from edgechat.users.identity import (
     ACCESS_REFUSED,
     MAX_ASSERTION_BYTES,
     REFETCHES,
@@ -22,7 +23,6 @@ from edgechat.identity import (
     identify,
     match_key,
 )
-from edgechat.ports import KeysError
 from tests.kit.access import AUD, SigningKey, b64url
 
 from .fakes import FakeVerifier

@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgechat.errors import BadRequest
-from edgechat.images import MAX_IMAGE_SIDE, ImagePart, _Base64, check_image_part
+from edgechat.core.errors import BadRequest
+from edgechat.media.images import MAX_IMAGE_SIDE, ImagePart, _Base64, check_image_part
 from tests.kit.images import BROKEN, data_url, gif, jpeg, png, webp
 
 WHERE = "messages[0].content[1]"

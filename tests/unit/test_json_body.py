@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgechat.errors import BadRequest, PayloadTooLarge
-from edgechat.json_body import MAX_SAFE_INTEGER, loads, nested_deeper_than
+from edgechat.core.errors import BadRequest, PayloadTooLarge
+from edgechat.core.json_body import MAX_SAFE_INTEGER, loads, nested_deeper_than
 
 NAMES = frozenset(("messages", "content", "tools", "function", "description", "parameters"))
 CONTENT = "messages[0].content"

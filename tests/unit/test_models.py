@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from edgechat.errors import BadRequest
-from edgechat.models import (
+from edgechat.core.errors import BadRequest
+from edgechat.core.models import (
     CATALOG,
     Model,
     Usage,

@@ -18,19 +18,20 @@ from typing import Any
 
 import pytest
 
-from edgechat import app, moderation, recording
-from edgechat.config import Settings
-from edgechat.errors import (
+from edgechat.answer import moderation, recording
+from edgechat.answer.moderation import GUARD_MODEL, Verdict, answer_text, parse_verdict
+from edgechat.apis.openai import error_body
+from edgechat.config.settings import Settings
+from edgechat.core.errors import (
     ContentRefused,
     ModerationUnavailable,
     UpstreamBusy,
     UpstreamError,
     from_binding_error,
 )
-from edgechat.http import Incoming, Reply
-from edgechat.moderation import GUARD_MODEL, Verdict, answer_text, parse_verdict
-from edgechat.openai_api import error_body
-from edgechat.requests import ChatRequest, Message
+from edgechat.core.http import Incoming, Reply
+from edgechat.core.requests import ChatRequest, Message
+from edgechat.web import app
 from tests.kit.sse import Parsed, parse
 
 from .fakes import (

@@ -23,10 +23,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgechat import app, sse, upstream
-from edgechat.config import Settings
-from edgechat.delivery import FORWARD_BATCH_MAX_S, FORWARD_BATCH_S, forward_batch
-from edgechat.errors import (
+from edgechat.answer import upstream
+from edgechat.answer.delivery import FORWARD_BATCH_MAX_S, FORWARD_BATCH_S, forward_batch
+from edgechat.answer.framing import Outcome
+from edgechat.answer.upstream import UpstreamReader
+from edgechat.apis.openai import (
+    CATALOG_CREATED,
+    ChunkFraming,
+    CompletionFraming,
+    error_body,
+    finish_reason,
+    models_json,
+)
+from edgechat.config.settings import Settings
+from edgechat.core import sse
+from edgechat.core.errors import (
     ApiDisabled,
     BadRequest,
     DeadlineExceeded,
@@ -49,19 +60,10 @@ from edgechat.errors import (
     UpstreamRequestTooLarge,
     UpstreamTimeout,
 )
-from edgechat.framing import Outcome
-from edgechat.http import Incoming, Reply
-from edgechat.models import CATALOG, Model, Usage
-from edgechat.openai_api import (
-    CATALOG_CREATED,
-    ChunkFraming,
-    CompletionFraming,
-    error_body,
-    finish_reason,
-    models_json,
-)
-from edgechat.ports import Ai
-from edgechat.upstream import UpstreamReader
+from edgechat.core.http import Incoming, Reply
+from edgechat.core.models import CATALOG, Model, Usage
+from edgechat.core.ports import Ai
+from edgechat.web import app
 from tests.kit import upstream as wire
 from tests.kit.sse import MODEL, Event, parse
 

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgechat.config import Settings
-from edgechat.errors import BadRequest, ModelNotFound, PayloadTooLarge
-from edgechat.models import find
-from edgechat.requests import ChatRequest, Limits, Message, OpenAIRequest
-from edgechat.validation import parse_chat_request, parse_openai_request
+from edgechat.apis.body import parse_chat_request, parse_openai_request
+from edgechat.config.settings import Settings
+from edgechat.core.errors import BadRequest, ModelNotFound, PayloadTooLarge
+from edgechat.core.models import find
+from edgechat.core.requests import ChatRequest, Limits, Message, OpenAIRequest
 
 ALLOWED = ("glm", "kimi", "llama")
 LIMITS = Limits()

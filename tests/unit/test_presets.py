@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from edgechat.config import Settings
-from edgechat.errors import BadRequest
-from edgechat.presets import MAX_PRESETS, parse_presets, presets_json
-from edgechat.requests import Limits
-from edgechat.validation import parse_chat_request
+from edgechat.apis.body import parse_chat_request
+from edgechat.config.presets import MAX_PRESETS, parse_presets, presets_json
+from edgechat.config.settings import Settings
+from edgechat.core.errors import BadRequest
+from edgechat.core.requests import Limits
 
 PROMPT = "You translate between Chinese and English. secret-word-P7"
 TRANSLATOR: dict[str, Any] = {

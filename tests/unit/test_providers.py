@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from edgechat import app
-from edgechat.candidates import Cooling
-from edgechat.config import Settings
-from edgechat.errors import (
+from edgechat.answer.candidates import Cooling
+from edgechat.answer.providers import Provider, ProviderAi, provider_inputs
+from edgechat.config.settings import Settings
+from edgechat.core.errors import (
     ProviderError,
     UpstreamBusy,
     UpstreamError,
@@ -23,10 +23,10 @@ from edgechat.errors import (
     UpstreamTimeout,
     from_binding_error,
 )
-from edgechat.http import Incoming, Reply
-from edgechat.models import WireFormat, cost_usd
-from edgechat.providers import Provider, ProviderAi, provider_inputs
-from edgechat.requests import ChatRequest, Message
+from edgechat.core.http import Incoming, Reply
+from edgechat.core.models import WireFormat, cost_usd
+from edgechat.core.requests import ChatRequest, Message
+from edgechat.web import app
 from tests.kit.sse import Parsed, parse
 
 from .fakes import (

@@ -11,12 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgechat import sse, upstream
-from edgechat.errors import BadRequest, UpstreamBusy, UpstreamMalformed
-from edgechat.framing import Outcome, Whole
-from edgechat.requests import Limits
-from edgechat.responses import ResponseDocument, ResponseEvents
-from edgechat.validation import parse_responses_request
+from edgechat.answer import upstream
+from edgechat.answer.framing import Outcome, Whole
+from edgechat.apis.body import parse_responses_request
+from edgechat.apis.responses import ResponseDocument, ResponseEvents
+from edgechat.core import sse
+from edgechat.core.errors import BadRequest, UpstreamBusy, UpstreamMalformed
+from edgechat.core.requests import Limits
 from tests.kit import upstream as wire
 
 from .fakes import model, usage

@@ -8,8 +8,8 @@ import base64
 
 import pytest
 
-from edgechat.errors import BadRequest, ModelNotFound, UpstreamMalformed
-from edgechat.speech import (
+from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamMalformed
+from edgechat.media.speech import (
     TTS_MODEL,
     language_of,
     parse_openai_speech,

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgechat import sse
-from edgechat.errors import UpstreamBusy
+from edgechat.core import sse
+from edgechat.core.errors import UpstreamBusy
 from tests.kit.sse import MODEL, Event, parse
 
 LINE_BREAKERS = "\r\n\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e"

@@ -7,8 +7,8 @@ import base64
 
 import pytest
 
-from edgechat.errors import BadRequest, ModelNotFound, UpstreamMalformed
-from edgechat.transcription import WHISPER, audio_kind, check_audio, parse_form, transcribe
+from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamMalformed
+from edgechat.media.transcription import WHISPER, audio_kind, check_audio, parse_form, transcribe
 from tests.kit.audio import wav
 from tests.unit.fakes import FakeAi
 

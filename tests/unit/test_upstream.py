@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgechat import sse, upstream
-from edgechat.config import Settings
-from edgechat.errors import UpstreamMalformed
-from edgechat.moderation import answer_text
-from edgechat.upstream import Delta, DeltaKind, UpstreamReader
+from edgechat.answer import upstream
+from edgechat.answer.moderation import answer_text
+from edgechat.answer.upstream import Delta, DeltaKind, UpstreamReader
+from edgechat.config.settings import Settings
+from edgechat.core import sse
+from edgechat.core.errors import UpstreamMalformed
 from tests.kit import upstream as wire
 
 from .fakes import chat_request, model, openai_stream, usage

@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 
-from edgechat import app
-from edgechat.errors import StoreUnavailable, UpstreamError
-from edgechat.http import Incoming, Reply
-from edgechat.models import Model, cost_usd
-from edgechat.ports import KvError
-from edgechat.usage import (
+from edgechat.core.errors import StoreUnavailable, UpstreamError
+from edgechat.core.http import Incoming, Reply
+from edgechat.core.models import Model, cost_usd
+from edgechat.core.ports import KvError
+from edgechat.users.usage import (
     KEEP_S,
     MAX_LIST_CALLS,
     MAX_PAGES,
@@ -29,6 +28,7 @@ from edgechat.usage import (
     read_days,
     usage_days,
 )
+from edgechat.web import app
 
 from .fakes import Fail, FakeAi, FakeKv, FakePlatform, FakeSink, model, openai_stream
 from .fakes import usage as counts

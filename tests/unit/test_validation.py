@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgechat.errors import BadRequest, EdgechatError, PayloadTooLarge
-from edgechat.requests import ChatRequest, Limits, Message
-from edgechat.validation import parse_chat_request
+from edgechat.apis.body import parse_chat_request
+from edgechat.core.errors import BadRequest, EdgechatError, PayloadTooLarge
+from edgechat.core.requests import ChatRequest, Limits, Message
 
 ALLOWED = ("glm", "kimi", "llama")
 LIMITS = Limits()

@@ -1,0 +1,66 @@
+"""``POST /chat``'s framing: ``meta``, then the model's own SSE events byte
+for byte (relayed natively, see ``delivery.py``), then exactly one ``done`` or
+``error``.
+
+The closing carries ``meta``'s ``request_id``: a relayed stream reaches the
+client before Python has looked at it, so a ``done``/``error`` forged inside
+it could arrive first; the request id (random, never sent upstream) is what
+tells a client the closing is edgechat's."""
+
+from __future__ import annotations
+
+from edgechat.answer.framing import Outcome, Whole
+from edgechat.core import sse
+from edgechat.core.errors import EdgechatError
+from edgechat.core.models import Model
+
+__all__ = ["ChatFraming"]
+
+
+class ChatFraming:
+    relays_natively = True
+    ping = sse.PING
+    moderates_output = True
+
+    __slots__ = ("_request_id",)
+
+    def __init__(self, request_id: str) -> None:
+        self._request_id = request_id
+
+    def opening(self, model: Model) -> bytes:
+        return sse.event("meta", {"request_id": self._request_id, "model": model.id})
+
+    def first_words(self, model: Model, data: bytes) -> bytes:
+        return data
+
+    def feed(self, data: bytes) -> bytes:
+        return data
+
+    def whole(self, model: Model, answer: Whole) -> bytes:
+        # Sent as one event of the model's own shape, so the client reads it like a chunk.
+        return sse.data(answer.body)
+
+    def closing(self, outcome: Outcome, between_events: bool) -> bytes:
+        assert outcome.model is not None
+        done: dict[str, object] = {
+            "request_id": self._request_id,
+            "model": outcome.model.id,
+            "finish_reason": outcome.finish_reason,
+            "usage": outcome.usage,
+            "cost_usd": outcome.cost_usd(),
+            "ttft_ms": outcome.ttft_ms,
+        }
+        if outcome.fallback_from is not None:
+            done["fallback_from"] = outcome.fallback_from.id
+        if outcome.cached:
+            done["cached"] = True
+        if outcome.moderation is not None:
+            done["moderation"] = outcome.moderation.to_json()
+        return _close(between_events) + sse.event("done", done)
+
+    def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
+        return _close(between_events) + sse.error(exc, self._request_id)
+
+
+def _close(between_events: bool) -> bytes:
+    return b"" if between_events else sse.CLOSE_EVENT

@@ -1,0 +1,568 @@
+"""Operator settings, read from the Worker's ``[vars]`` and secrets.
+
+Every variable is optional; an empty value counts as unset. A bad value raises
+``ValueError`` naming the variable (never echoing a secret or the system
+prompt): configuration errors are the operator's. The runner and
+``scripts/check-config.sh`` (run by ``npm run deploy``) stop on them with that
+message; at the edge every request gets a generic 500 ``misconfigured`` and
+the log gets the message.
+
+=========================  ==========================  =================================
+variable                   default                     meaning
+=========================  ==========================  =================================
+SYSTEM_PROMPT              a short friendly prompt     owned by the server, not a secret
+MODELS                     glm,kimi,llama              allowed models (aliases or ids)
+DEFAULT_MODEL              glm                         used when a request names none
+FALLBACK_CHAIN             glm,llama                   tried in order on fallback-worthy
+                                                       errors before the first token
+MAX_BODY_BYTES             65536                       request body cap (413)
+MAX_MESSAGES               50                          messages per request
+MAX_MESSAGE_CHARS          8000                        characters per message
+MAX_TOTAL_CHARS            32000                       characters over all messages
+DEFAULT_OUTPUT_TOKENS      1024                        output cap when max_tokens absent
+MAX_OUTPUT_TOKENS          4096                        highest max_tokens accepted
+MAX_IMAGES                 4                           images per request, history included
+MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
+MAX_JSON_DEPTH             32                          nesting of a JSON body (at most 64)
+MAX_CONVERSATIONS          1000                        live conversations per user on the server
+MAX_HISTORY_BYTES          52428800                    a user's stored conversations (50 MiB)
+MAX_CONVERSATION_BYTES     1048576                     one conversation's PUT body (1 MiB)
+MAX_BATCH_BYTES            4194304                     a batch write's body (4 MiB)
+MAX_BATCH_CONVERSATIONS    50                          conversations a batch write holds
+MAX_SHARES                 100                         live share links per user
+MAX_SHARE_DAYS             365                         the longest a share link lives
+MAX_FILE_BYTES             3145728                     one image kept on the server (3 MiB)
+MAX_FILES_BYTES            209715200                   a user's images on the server (200 MiB)
+MAX_FILES                  2000                        a user's images on the server
+MAX_SHARE_IMAGES           20                          images one share link copies
+FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
+IDLE_TIMEOUT_S             30                          longest upstream silence
+TOTAL_TIMEOUT_S            300                         deadline for the whole answer
+HEARTBEAT_S                15                          ": ping" interval while silent
+ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
+API_TOKEN (secret)         (none)                      bearer token required when set (the
+                                                       key named api_token), >= 16 chars
+API_KEYS (secret)          (none)                      named keys, name:token, comma-separated;
+                                                       each key is a user
+ACCESS_TEAM_DOMAIN         (none)                      Cloudflare Access team (https://<team>.
+                                                       cloudflareaccess.com); with ACCESS_AUD,
+                                                       a valid Access token or a key is required
+ACCESS_AUD                 (none)                      the Access application's AUD tag
+ADMINS                     (none)                      emails or key names that are admins
+USER_DAILY_USD             (none)                      each user's daily budget in USD, at list
+                                                       price (needs the USAGE_DB binding)
+USER_DAILY_NEURONS         (none)                      each user's daily budget in Neurons
+KEY_DAILY_USD              (none)                      named keys' own daily budgets in USD,
+                                                       name:amount (name:none: no limit)
+KEY_DAILY_NEURONS          (none)                      named keys' own daily budgets in
+                                                       Neurons, name:amount or name:none
+DAILY_NEURON_LIMIT         (none)                      the account's Workers AI Neurons a day
+                                                       (10000: the free allocation)
+LOG_PROMPTS                false                       log prompt text (privacy!)
+CACHE_MODE                 deterministic               answers kept in KV: off, deterministic
+                                                       (temperature 0 or a seed), all
+CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
+AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
+COOLDOWN_MAX_S             3600                        the longest a model that answered 3040
+                                                       is skipped (3036/4006: all Workers AI
+                                                       models until 00:00 UTC; 0: none)
+USAGE_COUNTING             true                        count answers in KV for /api/usage
+                                                       (one KV write per answer)
+MODERATION                 off                         Llama Guard checks: off, input,
+                                                       input,output
+MODERATION_FAIL            open                        a failed check lets the request
+                                                       through (open) or refuses it (closed)
+HISTORY_RETENTION_DAYS     (none)                      days a conversation on the server lives
+                                                       after its last write
+PRESETS                    (none)                      a JSON array of presets (presets.py):
+                                                       name, title, system_prompt, model,
+                                                       temperature, greeting
+PROVIDERS                  (none)                      providers' own APIs tried after the
+                                                       chain: <NAME>_BASE_URL, <NAME>_MODEL,
+                                                       <NAME>_API_KEY (secret),
+                                                       <NAME>_PRICE_IN, <NAME>_PRICE_OUT
+=========================  ==========================  =================================
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from urllib.parse import urlsplit
+
+from edgechat.answer.providers import BUILTIN, NAME, Provider
+from edgechat.config.presets import Preset, parse_presets
+from edgechat.core.http import normalize_origin
+from edgechat.core.models import CATALOG, Model, find
+from edgechat.core.requests import JSON_DEPTH_CEILING, Limits
+from edgechat.users.budget import Limits as BudgetLimits
+from edgechat.users.identity import Access, ApiKey, Rules
+
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
+
+# Deliberately plain: the system prompt is visible to anyone who asks the model
+# for it, so it holds no secret and no rule that security depends on.
+DEFAULT_SYSTEM_PROMPT = (
+    "You are a helpful, friendly assistant. Answer clearly and concisely, "
+    "and say so when you are not sure."
+)
+
+CACHE_MODES = ("off", "deterministic", "all")
+# KV refuses an expirationTtl below 60 s.
+MIN_CACHE_TTL_S = 60
+
+_TRUE = frozenset(("1", "true", "yes", "on"))
+_FALSE = frozenset(("0", "false", "no", "off"))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    system_prompt: str = DEFAULT_SYSTEM_PROMPT
+    models: tuple[str, ...] = ("glm", "kimi", "llama")
+    default_model: str = "glm"
+    fallback_chain: tuple[str, ...] = ("glm", "llama")
+    limits: Limits = field(default_factory=Limits)
+    first_token_timeout_s: float = 60.0
+    idle_timeout_s: float = 30.0
+    total_timeout_s: float = 300.0
+    heartbeat_s: float = 15.0
+    allowed_origins: tuple[str, ...] = ()
+    api_token: str | None = field(default=None, repr=False)
+    log_prompts: bool = False
+    cache_mode: str = "deterministic"
+    cache_ttl_s: int = 86_400
+    ai_gateway_id: str | None = None
+    count_usage: bool = True
+    cooldown_max_s: int = 3600
+    moderate_input: bool = False
+    moderate_output: bool = False
+    moderation_fail_closed: bool = False
+    providers: tuple[Provider, ...] = ()
+    # Who may ask: the keys (API_TOKEN, API_KEYS), Access, ADMINS.
+    identity: Rules = field(default_factory=Rules, repr=False)
+    budget: BudgetLimits = field(default_factory=BudgetLimits)
+    presets: tuple[Preset, ...] = ()
+    # Days a conversation on the server lives after its last write (None: for ever).
+    history_retention_days: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
+            # API_TOKEN is one key, however the settings were made.
+            keys = (ApiKey("api_token", self.api_token), *self.identity.keys)
+            object.__setattr__(self, "identity", replace(self.identity, keys=keys))
+        if not self.models:
+            raise ValueError("MODELS must list at least one model")
+        for name in self.models:
+            model = find(name)
+            if model is None or model.alias != name:
+                raise ValueError(f"MODELS lists an unknown model; known: {_known()}")
+        if self.default_model not in self.models:
+            raise ValueError("DEFAULT_MODEL must be one of MODELS")
+        for name in self.fallback_chain:
+            if name not in self.models:
+                raise ValueError("FALLBACK_CHAIN may only list models that are in MODELS")
+        for var, seconds in (
+            ("FIRST_TOKEN_TIMEOUT_S", self.first_token_timeout_s),
+            ("IDLE_TIMEOUT_S", self.idle_timeout_s),
+            ("TOTAL_TIMEOUT_S", self.total_timeout_s),
+            ("HEARTBEAT_S", self.heartbeat_s),
+        ):
+            if not math.isfinite(seconds) or seconds <= 0:
+                raise ValueError(f"{var} must be a positive number of seconds")
+        if self.first_token_timeout_s > self.total_timeout_s:
+            raise ValueError("FIRST_TOKEN_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
+        if self.idle_timeout_s > self.total_timeout_s:
+            raise ValueError("IDLE_TIMEOUT_S must not exceed TOTAL_TIMEOUT_S")
+        if self.cache_mode not in CACHE_MODES:
+            raise ValueError(f"CACHE_MODE must be one of {', '.join(CACHE_MODES)}")
+        if self.cache_ttl_s < MIN_CACHE_TTL_S:
+            raise ValueError(f"CACHE_TTL_S must be at least {MIN_CACHE_TTL_S} seconds")
+        for index, preset in enumerate(self.presets):
+            if preset.model is not None and preset.model not in self.models:
+                raise ValueError(f"PRESETS[{index}].model must be one of MODELS")
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, object]) -> Settings:
+        return cls.from_vars(values.get)
+
+    @classmethod
+    def from_vars(cls, get: Callable[[str], object]) -> Settings:
+        """Read every variable through ``get`` (e.g. ``lambda k: getattr(env, k, None)``).
+
+        Values are normally strings; numbers and booleans (``[vars]`` may hold
+        JSON values) are accepted too.
+        """
+        defaults = cls()
+        models = _models("MODELS", get) or defaults.models
+        default_model = _alias("DEFAULT_MODEL", get) or defaults.default_model
+        chain = _models("FALLBACK_CHAIN", get)
+        if chain is None:
+            # The default chain, minus models the operator did not allow.
+            chain = tuple(name for name in defaults.fallback_chain if name in models)
+        base = defaults.limits
+        if _int("DEFAULT_OUTPUT_TOKENS", get, base.default_output_tokens) > _int(
+            "MAX_OUTPUT_TOKENS", get, base.max_output_tokens
+        ):
+            raise ValueError("DEFAULT_OUTPUT_TOKENS must not exceed MAX_OUTPUT_TOKENS")
+        if _int("MAX_JSON_DEPTH", get, base.max_json_depth) > JSON_DEPTH_CEILING:
+            raise ValueError(f"MAX_JSON_DEPTH must be at most {JSON_DEPTH_CEILING}")
+        # Each limit is the [vars] entry of its upper-case name.
+        limits = Limits(
+            **{
+                name: _int(name.upper(), get, value)
+                for name, value in defaults.limits.to_json().items()
+            }
+        )
+        identity = _identity(get)
+        return cls(
+            system_prompt=_text("SYSTEM_PROMPT", get) or defaults.system_prompt,
+            models=models,
+            default_model=default_model,
+            fallback_chain=chain,
+            limits=limits,
+            first_token_timeout_s=_seconds(
+                "FIRST_TOKEN_TIMEOUT_S", get, defaults.first_token_timeout_s
+            ),
+            idle_timeout_s=_seconds("IDLE_TIMEOUT_S", get, defaults.idle_timeout_s),
+            total_timeout_s=_seconds("TOTAL_TIMEOUT_S", get, defaults.total_timeout_s),
+            heartbeat_s=_seconds("HEARTBEAT_S", get, defaults.heartbeat_s),
+            allowed_origins=_origins("ALLOWED_ORIGINS", get),
+            api_token=_text("API_TOKEN", get),
+            log_prompts=_bool("LOG_PROMPTS", get, defaults.log_prompts),
+            cache_mode=(_text("CACHE_MODE", get) or defaults.cache_mode).lower(),
+            cache_ttl_s=_int("CACHE_TTL_S", get, defaults.cache_ttl_s),
+            ai_gateway_id=_text("AI_GATEWAY_ID", get),
+            count_usage=_bool("USAGE_COUNTING", get, defaults.count_usage),
+            cooldown_max_s=_whole("COOLDOWN_MAX_S", get, defaults.cooldown_max_s),
+            **_moderation("MODERATION", get),
+            moderation_fail_closed=_choice("MODERATION_FAIL", get, ("open", "closed")) == "closed",
+            providers=_providers("PROVIDERS", get),
+            identity=identity,
+            budget=BudgetLimits(
+                user_usd=_usd("USER_DAILY_USD", get),
+                user_neurons=_int("USER_DAILY_NEURONS", get, 0) or None,
+                account_neurons=_int("DAILY_NEURON_LIMIT", get, 0) or None,
+                key_usd=_key_limits("KEY_DAILY_USD", get, identity.keys, _amount_usd),
+                key_neurons=_key_limits("KEY_DAILY_NEURONS", get, identity.keys, _amount_neurons),
+            ),
+            presets=_presets("PRESETS", get),
+            history_retention_days=_int("HISTORY_RETENTION_DAYS", get, 0) or None,
+        )
+
+    def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
+        """Models to try, in order, when ``model`` failed fallback-worthily before its first token.
+
+        A model in the chain falls back to the entries after it; any other
+        allowed model (say, a paid-only Kimi on the Free plan) to the whole chain.
+        """
+        chain = self.fallback_chain
+        if model.alias in chain:
+            chain = chain[chain.index(model.alias) + 1 :]
+        found = (find(name) for name in chain if name != model.alias)
+        return tuple(entry for entry in found if entry is not None)
+
+
+def _known() -> str:
+    return ", ".join(model.alias for model in CATALOG)
+
+
+def _text(var: str, get: Callable[[str], object]) -> str | None:
+    value = get(var)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    elif isinstance(value, int | float):
+        value = str(value)
+    if not isinstance(value, str):
+        raise ValueError(f"{var} must be a string")
+    return value.strip() or None
+
+
+def _list(var: str, get: Callable[[str], object]) -> tuple[str, ...] | None:
+    text = _text(var, get)
+    if text is None:
+        return None
+    items = tuple(item.strip() for item in text.split(","))
+    return tuple(dict.fromkeys(item for item in items if item)) or None
+
+
+def _alias(var: str, get: Callable[[str], object]) -> str | None:
+    name = _text(var, get)
+    if name is None:
+        return None
+    model = find(name)
+    if model is None:
+        raise ValueError(f"{var} names an unknown model; known: {_known()}")
+    return model.alias
+
+
+def _models(var: str, get: Callable[[str], object]) -> tuple[str, ...] | None:
+    names = _list(var, get)
+    if names is None:
+        return None
+    aliases: list[str] = []
+    for name in names:
+        model = find(name)
+        if model is None:
+            raise ValueError(f"{var} lists an unknown model; known: {_known()}")
+        aliases.append(model.alias)
+    return tuple(dict.fromkeys(aliases))
+
+
+def _int(var: str, get: Callable[[str], object], default: int) -> int:
+    text = _text(var, get)
+    if text is None:
+        return default
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise ValueError(f"{var} must be a positive whole number")
+    return number
+
+
+def _whole(var: str, get: Callable[[str], object], default: int) -> int:
+    """A whole number that may be 0."""
+    text = _text(var, get)
+    if text is None:
+        return default
+    if not text.isdigit():
+        raise ValueError(f"{var} must be a whole number, 0 or more")
+    return int(text)
+
+
+def _seconds(var: str, get: Callable[[str], object], default: float) -> float:
+    text = _text(var, get)
+    if text is None:
+        return default
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{var} must be a positive number of seconds")
+    return seconds
+
+
+def _bool(var: str, get: Callable[[str], object], default: bool) -> bool:
+    text = _text(var, get)
+    if text is None:
+        return default
+    if text.lower() in _TRUE:
+        return True
+    if text.lower() in _FALSE:
+        return False
+    raise ValueError(f"{var} must be true or false")
+
+
+def _origins(var: str, get: Callable[[str], object]) -> tuple[str, ...]:
+    origins: list[str] = []
+    for entry in _list(var, get) or ():
+        origin = normalize_origin(entry)
+        if origin is None:
+            raise ValueError(
+                f"{var} must be a comma-separated list of origins like https://chat.example.com"
+            )
+        origins.append(origin)
+    return tuple(dict.fromkeys(origins))
+
+
+def _choice(var: str, get: Callable[[str], object], choices: tuple[str, ...]) -> str:
+    text = (_text(var, get) or choices[0]).lower()
+    if text not in choices:
+        raise ValueError(f"{var} must be one of {', '.join(choices)}")
+    return text
+
+
+def _moderation(var: str, get: Callable[[str], object]) -> dict[str, bool]:
+    parts = {part.lower() for part in _list(var, get) or ("off",)}
+    if parts == {"off"}:
+        return {"moderate_input": False, "moderate_output": False}
+    if parts not in ({"input"}, {"input", "output"}):
+        raise ValueError(f"{var} must be off, input, or input,output")
+    return {"moderate_input": True, "moderate_output": "output" in parts}
+
+
+def _providers(var: str, get: Callable[[str], object]) -> tuple[Provider, ...]:
+    """The providers named in ``var`` that have a key; one without its key is
+    skipped (a deployment may name them all and set keys where it has them)."""
+    providers: list[Provider] = []
+    for name in dict.fromkeys(item.lower() for item in _list(var, get) or ()):
+        if not NAME.fullmatch(name):
+            raise ValueError(f"{var} names must be lower-case letters, digits and _")
+        prefix = name.upper()
+        builtin = BUILTIN.get(name)
+        base_url = _text(f"{prefix}_BASE_URL", get) or (builtin[0] if builtin else None)
+        model = _text(f"{prefix}_MODEL", get) or (builtin[1] if builtin else None)
+        if base_url is None or model is None:
+            raise ValueError(f"{var}: {prefix}_BASE_URL and {prefix}_MODEL are needed for {name}")
+        _check_base_url(f"{prefix}_BASE_URL", base_url)
+        price_in = _price(f"{prefix}_PRICE_IN", get)
+        price_out = _price(f"{prefix}_PRICE_OUT", get)
+        key = _text(f"{prefix}_API_KEY", get)
+        if key is None:
+            continue
+        providers.append(Provider(name, base_url, model, key, price_in, price_out))
+    return tuple(providers)
+
+
+def _presets(var: str, get: Callable[[str], object]) -> tuple[Preset, ...]:
+    """The presets, each naming its model by alias (``MODELS`` holds aliases)."""
+    presets = []
+    for index, preset in enumerate(parse_presets(get(var))):
+        if preset.model is not None:
+            model = find(preset.model)
+            if model is None:
+                raise ValueError(f"{var}[{index}].model names an unknown model; known: {_known()}")
+            preset = dataclasses.replace(preset, model=model.alias)
+        presets.append(preset)
+    return tuple(presets)
+
+
+def _check_base_url(var: str, url: str) -> None:
+    parts = urlsplit(url)
+    local = parts.hostname in ("127.0.0.1", "localhost", "::1")
+    if (
+        not parts.hostname
+        or parts.scheme not in ("https", "http")
+        or (parts.scheme == "http" and not local)
+    ):
+        # A key sent over plain HTTP could be read on the way: loopback only.
+        raise ValueError(f"{var} must be an https:// URL (http:// only for a local server)")
+
+
+def _usd(var: str, get: Callable[[str], object]) -> float | None:
+    text = _text(var, get)
+    if text is None:
+        return None
+    try:
+        amount = float(text)
+    except ValueError:
+        amount = math.nan
+    if not math.isfinite(amount) or amount <= 0:
+        raise ValueError(f"{var} must be a positive amount of US dollars")
+    return amount
+
+
+def _amount_usd(text: str) -> float | None:
+    try:
+        amount = float(text)
+    except ValueError:
+        return None
+    return amount if math.isfinite(amount) and amount > 0 else None
+
+
+def _amount_neurons(text: str) -> int | None:
+    return int(text) if text.isdigit() and int(text) > 0 else None
+
+
+def _key_limits[N: (int, float)](
+    var: str,
+    get: Callable[[str], object],
+    keys: tuple[ApiKey, ...],
+    amount: Callable[[str], N | None],
+) -> tuple[tuple[str, N | None], ...]:
+    """A named key's own daily limit, in place of USER_DAILY_USD or
+    USER_DAILY_NEURONS: ``name:amount`` pairs, comma-separated, ``name:none``
+    for no limit. Each name must be a key (API_KEYS, or api_token for
+    API_TOKEN), once. Without any key (``scripts/check-config.sh`` sees no
+    secrets) only the entries' form is checked."""
+    text = _text(var, get)
+    if text is None:
+        return ()
+    names = {key.name for key in keys}
+    unit = "US dollars" if var.endswith("_USD") else "Neurons"
+    found: dict[str, N | None] = {}
+    for number, entry in enumerate(re.split(r"[,\s]+", text.strip()), 1):
+        if not entry:
+            continue
+        name, colon, value = entry.partition(":")
+        if not colon or not _KEY_NAME.fullmatch(name) or (names and name not in names):
+            known = f" ({', '.join(sorted(names))})" if names else ""
+            raise ValueError(
+                f"{var} entry {number} must be name:amount, the name one of the keys{known}"
+            )
+        if name in found:
+            raise ValueError(f"{var} names the key {name} more than once")
+        limit = None if value.lower() == "none" else amount(value)
+        if limit is None and value.lower() != "none":
+            raise ValueError(
+                f"{var} entry {number} ({name}) must be a positive amount of {unit}, or none"
+            )
+        found[name] = limit
+    return tuple(("key:" + name, limit) for name, limit in found.items())
+
+
+def _price(var: str, get: Callable[[str], object]) -> float | None:
+    text = _text(var, get)
+    if text is None:
+        return None
+    try:
+        price = float(text)
+    except ValueError:
+        price = math.nan
+    if not math.isfinite(price) or price < 0:
+        raise ValueError(f"{var} must be a price in USD per million tokens")
+    return price
+
+
+_KEY_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+MIN_KEY_CHARS = 16
+
+
+def _api_keys(get: Callable[[str], object]) -> tuple[ApiKey, ...]:
+    """``API_TOKEN`` (the key ``api_token``) and ``API_KEYS``' ``name:token``
+    pairs; a refusal names the entry by position, never its token."""
+    keys: list[ApiKey] = []
+    token = _text("API_TOKEN", get)
+    if token is not None:
+        if len(token) < MIN_KEY_CHARS:
+            # A short token is guessable, and it is also taken out of every
+            # stream that holds it: one a model's envelope holds (``t``)
+            # would break every event.
+            raise ValueError(
+                f"API_TOKEN must be at least {MIN_KEY_CHARS} characters "
+                "(for example: openssl rand -hex 24)"
+            )
+        keys.append(ApiKey("api_token", token))
+    text = _text("API_KEYS", get) or ""
+    for number, entry in enumerate(re.split(r"[,\s]+", text.strip()), 1):
+        if not entry:
+            continue
+        name, _, token = entry.partition(":")
+        if not _KEY_NAME.fullmatch(name) or len(token) < MIN_KEY_CHARS:
+            raise ValueError(
+                f"API_KEYS entry {number} must be name:token (a name of letters, digits, "
+                f"_ . @ -, and a token of at least {MIN_KEY_CHARS} characters)"
+            )
+        keys.append(ApiKey(name, token))
+    if len({key.name for key in keys}) != len(keys) or len({k.token for k in keys}) != len(keys):
+        raise ValueError("API_KEYS names and tokens must each be unique (api_token is API_TOKEN)")
+    return tuple(keys)
+
+
+def _access(get: Callable[[str], object]) -> Access | None:
+    team, aud = _text("ACCESS_TEAM_DOMAIN", get), _text("ACCESS_AUD", get)
+    if team is None and aud is None:
+        return None
+    if team is None or aud is None:
+        raise ValueError("ACCESS_TEAM_DOMAIN and ACCESS_AUD go together: set both or neither")
+    url = team if "://" in team else "https://" + team
+    _check_base_url("ACCESS_TEAM_DOMAIN", url)
+    parts = urlsplit(url)
+    if parts.path not in ("", "/") or parts.query or parts.fragment:
+        raise ValueError("ACCESS_TEAM_DOMAIN must be a domain like <team>.cloudflareaccess.com")
+    return Access(f"{parts.scheme}://{parts.netloc}".lower(), aud)
+
+
+def _identity(get: Callable[[str], object]) -> Rules:
+    return Rules(
+        keys=_api_keys(get),
+        access=_access(get),
+        admins=frozenset(_list("ADMINS", get) or ()),
+    )
