@@ -244,7 +244,7 @@ function buildBundle() {
 // starts: a bad value stops here with the message naming the variable.
 function checkSettings(derivedPath, main, sources) {
   // Only a Worker built on edgechat's settings (its main beside edgechat/).
-  if (!existsSync(join(dirname(main), "edgechat", "config.py")) || !existsSync(PYTHON)) return;
+  if (!existsSync(join(dirname(main), "edgechat", "config", "settings.py")) || !existsSync(PYTHON)) return;
   const args = [join(ROOT, "scripts", "check_config.py"), "--config", derivedPath, "--sources", sources.join(", ")];
   const result = spawnSync(PYTHON, args, {
     env: { ...process.env, PYTHONPATH: join(ROOT, "src") },
