@@ -31,7 +31,8 @@ from edgechat.answer.deadlines import Deadlines
 from edgechat.answer.framing import Framing
 from edgechat.apis.chat import ChatFraming
 from edgechat.config.settings import Settings
-from edgechat.core.errors import PayloadTooLarge, UpstreamError
+from edgechat.core.errors import PayloadTooLarge
+from edgechat.core.faults import UpstreamError
 from edgechat.core.models import Model, Usage, find
 from edgechat.core.ports import (
     TIMED_OUT,

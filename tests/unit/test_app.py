@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from edgechat.core.errors import UpstreamBusy, UpstreamMisconfigured, UpstreamRateLimited
+from edgechat.core.faults import UpstreamBusy, UpstreamMisconfigured, UpstreamRateLimited
 from edgechat.core.http import Incoming, Reply
 from edgechat.core.models import catalog_json
 from edgechat.media.documents import document_url_size

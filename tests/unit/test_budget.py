@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from edgechat.answer.candidates import Cooling
-from edgechat.core.errors import BudgetExhausted, UpstreamQuotaExhausted
+from edgechat.core.errors import BudgetExhausted
+from edgechat.core.faults import UpstreamQuotaExhausted
 from edgechat.core.http import Incoming
 from edgechat.core.models import find
 from edgechat.users import budget

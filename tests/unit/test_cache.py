@@ -32,7 +32,7 @@ from edgechat.answer.cache import (
 from edgechat.answer.recording import MAX_RECORDED_BYTES
 from edgechat.apis.body import parse_openai_request
 from edgechat.config.settings import DEFAULT_SYSTEM_PROMPT, Settings
-from edgechat.core.errors import UpstreamBusy, UpstreamError
+from edgechat.core.faults import UpstreamBusy, UpstreamError
 from edgechat.core.http import Incoming, Reply
 from edgechat.core.models import Model, cost_usd
 from edgechat.core.ports import TIMED_OUT

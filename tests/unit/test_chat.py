@@ -23,7 +23,7 @@ from edgechat.answer.delivery import MAX_HELD_BYTES, watch_interval
 from edgechat.answer.upstream import TAIL_BYTES
 from edgechat.config.settings import Settings
 from edgechat.core import sse
-from edgechat.core.errors import (
+from edgechat.core.faults import (
     BINDING_CODES,
     DeadlineExceeded,
     UpstreamBadRequest,

@@ -8,7 +8,7 @@ import pytest
 
 from edgechat.answer.deadlines import Deadlines
 from edgechat.config.settings import Settings
-from edgechat.core.errors import DeadlineExceeded, NoFirstToken
+from edgechat.core.faults import DeadlineExceeded, NoFirstToken
 
 from .fakes import FakeUpstream
 

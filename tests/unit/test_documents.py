@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from edgechat.apis.body import parse_chat_request, parse_openai_request
-from edgechat.core.errors import BadRequest, UpstreamBusy
+from edgechat.core.errors import BadRequest
+from edgechat.core.faults import UpstreamBusy
 from edgechat.core.requests import ChatRequest, Limits
 from edgechat.media import documents
 from tests.kit.documents import DOCX, PDF, XLSX, docx, file_part, pdf, xlsx, zip_bomb_docx

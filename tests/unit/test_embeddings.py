@@ -15,7 +15,8 @@ import pytest
 
 from edgechat.apis.body import MAX_EMBEDDING_INPUTS, parse_embeddings_request
 from edgechat.apis.embeddings import embed, embeddings_json
-from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamBusy, UpstreamMalformed
+from edgechat.core.errors import BadRequest, ModelNotFound
+from edgechat.core.faults import UpstreamBusy, UpstreamMalformed
 from edgechat.core.models import EMBEDDING_CATALOG
 from edgechat.core.requests import EmbeddingsRequest, Limits
 

@@ -5,17 +5,19 @@ import re
 
 import pytest
 
-from edgechat.core import errors
+from edgechat.core import errors, faults
 from edgechat.core.errors import (
-    BINDING_CODES,
     BadRequest,
     ClientError,
-    DeadlineExceeded,
     EdgechatError,
     MethodNotAllowed,
     NotFound,
     PayloadTooLarge,
     RateLimited,
+)
+from edgechat.core.faults import (
+    BINDING_CODES,
+    DeadlineExceeded,
     UpstreamBusy,
     UpstreamError,
     UpstreamMisconfigured,
@@ -29,7 +31,8 @@ from tests.kit.workers_ai import BINDING_ERRORS
 
 ALL_ERRORS: list[type[EdgechatError]] = [
     value
-    for value in vars(errors).values()
+    for module in (errors, faults)
+    for value in vars(module).values()
     if isinstance(value, type) and issubclass(value, EdgechatError)
 ]
 
@@ -43,7 +46,7 @@ def test_every_documented_binding_code_is_mapped_as_promised() -> None:
         assert ("Retry-After" in exc.headers()) is promised.retry_after, code
         # A used-up allocation goes to the providers, never to another
         # Workers AI model of the chain.
-        chain = exc.fallback_worthy and not isinstance(exc, errors.UpstreamQuotaExhausted)
+        chain = exc.fallback_worthy and not isinstance(exc, faults.UpstreamQuotaExhausted)
         assert chain is promised.fallback, code
         assert exc.binding_code == code
 

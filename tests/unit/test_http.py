@@ -5,13 +5,8 @@ import json
 
 import pytest
 
-from edgechat.core.errors import (
-    EdgechatError,
-    MethodNotAllowed,
-    NotFound,
-    RateLimited,
-    UpstreamBusy,
-)
+from edgechat.core.errors import EdgechatError, MethodNotAllowed, NotFound, RateLimited
+from edgechat.core.faults import UpstreamBusy
 from edgechat.core.http import (
     API_HEADERS,
     Reply,

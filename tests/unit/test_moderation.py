@@ -22,13 +22,8 @@ from edgechat.answer import moderation, recording
 from edgechat.answer.moderation import GUARD_MODEL, Verdict, answer_text, parse_verdict
 from edgechat.apis.openai import error_body
 from edgechat.config.settings import Settings
-from edgechat.core.errors import (
-    ContentRefused,
-    ModerationUnavailable,
-    UpstreamBusy,
-    UpstreamError,
-    from_binding_error,
-)
+from edgechat.core.errors import ContentRefused, ModerationUnavailable
+from edgechat.core.faults import UpstreamBusy, UpstreamError, from_binding_error
 from edgechat.core.http import Incoming, Reply
 from edgechat.core.requests import ChatRequest, Message
 from edgechat.web import app

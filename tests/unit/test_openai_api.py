@@ -40,7 +40,6 @@ from edgechat.core import sse
 from edgechat.core.errors import (
     ApiDisabled,
     BadRequest,
-    DeadlineExceeded,
     EdgechatError,
     Forbidden,
     MethodNotAllowed,
@@ -52,6 +51,9 @@ from edgechat.core.errors import (
     StoreUnavailable,
     Unauthorized,
     UnsupportedMediaType,
+)
+from edgechat.core.faults import (
+    DeadlineExceeded,
     UpstreamBusy,
     UpstreamError,
     UpstreamMalformed,

@@ -13,7 +13,7 @@ import pytest
 from edgechat.answer.candidates import Cooling
 from edgechat.answer.providers import Provider, ProviderAi, provider_inputs
 from edgechat.config.settings import Settings
-from edgechat.core.errors import (
+from edgechat.core.faults import (
     ProviderError,
     UpstreamBusy,
     UpstreamError,

@@ -16,7 +16,8 @@ from edgechat.answer.framing import Outcome, Whole
 from edgechat.apis.body import parse_responses_request
 from edgechat.apis.responses import ResponseDocument, ResponseEvents
 from edgechat.core import sse
-from edgechat.core.errors import BadRequest, UpstreamBusy, UpstreamMalformed
+from edgechat.core.errors import BadRequest
+from edgechat.core.faults import UpstreamBusy, UpstreamMalformed
 from edgechat.core.requests import Limits
 from tests.kit import upstream as wire
 

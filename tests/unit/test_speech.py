@@ -8,7 +8,8 @@ import base64
 
 import pytest
 
-from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamMalformed
+from edgechat.core.errors import BadRequest, ModelNotFound
+from edgechat.core.faults import UpstreamMalformed
 from edgechat.media.speech import (
     TTS_MODEL,
     language_of,

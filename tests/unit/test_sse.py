@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edgechat.core import sse
-from edgechat.core.errors import UpstreamBusy
+from edgechat.core.faults import UpstreamBusy
 from tests.kit.sse import MODEL, Event, parse
 
 LINE_BREAKERS = "\r\n\u2028\u2029\x85\x0b\x0c\x1c\x1d\x1e"

@@ -7,7 +7,8 @@ import base64
 
 import pytest
 
-from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamMalformed
+from edgechat.core.errors import BadRequest, ModelNotFound
+from edgechat.core.faults import UpstreamMalformed
 from edgechat.media.transcription import WHISPER, audio_kind, check_audio, parse_form, transcribe
 from tests.kit.audio import wav
 from tests.unit.fakes import FakeAi

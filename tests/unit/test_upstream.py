@@ -14,7 +14,7 @@ from edgechat.answer.moderation import answer_text
 from edgechat.answer.upstream import Delta, DeltaKind, UpstreamReader
 from edgechat.config.settings import Settings
 from edgechat.core import sse
-from edgechat.core.errors import UpstreamMalformed
+from edgechat.core.faults import UpstreamMalformed
 from tests.kit import upstream as wire
 
 from .fakes import chat_request, model, openai_stream, usage

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from edgechat.core.errors import StoreUnavailable, UpstreamError
+from edgechat.core.errors import StoreUnavailable
+from edgechat.core.faults import UpstreamError
 from edgechat.core.http import Incoming, Reply
 from edgechat.core.models import Model, cost_usd
 from edgechat.core.ports import KvError

@@ -36,13 +36,8 @@ from edgechat.answer.framing import Framing, Outcome
 from edgechat.answer.moderation import CHECK_FAILURES, Verdict
 from edgechat.answer.recording import Recording
 from edgechat.answer.upstream import Redaction
-from edgechat.core.errors import (
-    DeadlineExceeded,
-    EdgechatError,
-    ModerationUnavailable,
-    NoFirstToken,
-    UpstreamError,
-)
+from edgechat.core.errors import EdgechatError, ModerationUnavailable
+from edgechat.core.faults import DeadlineExceeded, NoFirstToken, UpstreamError
 from edgechat.core.models import Model
 from edgechat.core.ports import ClientGone, Sink, Streams, UpstreamStream
 from edgechat.core.requests import ChatRequest

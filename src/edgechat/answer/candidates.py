@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 
 from edgechat.config.settings import Settings
-from edgechat.core.errors import UpstreamError, UpstreamQuotaExhausted
+from edgechat.core.faults import UpstreamError, UpstreamQuotaExhausted
 from edgechat.core.models import Model
 from edgechat.core.requests import ChatRequest
 from edgechat.users.usage import next_midnight

@@ -11,7 +11,7 @@ import math
 from collections.abc import Callable
 
 from edgechat.config.settings import Settings
-from edgechat.core.errors import DeadlineExceeded, NoFirstToken
+from edgechat.core.faults import DeadlineExceeded, NoFirstToken
 from edgechat.core.ports import UpstreamStream
 
 __all__ = ["Deadlines"]

@@ -23,7 +23,7 @@ from edgechat.answer.upstream import (
 )
 from edgechat.config.settings import Settings
 from edgechat.core import sse
-from edgechat.core.errors import UpstreamMalformed
+from edgechat.core.faults import UpstreamMalformed
 from edgechat.core.models import Model
 from edgechat.core.ports import TIMED_OUT, ClientGone, Forward, Sink, TimedOut, UpstreamStream
 

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from edgechat.core.errors import ProviderError, UpstreamError
+from edgechat.core.faults import ProviderError, UpstreamError
 from edgechat.core.models import Model, WireFormat
 from edgechat.core.ports import Fetch, UpstreamStream
 from edgechat.core.requests import PARAMS

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any, NamedTuple
 
 from edgechat.core import sse
-from edgechat.core.errors import UpstreamMalformed
+from edgechat.core.faults import UpstreamMalformed
 from edgechat.core.json_body import nested_deeper_than
 from edgechat.core.models import Usage
 

@@ -16,7 +16,7 @@ import math
 import struct
 from typing import Any
 
-from edgechat.core.errors import UpstreamMalformed, UpstreamTimeout
+from edgechat.core.faults import UpstreamMalformed, UpstreamTimeout
 from edgechat.core.ports import Ai
 from edgechat.core.requests import EmbeddingsRequest
 

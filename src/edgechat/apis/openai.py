@@ -21,7 +21,8 @@ from typing import Any
 from edgechat.answer.framing import Outcome, Whole
 from edgechat.answer.upstream import Delta, DeltaKind, UpstreamReader, too_deep
 from edgechat.core import sse
-from edgechat.core.errors import EdgechatError, ModelNotFound, UpstreamMalformed
+from edgechat.core.errors import EdgechatError, ModelNotFound
+from edgechat.core.faults import UpstreamMalformed
 from edgechat.core.models import EMBEDDING_CATALOG, EmbeddingModel, Model, Usage, allowed_models
 
 __all__ = [

@@ -18,7 +18,8 @@ import binascii
 import re
 from typing import Any
 
-from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamMalformed
+from edgechat.core.errors import BadRequest, ModelNotFound
+from edgechat.core.faults import UpstreamMalformed
 from edgechat.core.ports import Ai
 
 __all__ = ["TTS_MODEL", "language_of", "parse_openai_speech", "parse_speech", "speak", "speakable"]

@@ -20,7 +20,8 @@ import email.parser
 import email.policy
 from typing import Any
 
-from edgechat.core.errors import BadRequest, ModelNotFound, UpstreamMalformed
+from edgechat.core.errors import BadRequest, ModelNotFound
+from edgechat.core.faults import UpstreamMalformed
 from edgechat.core.ports import Ai
 
 __all__ = [

@@ -51,12 +51,11 @@ from js import fetch as js_fetch
 from pyodide.ffi import JsException, create_proxy, jsnull, to_js
 from workers import Request
 
-from edgechat.core.errors import (
-    Misconfigured,
+from edgechat.core.errors import Misconfigured, body_too_large
+from edgechat.core.faults import (
     UpstreamError,
     UpstreamInterrupted,
     UpstreamMalformed,
-    body_too_large,
     from_binding_error,
 )
 from edgechat.core.http import Incoming, Reply

@@ -30,7 +30,8 @@ from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any
 
-from edgechat.core.errors import BudgetExhausted, UpstreamQuotaExhausted, utc_iso
+from edgechat.core.errors import BudgetExhausted, utc_iso
+from edgechat.core.faults import UpstreamQuotaExhausted
 from edgechat.core.models import Model
 from edgechat.core.ports import Database, DatabaseError
 from edgechat.users.usage import NEURONS_PER_USD, next_midnight
