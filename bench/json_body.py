@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "src"), str(ROOT)]
 
-from edgechat.apis.body import parse_openai_request  # noqa: E402
+from edgechat.apis.openai_body import parse_openai_request  # noqa: E402
 from edgechat.core import json_body  # noqa: E402
 from edgechat.core.errors import BadRequest  # noqa: E402
 from edgechat.core.requests import Limits  # noqa: E402

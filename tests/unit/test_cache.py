@@ -30,7 +30,7 @@ from edgechat.answer.cache import (
     wants_cache,
 )
 from edgechat.answer.recording import MAX_RECORDED_BYTES
-from edgechat.apis.body import parse_openai_request
+from edgechat.apis.openai_body import parse_openai_request
 from edgechat.config.settings import DEFAULT_SYSTEM_PROMPT, Settings
 from edgechat.core.faults import UpstreamBusy, UpstreamError
 from edgechat.core.http import Incoming, Reply

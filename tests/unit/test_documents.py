@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from edgechat.apis.body import parse_chat_request, parse_openai_request
+from edgechat.apis.chat_body import parse_chat_request
+from edgechat.apis.openai_body import parse_openai_request
 from edgechat.core.errors import BadRequest
 from edgechat.core.faults import UpstreamBusy
 from edgechat.core.requests import ChatRequest, Limits

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from edgechat.apis.body import MAX_EMBEDDING_INPUTS, parse_embeddings_request
 from edgechat.apis.embeddings import embed, embeddings_json
+from edgechat.apis.embeddings_body import MAX_EMBEDDING_INPUTS, parse_embeddings_request
 from edgechat.core.errors import BadRequest, ModelNotFound
 from edgechat.core.faults import UpstreamBusy, UpstreamMalformed
 from edgechat.core.models import EMBEDDING_CATALOG

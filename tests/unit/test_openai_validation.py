@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from edgechat.apis.body import parse_chat_request, parse_openai_request
+from edgechat.apis.chat_body import parse_chat_request
+from edgechat.apis.openai_body import parse_openai_request
 from edgechat.config.settings import Settings
 from edgechat.core.errors import BadRequest, ModelNotFound, PayloadTooLarge
 from edgechat.core.models import find

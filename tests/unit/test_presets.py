@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from edgechat.apis.body import parse_chat_request
+from edgechat.apis.chat_body import parse_chat_request
 from edgechat.config.presets import MAX_PRESETS, parse_presets, presets_json
 from edgechat.config.settings import Settings
 from edgechat.core.errors import BadRequest

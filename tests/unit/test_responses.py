@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from edgechat.answer import upstream
 from edgechat.answer.framing import Outcome, Whole
-from edgechat.apis.body import parse_responses_request
 from edgechat.apis.responses import ResponseDocument, ResponseEvents
+from edgechat.apis.responses_body import parse_responses_request
 from edgechat.core import sse
 from edgechat.core.errors import BadRequest
 from edgechat.core.faults import UpstreamBusy, UpstreamMalformed

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgechat.apis.body import parse_chat_request
+from edgechat.apis.chat_body import parse_chat_request
 from edgechat.core.errors import BadRequest, EdgechatError, PayloadTooLarge
 from edgechat.core.requests import ChatRequest, Limits, Message
 

@@ -12,8 +12,6 @@ from types import MappingProxyType
 from typing import Any, Literal, NamedTuple
 
 from edgechat.core.models import EmbeddingModel, Model, WireFormat
-from edgechat.media.documents import DocumentFile, document_url_size
-from edgechat.media.images import data_url_size
 
 __all__ = [
     "PARAMS",
@@ -94,18 +92,6 @@ class Limits:
     def to_json(self) -> dict[str, int]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
-    def body_cap(self, vision: bool) -> int:
-        """The most a body may hold: ``max_body_bytes`` of text, what
-        ``max_documents`` documents of the largest size take as data URLs,
-        and where a model can see, exactly what ``max_images`` images of the
-        largest size take on top."""
-        documents = self.max_documents * document_url_size(self.max_document_bytes)
-        if not vision:
-            return self.max_body_bytes + documents
-        return (
-            self.max_body_bytes + documents + self.max_images * data_url_size(self.max_image_bytes)
-        )
-
 
 class Param(NamedTuple):
     """A generation parameter of the OpenAI API that edgechat passes on as it is."""
@@ -130,6 +116,17 @@ PARAMS = (
     Param("presence_penalty", native=True, providers=True),
 )
 _OPENAI_ONLY = tuple(p.name for p in PARAMS if not p.native)
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentFile:
+    """A checked file part: its name, type and bytes, and where it was."""
+
+    where: str
+    name: str
+    kind: str
+    data: bytes
+    url_chars: int
 
 
 @dataclass(frozen=True, slots=True)

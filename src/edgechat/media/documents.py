@@ -35,10 +35,10 @@ import math
 import re
 import zipfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from edgechat.core.errors import BadRequest
+from edgechat.core.requests import DocumentFile
 
 if TYPE_CHECKING:
     from edgechat.core.ports import Ai
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DOCUMENT_TYPES",
-    "DocumentFile",
     "attach",
     "check_file_part",
     "describe",
@@ -84,17 +83,6 @@ _DATA_URL_HEAD = re.compile(r"data:([a-z]+/[a-z0-9.+-]+);base64,", re.ASCII)
 _BAD_NAME = re.compile(r'[\x00-\x1f\x7f/\\"<>]')
 _CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uff00-\uffef]")
 _CLOSE = re.compile(r"</(document)", re.IGNORECASE)
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentFile:
-    """A checked file part: its name, type and bytes, and where it was."""
-
-    where: str
-    name: str
-    kind: str
-    data: bytes
-    url_chars: int
 
 
 def document_url_size(limit_bytes: int) -> int:

@@ -21,16 +21,12 @@ from edgechat.answer import pipeline
 from edgechat.answer.candidates import Cooling
 from edgechat.apis import embeddings, responses
 from edgechat.apis import openai as openai_api
-from edgechat.apis.body import (
-    body_cap,
-    json_object,
-    parse_chat_request,
-    parse_document,
-    parse_embeddings_request,
-    parse_openai_request,
-    parse_responses_request,
-)
+from edgechat.apis.body import body_cap, json_object, parse_document
 from edgechat.apis.chat import ChatFraming
+from edgechat.apis.chat_body import parse_chat_request
+from edgechat.apis.embeddings_body import parse_embeddings_request
+from edgechat.apis.openai_body import parse_openai_request
+from edgechat.apis.responses_body import parse_responses_request
 from edgechat.config import presets
 from edgechat.config.settings import Settings
 from edgechat.core import json_body
