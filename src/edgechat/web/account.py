@@ -1,0 +1,73 @@
+"""The asking user's own account: who they are and their budget
+(``GET /api/me``), and the answers counted per day (``GET /api/usage``).
+"""
+
+from __future__ import annotations
+
+import urllib.parse
+
+from edgechat.core.errors import (
+    BadRequest,
+    NotFound,
+    StoreUnavailable,
+)
+from edgechat.core.http import Reply, json_reply
+from edgechat.core.ports import DatabaseError, KvError
+from edgechat.users import budget, usage
+from edgechat.web.context import Context
+from edgechat.web.steps import who
+
+__all__ = ["api_usage", "me"]
+
+
+async def api_usage(ctx: Context) -> Reply:
+    """The last ``?days=`` UTC days' (today alone by default) requests,
+    tokens, dollars and Neurons per day, user and model: the asking user's
+    own answers, or everyone's for an admin (``ADMINS``)."""
+    user = await who(ctx)
+    days = _usage_days(ctx.request.query)
+    kv = ctx.platform.kv
+    if kv is None:
+        raise NotFound(
+            public="Usage is counted in the CACHE KV namespace, which is not bound.",
+            detail="no CACHE binding",
+        )
+    try:
+        body = await usage.read_days(
+            kv,
+            usage.usage_days(ctx.cooling.wall(), days),
+            (lambda _: True) if user.admin else user.id.__eq__,
+        )
+    except KvError as exc:
+        raise StoreUnavailable(detail=f"list: {exc}") from exc
+    body["viewer"] = {"user": user.id, "admin": user.admin}
+    return json_reply(200, body)
+
+
+def _usage_days(query: str) -> int:
+    """``?days=``: a whole number of days from 1 to ``MAX_USAGE_DAYS``, 1 if absent."""
+    values = urllib.parse.parse_qs(query, keep_blank_values=True).get("days")
+    if values is None:
+        return 1
+    text = values[-1] if len(values) == 1 else ""
+    if not (text.isascii() and text.isdigit() and 1 <= int(text) <= usage.MAX_USAGE_DAYS):
+        raise BadRequest(
+            public=f"days must be a whole number from 1 to {usage.MAX_USAGE_DAYS}, given once."
+        )
+    return int(text)
+
+
+async def me(ctx: Context) -> Reply:
+    """``GET /api/me``: who the page is talking to, and what they may do."""
+    user = await who(ctx)
+    body = user.to_json()
+    db, limits = ctx.platform.db, ctx.settings.budget.for_user(user.id)
+    if db is not None and ctx.settings.budget:
+        now = ctx.cooling.wall()
+        day = usage.day_of(now)
+        try:
+            mine, _ = await budget.spent(db, day, user.id)
+        except DatabaseError as exc:
+            raise StoreUnavailable(detail=f"spend: {exc}") from exc
+        body["budget"] = budget.status(limits, mine, day, now)
+    return json_reply(200, body)

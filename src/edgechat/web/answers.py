@@ -1,0 +1,99 @@
+"""The routes that answer a question: ``POST /chat`` and the OpenAI API's
+``/v1/chat/completions``, ``/v1/responses``, ``/v1/embeddings`` and
+``/v1/models``, all over ``answer.pipeline``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Sequence
+
+from edgechat.answer import pipeline
+from edgechat.apis import embeddings, responses
+from edgechat.apis import openai as openai_api
+from edgechat.apis.chat import ChatFraming
+from edgechat.apis.chat_body import parse_chat_request
+from edgechat.apis.embeddings_body import parse_embeddings_request
+from edgechat.apis.openai_body import parse_openai_request
+from edgechat.apis.responses_body import parse_responses_request
+from edgechat.core.http import Reply, json_reply
+from edgechat.core.models import Model
+from edgechat.core.requests import Limits, OpenAIRequest
+from edgechat.media import documents
+from edgechat.web.context import Context
+from edgechat.web.steps import allow_cors, question_body, who
+
+__all__ = ["chat", "completions", "v1_embeddings", "v1_models", "v1_responses"]
+
+
+async def chat(ctx: Context) -> Reply:
+    settings = ctx.settings
+    cors = allow_cors(ctx)
+    body = await question_body(ctx, await who(ctx))
+    request = parse_chat_request(
+        body, settings.limits, settings.models, settings.default_model, settings.presets
+    )
+    request = await documents.attach(ctx.platform.ai, request, settings.limits, settings.models)
+    return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
+
+
+# What both of the OpenAI API's answer routes hand their framings: the
+# request id, the model asked for, the output token cap.
+Facts = tuple[str, Model, int]
+
+
+async def _openai_question(
+    ctx: Context, parse: Callable[[bytes, Limits, Sequence[str], str], OpenAIRequest]
+) -> tuple[OpenAIRequest, Facts, int, dict[str, str]]:
+    """A ``/v1`` question through the checks and ``parse``: the request,
+    its facts, the time it was asked and the CORS headers."""
+    settings = ctx.settings
+    cors = allow_cors(ctx)
+    body = await question_body(ctx, await who(ctx, api=True))
+    parsed = parse(body, settings.limits, settings.models, settings.default_model)
+    chat = await documents.attach(ctx.platform.ai, parsed.chat, settings.limits, settings.models)
+    if chat is not parsed.chat:  # documents were attached
+        parsed = dataclasses.replace(parsed, chat=chat)
+    facts = (ctx.request_id, chat.model, chat.max_tokens)
+    return parsed, facts, int(time.time()), cors
+
+
+async def completions(ctx: Context) -> Reply:
+    """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
+    parsed, facts, created, cors = await _openai_question(ctx, parse_openai_request)
+    if not parsed.stream:
+        whole = openai_api.CompletionFraming(*facts, created=created)
+        return await pipeline.document(ctx, parsed.chat, whole, cors)
+    chunks = openai_api.ChunkFraming(*facts, include_usage=parsed.include_usage, created=created)
+    return await pipeline.answer(ctx, parsed.chat, chunks, cors)
+
+
+async def v1_responses(ctx: Context) -> Reply:
+    """``POST /v1/responses``: the Responses API over the same pipeline."""
+    parsed, facts, created, cors = await _openai_question(ctx, parse_responses_request)
+    if not parsed.stream:
+        whole = responses.ResponseDocument(*facts, created=created)
+        return await pipeline.document(ctx, parsed.chat, whole, cors)
+    events = responses.ResponseEvents(*facts, created=created)
+    return await pipeline.answer(ctx, parsed.chat, events, cors)
+
+
+async def v1_embeddings(ctx: Context) -> Reply:
+    """``POST /v1/embeddings``: one binding call for the request's texts."""
+    settings = ctx.settings
+    cors = allow_cors(ctx)
+    body = await question_body(ctx, await who(ctx, api=True))
+    request = parse_embeddings_request(body, settings.limits)
+    ctx.log["model"] = request.model.id
+    ctx.log["inputs"] = len(request.texts)
+    options = pipeline.ai_options(ctx, refresh=False)
+    vectors, tokens = await embeddings.embed(
+        ctx.platform.ai, request, options, settings.total_timeout_s
+    )
+    return json_reply(200, embeddings.embeddings_json(request, vectors, tokens), cors)
+
+
+async def v1_models(ctx: Context) -> Reply:
+    await who(ctx, api=True)
+    return json_reply(200, openai_api.models_json(ctx.settings.models))

@@ -1,0 +1,46 @@
+"""The steps every handler takes before its own work: who asks (``identity``),
+the CORS headers of an allowed cross-site caller, and for a question the
+checks that must pass before it may cost anything (content type, rate
+limit), then its body.
+"""
+
+from __future__ import annotations
+
+from edgechat.apis.body import body_cap
+from edgechat.users import identity
+from edgechat.users.identity import User
+from edgechat.web import guards
+from edgechat.web.context import Context
+
+__all__ = ["allow_cors", "check_rate", "question_body", "who"]
+
+
+async def who(ctx: Context, *, api: bool = False) -> User:
+    """Who the request is (``identity``); raises what refuses it."""
+    rules = ctx.settings.identity
+    ctx.user = await identity.identify(
+        ctx.request, rules, ctx.platform.verifier, ctx.access_keys, api=api
+    )
+    ctx.log["user"] = ctx.user.id
+    return ctx.user
+
+
+async def question_body(ctx: Context, user: User) -> bytes:
+    """The checks every POST of a question passes before it may cost
+    anything (who asks is checked by the caller), then its body."""
+    guards.check_json(ctx.request)
+    await check_rate(ctx, user)
+    return await ctx.platform.read_body(body_cap(ctx.settings.limits, ctx.settings.models))
+
+
+async def check_rate(ctx: Context, user: User) -> None:
+    """The rate limit: per user when the request says who it is, else per address."""
+    known = None if user.via == "anonymous" else user.id
+    await guards.check_rate(ctx.platform.rate_limiter, guards.rate_limit_key(ctx.request, known))
+
+
+def allow_cors(ctx: Context) -> dict[str, str]:
+    cors = guards.cors_headers(guards.cors_origin(ctx.request, ctx.settings))
+    # An allowed cross-site caller must be able to read our errors too.
+    ctx.reply_headers.update(cors)
+    return cors
