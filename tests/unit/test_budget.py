@@ -43,7 +43,7 @@ def test_counts_add_up_per_user_and_for_the_account() -> None:
 def test_a_provider_s_answer_costs_dollars_but_no_neurons() -> None:
     provider = budget.spend_of(GLM, 1.0)
     assert provider.neurons > 0
-    from edgechat.answer.providers import Provider
+    from edgechat.config.providers import Provider
 
     model = Provider("acme", "https://acme.example/v1", "m", "k", 1.0, 1.0).model
     assert budget.spend_of(model, 1.0) == budget.Spend(1.0, 0.0)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from edgechat.answer.candidates import Cooling
-from edgechat.answer.providers import Provider, ProviderAi, provider_inputs
+from edgechat.answer.providers import ProviderAi, provider_inputs
+from edgechat.config.providers import Provider
 from edgechat.config.settings import Settings
 from edgechat.core.faults import (
     ProviderError,

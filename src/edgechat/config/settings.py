@@ -93,8 +93,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlsplit
 
-from edgechat.answer.providers import BUILTIN, NAME, Provider
 from edgechat.config.presets import Preset, parse_presets
+from edgechat.config.providers import BUILTIN, NAME, Provider
 from edgechat.core.http import normalize_origin
 from edgechat.core.models import CATALOG, Model, find
 from edgechat.core.requests import JSON_DEPTH_CEILING, Limits
