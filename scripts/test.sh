@@ -12,6 +12,9 @@ echo "== lint and types"
 .venv/bin/ruff format --check .
 .venv/bin/mypy
 
+echo "== the package's layers (import-linter, [tool.importlinter] in pyproject.toml)"
+PYTHONPATH=src .venv/bin/lint-imports --no-cache
+
 echo "== JavaScript lint and format (biome, biome.jsonc)"
 biome ci .
 

@@ -1,1 +1,10 @@
-"""answer."""
+"""One answer to one question: the request as every handler sees it
+(``context``), the pipeline (``pipeline``: cache, moderation, budgets,
+documents), the models to try (``candidates``, ``providers``), the deadlines
+(``deadlines``), the model's stream read (``upstream``) and delivered through
+a framing (``answer``, ``delivery``, ``framing``), what is kept of it
+(``recording``, ``cache``), the checks (``moderation``) and prompt-cache
+affinity (``affinity``).
+
+Imports ``config``, ``users``, ``media`` and ``core``; never an API's
+framing (``apis``) or the HTTP surface (``web``)."""

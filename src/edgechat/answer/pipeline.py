@@ -20,6 +20,7 @@ from typing import Any
 from edgechat.answer import affinity, cache, moderation, recording
 from edgechat.answer.answer import Answer, CheckAnswer, Sources
 from edgechat.answer.candidates import Candidates
+from edgechat.answer.context import Context
 from edgechat.answer.deadlines import Deadlines
 from edgechat.answer.framing import Document, Framing, Outcome
 from edgechat.answer.providers import ProviderAi
@@ -30,7 +31,6 @@ from edgechat.core.http import Reply, json_reply, stream_reply
 from edgechat.core.ports import DatabaseError, Sink
 from edgechat.core.requests import ChatRequest
 from edgechat.users import budget, usage
-from edgechat.web.context import Context
 
 __all__ = ["ai_options", "answer", "document"]
 

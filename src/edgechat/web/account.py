@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import urllib.parse
 
+from edgechat.answer.context import Context
 from edgechat.core.errors import (
     BadRequest,
     NotFound,
@@ -14,7 +15,6 @@ from edgechat.core.errors import (
 from edgechat.core.http import Reply, json_reply
 from edgechat.core.ports import DatabaseError, KvError
 from edgechat.users import budget, usage
-from edgechat.web.context import Context
 from edgechat.web.steps import who
 
 __all__ = ["api_usage", "me"]

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from edgechat.answer import pipeline
+from edgechat.answer.context import Context
 from edgechat.apis import embeddings, responses
 from edgechat.apis import openai as openai_api
 from edgechat.apis.chat import ChatFraming
@@ -21,7 +22,6 @@ from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import Model
 from edgechat.core.requests import Limits, OpenAIRequest
 from edgechat.media import documents
-from edgechat.web.context import Context
 from edgechat.web.steps import allow_cors, question_body, who
 
 __all__ = ["chat", "completions", "v1_embeddings", "v1_models", "v1_responses"]

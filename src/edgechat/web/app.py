@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
 from edgechat.answer.candidates import Cooling
+from edgechat.answer.context import Context
 from edgechat.apis import openai as openai_api
 from edgechat.config.settings import Settings
 from edgechat.core.errors import (
@@ -32,7 +33,6 @@ from edgechat.history import store as history
 from edgechat.users.identity import AccessKeys
 from edgechat.web.account import api_usage, me
 from edgechat.web.answers import chat, completions, v1_embeddings, v1_models, v1_responses
-from edgechat.web.context import Context
 from edgechat.web.history import (
     api_conversations,
     api_shares,

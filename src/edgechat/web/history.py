@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl
 
+from edgechat.answer.context import Context
 from edgechat.apis.body import json_object
 from edgechat.core import json_body
 from edgechat.core.errors import (
@@ -34,7 +35,6 @@ from edgechat.history import store as history
 from edgechat.history.conversations import check_conversation, is_image_id
 from edgechat.media.images import IMAGE_TYPES
 from edgechat.web import guards
-from edgechat.web.context import Context
 from edgechat.web.steps import allow_cors, who
 
 __all__ = [

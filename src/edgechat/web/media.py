@@ -8,11 +8,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from edgechat.answer.context import Context
 from edgechat.apis.body import json_object, parse_document
 from edgechat.core.http import API_HEADERS, Reply, json_reply
 from edgechat.media import documents, speech, transcription
 from edgechat.users.identity import User
-from edgechat.web.context import Context
 from edgechat.web.steps import allow_cors, check_rate, question_body, who
 
 __all__ = ["api_documents", "api_speech", "api_transcribe", "v1_speech", "v1_transcriptions"]

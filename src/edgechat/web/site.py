@@ -4,6 +4,7 @@ catalog, the limits, the presets, and the CORS preflight.
 
 from __future__ import annotations
 
+from edgechat.answer.context import Context
 from edgechat.config import presets
 from edgechat.core.errors import (
     NotFound,
@@ -11,7 +12,6 @@ from edgechat.core.errors import (
 from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import catalog_json
 from edgechat.web import guards
-from edgechat.web.context import Context
 
 __all__ = ["api_presets", "healthz", "limits", "models", "page", "preflight"]
 

@@ -6,11 +6,11 @@ limit), then its body.
 
 from __future__ import annotations
 
+from edgechat.answer.context import Context
 from edgechat.apis.body import body_cap
 from edgechat.users import identity
 from edgechat.users.identity import User
 from edgechat.web import guards
-from edgechat.web.context import Context
 
 __all__ = ["allow_cors", "check_rate", "question_body", "who"]
 

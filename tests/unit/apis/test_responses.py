@@ -20,8 +20,7 @@ from edgechat.core.errors import BadRequest
 from edgechat.core.faults import UpstreamBusy, UpstreamMalformed
 from edgechat.core.requests import Limits
 from tests.kit import upstream as wire
-
-from .fakes import model, usage
+from tests.unit.fakes import model, usage
 
 GLM, LLAMA = model("glm"), model("llama")
 ALLOWED = ("glm", "kimi", "llama")

@@ -16,8 +16,7 @@ from edgechat.config.settings import Settings
 from edgechat.core import sse
 from edgechat.core.faults import UpstreamMalformed
 from tests.kit import upstream as wire
-
-from .fakes import chat_request, model, openai_stream, usage
+from tests.unit.fakes import chat_request, model, openai_stream, usage
 
 R, C = DeltaKind.REASONING, DeltaKind.CONTENT
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")

@@ -38,8 +38,7 @@ from edgechat.core.faults import (
 from edgechat.core.models import Model, cost_usd
 from tests.kit.sse import MODEL, PING, Event, Parsed, parse
 from tests.kit.workers_ai import FALLBACK_CODES, NO_FALLBACK_CODES
-
-from .fakes import (
+from tests.unit.fakes import (
     STALL,
     AnswerUnderTest,
     Delay,

@@ -23,9 +23,8 @@ from edgechat.history import store as history
 from edgechat.history.conversations import check_conversation
 from edgechat.web import app
 from tests.kit.images import gif, png
-
-from .fakes import FakeBlobs, FakeDb, FakePlatform, FakeSchedule
-from .test_history import migrated
+from tests.unit.fakes import FakeBlobs, FakeDb, FakePlatform, FakeSchedule
+from tests.unit.history.test_history import migrated
 
 QUOTA = files.Quota(files=3, bytes=10_000)
 BIG = history.Quota(conversations=100, bytes=1 << 20)

@@ -17,8 +17,7 @@ from edgechat.core.models import find
 from edgechat.users import budget
 from edgechat.users.usage import NEURONS_PER_USD, day_of
 from edgechat.web import app
-
-from .fakes import FakeAi, FakeDb, FakePlatform, FakeSink, openai_stream, usage
+from tests.unit.fakes import FakeAi, FakeDb, FakePlatform, FakeSink, openai_stream, usage
 
 GLM = find("glm")
 assert GLM is not None

@@ -29,8 +29,7 @@ from edgechat.core.models import WireFormat, cost_usd
 from edgechat.core.requests import ChatRequest, Message
 from edgechat.web import app
 from tests.kit.sse import Parsed, parse
-
-from .fakes import (
+from tests.unit.fakes import (
     STALL,
     AnswerUnderTest,
     Fail,

@@ -14,8 +14,7 @@ from edgechat.core.models import catalog_json
 from edgechat.media.documents import document_url_size
 from edgechat.web import app
 from tests.kit.sse import MODEL, Parsed, parse
-
-from .fakes import (
+from tests.unit.fakes import (
     STALL,
     Fail,
     FakeAi,
@@ -26,8 +25,8 @@ from .fakes import (
     native_stream,
     usage,
 )
-from .fakes import native_stream as native
-from .fakes import openai_stream as openai
+from tests.unit.fakes import native_stream as native
+from tests.unit.fakes import openai_stream as openai
 
 SELF = "https://chat.example.com"
 GLM_ID = model("glm").id

@@ -40,8 +40,7 @@ from edgechat.core.requests import ChatRequest, Limits, Message
 from edgechat.web import app
 from tests.kit import upstream as wire
 from tests.kit.sse import Parsed, parse
-
-from .fakes import (
+from tests.unit.fakes import (
     AnswerUnderTest,
     Fail,
     FakeAi,

@@ -68,8 +68,7 @@ from edgechat.core.ports import Ai
 from edgechat.web import app
 from tests.kit import upstream as wire
 from tests.kit.sse import MODEL, Event, parse
-
-from .fakes import (
+from tests.unit.fakes import (
     STALL,
     AnswerUnderTest,
     Delay,

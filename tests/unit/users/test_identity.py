@@ -24,8 +24,7 @@ from edgechat.users.identity import (
     match_key,
 )
 from tests.kit.access import AUD, SigningKey, b64url
-
-from .fakes import FakeVerifier
+from tests.unit.fakes import FakeVerifier
 
 TEAM = "https://edgechat-test.cloudflareaccess.com"
 KEY = SigningKey("kid-1")

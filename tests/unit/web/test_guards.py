@@ -9,8 +9,7 @@ from edgechat.config.settings import Settings
 from edgechat.core.errors import Forbidden, RateLimited, UnsupportedMediaType
 from edgechat.core.http import Incoming
 from edgechat.web import guards
-
-from .fakes import FakeRateLimiter
+from tests.unit.fakes import FakeRateLimiter
 
 SELF = "https://chat.example.com"
 PARTNER = "https://partner.example.org"

@@ -19,9 +19,8 @@ from edgechat.core.errors import BadRequest, ModelNotFound
 from edgechat.core.faults import UpstreamBusy, UpstreamMalformed
 from edgechat.core.models import EMBEDDING_CATALOG
 from edgechat.core.requests import EmbeddingsRequest, Limits
-
-from .fakes import FakeAi, FakePlatform
-from .test_openai_api import AUTH, incoming, openai_error, serve
+from tests.unit.apis.test_openai_api import AUTH, incoming, openai_error, serve
+from tests.unit.fakes import FakeAi, FakePlatform
 
 BGE = EMBEDDING_CATALOG[0]
 LIMITS = Limits()

@@ -25,10 +25,9 @@ from edgechat.history import shares
 from edgechat.history import store as history
 from edgechat.history.conversations import check_conversation
 from edgechat.web import app
+from tests.unit.fakes import FakeDb, FakePlatform, FakeSchedule
 
-from .fakes import FakeDb, FakePlatform, FakeSchedule
-
-MIGRATIONS = Path(__file__).resolve().parents[2] / "migrations"
+MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
 QUOTA = history.Quota(conversations=3, bytes=10_000)
 CREATE = history.Precondition(create=True)
 ANY = history.Precondition()

@@ -9,8 +9,7 @@ import pytest
 from edgechat.answer.deadlines import Deadlines
 from edgechat.config.settings import Settings
 from edgechat.core.faults import DeadlineExceeded, NoFirstToken
-
-from .fakes import FakeUpstream
+from tests.unit.fakes import FakeUpstream
 
 SETTINGS = Settings(first_token_timeout_s=10, idle_timeout_s=4, total_timeout_s=25, heartbeat_s=3)
 

@@ -16,8 +16,7 @@ from edgechat.core.http import (
     stream_reply,
 )
 from edgechat.core.ports import Sink
-
-from .fakes import FakeSink
+from tests.unit.fakes import FakeSink
 
 SECURITY = {
     "X-Content-Type-Options": "nosniff",

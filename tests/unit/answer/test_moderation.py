@@ -28,8 +28,7 @@ from edgechat.core.http import Incoming, Reply
 from edgechat.core.requests import ChatRequest, Message
 from edgechat.web import app
 from tests.kit.sse import Parsed, parse
-
-from .fakes import (
+from tests.unit.fakes import (
     STALL,
     FakeAi,
     FakeKv,
@@ -118,7 +117,7 @@ def test_verdict_json() -> None:
 
 
 def test_categories_are_the_readmes() -> None:
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    readme = (Path(__file__).parents[3] / "README.md").read_text()
     section = readme.split("## Moderation with Llama Guard", 1)[1].split("\n## ", 1)[0]
     table: dict[str, str] = {}
     for row in section.splitlines():

@@ -30,9 +30,8 @@ from edgechat.users.usage import (
     usage_days,
 )
 from edgechat.web import app
-
-from .fakes import Fail, FakeAi, FakeKv, FakePlatform, FakeSink, model, openai_stream
-from .fakes import usage as counts
+from tests.unit.fakes import Fail, FakeAi, FakeKv, FakePlatform, FakeSink, model, openai_stream
+from tests.unit.fakes import usage as counts
 
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
 DAY = "2026-03-04"
