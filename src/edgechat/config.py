@@ -2,86 +2,14 @@
 
 Every variable is optional; an empty value counts as unset. A bad value raises
 ``ValueError`` naming the variable (never echoing a secret or the system
-prompt): configuration errors are the operator's. The runner and
+prompt): configuration errors are the operator's. ``npm start`` and
 ``scripts/check-config.sh`` (run by ``npm run deploy``) stop on them with that
 message; at the edge every request gets a generic 500 ``misconfigured`` and
 the log gets the message.
 
-=========================  ==========================  =================================
-variable                   default                     meaning
-=========================  ==========================  =================================
-SYSTEM_PROMPT              a short friendly prompt     owned by the server, not a secret
-MODELS                     glm,kimi,llama              allowed models (aliases or ids)
-DEFAULT_MODEL              glm                         used when a request names none
-FALLBACK_CHAIN             glm,llama                   tried in order on fallback-worthy
-                                                       errors before the first token
-MAX_BODY_BYTES             65536                       request body cap (413)
-MAX_MESSAGES               50                          messages per request
-MAX_MESSAGE_CHARS          8000                        characters per message
-MAX_TOTAL_CHARS            32000                       characters over all messages
-DEFAULT_OUTPUT_TOKENS      1024                        output cap when max_tokens absent
-MAX_OUTPUT_TOKENS          4096                        highest max_tokens accepted
-MAX_IMAGES                 4                           images per request, history included
-MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
-MAX_JSON_DEPTH             32                          nesting of a JSON body (at most 64)
-MAX_CONVERSATIONS          1000                        live conversations per user on the server
-MAX_HISTORY_BYTES          52428800                    a user's stored conversations (50 MiB)
-MAX_CONVERSATION_BYTES     1048576                     one conversation's PUT body (1 MiB)
-MAX_BATCH_BYTES            4194304                     a batch write's body (4 MiB)
-MAX_BATCH_CONVERSATIONS    50                          conversations a batch write holds
-MAX_SHARES                 100                         live share links per user
-MAX_SHARE_DAYS             365                         the longest a share link lives
-MAX_FILE_BYTES             3145728                     one image kept on the server (3 MiB)
-MAX_FILES_BYTES            209715200                   a user's images on the server (200 MiB)
-MAX_FILES                  2000                        a user's images on the server
-MAX_SHARE_IMAGES           20                          images one share link copies
-FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
-IDLE_TIMEOUT_S             30                          longest upstream silence
-TOTAL_TIMEOUT_S            300                         deadline for the whole answer
-HEARTBEAT_S                15                          ": ping" interval while silent
-ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
-API_TOKEN (secret)         (none)                      bearer token required when set (the
-                                                       key named api_token), >= 16 chars
-API_KEYS (secret)          (none)                      named keys, name:token, comma-separated;
-                                                       each key is a user
-ACCESS_TEAM_DOMAIN         (none)                      Cloudflare Access team (https://<team>.
-                                                       cloudflareaccess.com); with ACCESS_AUD,
-                                                       a valid Access token or a key is required
-ACCESS_AUD                 (none)                      the Access application's AUD tag
-ADMINS                     (none)                      emails or key names that are admins
-USER_DAILY_USD             (none)                      each user's daily budget in USD, at list
-                                                       price (needs the USAGE_DB binding)
-USER_DAILY_NEURONS         (none)                      each user's daily budget in Neurons
-KEY_DAILY_USD              (none)                      named keys' own daily budgets in USD,
-                                                       name:amount (name:none: no limit)
-KEY_DAILY_NEURONS          (none)                      named keys' own daily budgets in
-                                                       Neurons, name:amount or name:none
-DAILY_NEURON_LIMIT         (none)                      the account's Workers AI Neurons a day
-                                                       (10000: the free allocation)
-LOG_PROMPTS                false                       log prompt text (privacy!)
-CACHE_MODE                 deterministic               answers kept in KV: off, deterministic
-                                                       (temperature 0 or a seed), all
-CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
-AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
-COOLDOWN_MAX_S             3600                        the longest a model that answered 3040
-                                                       is skipped (3036/4006: all Workers AI
-                                                       models until 00:00 UTC; 0: none)
-USAGE_COUNTING             true                        count answers in KV for /api/usage
-                                                       (one KV write per answer)
-MODERATION                 off                         Llama Guard checks: off, input,
-                                                       input,output
-MODERATION_FAIL            open                        a failed check lets the request
-                                                       through (open) or refuses it (closed)
-HISTORY_RETENTION_DAYS     (none)                      days a conversation on the server lives
-                                                       after its last write
-PRESETS                    (none)                      a JSON array of presets (presets.py):
-                                                       name, title, system_prompt, model,
-                                                       temperature, greeting
-PROVIDERS                  (none)                      providers' own APIs tried after the
-                                                       chain: <NAME>_BASE_URL, <NAME>_MODEL,
-                                                       <NAME>_API_KEY (secret),
-                                                       <NAME>_PRICE_IN, <NAME>_PRICE_OUT
-=========================  ==========================  =================================
+The variables, their defaults and their rules are ``VARIABLES`` below: the
+docs' configuration reference is rendered from it, and a unit test holds it
+to what ``Settings.from_vars`` reads and to ``Settings()``'s defaults.
 """
 
 from __future__ import annotations
@@ -101,7 +29,7 @@ from edgechat.presets import Preset, parse_presets
 from edgechat.providers import BUILTIN, NAME, Provider
 from edgechat.requests import JSON_DEPTH_CEILING, Limits
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
+__all__ = ["DEFAULT_SYSTEM_PROMPT", "VARIABLES", "Settings", "Variable"]
 
 # Deliberately plain: the system prompt is visible to anyone who asks the model
 # for it, so it holds no secret and no rule that security depends on.
@@ -113,6 +41,301 @@ DEFAULT_SYSTEM_PROMPT = (
 CACHE_MODES = ("off", "deterministic", "all")
 # KV refuses an expirationTtl below 60 s.
 MIN_CACHE_TTL_S = 60
+
+
+@dataclass(frozen=True, slots=True)
+class Variable:
+    """One setting as an operator sees it.
+
+    ``default`` is what acts when the variable is unset, written as an
+    operator would write it (``None``: unset means none, or off). A name
+    with ``<NAME>`` is a pattern: one variable per provider that
+    ``PROVIDERS`` names (``ZHIPU_BASE_URL`` for ``zhipu``).
+    """
+
+    name: str
+    default: str | None
+    rule: str
+    topic: str
+    secret: bool = False
+
+    @property
+    def per_provider(self) -> bool:
+        return "<NAME>" in self.name
+
+
+def _builtin(index: int) -> str:
+    return "; ".join(f"{name}: {entry[index]}" for name, entry in BUILTIN.items())
+
+
+_MODELS = "Models and prompt"
+_LIMITS = "Request limits"
+_MEDIA = "Images, documents and audio"
+_HISTORY = "Conversations on the server"
+_TIME = "Deadlines"
+_WHO = "Who may ask"
+_BUDGET = "Budgets"
+_ANSWERS = "Caching, gateway and counting"
+_SAFETY = "Moderation"
+_MORE = "Presets, providers and logs"
+
+VARIABLES: tuple[Variable, ...] = (
+    Variable(
+        "SYSTEM_PROMPT",
+        DEFAULT_SYSTEM_PROMPT,
+        "the server's system prompt for /chat (not a secret, not a security control)",
+        _MODELS,
+    ),
+    Variable(
+        "MODELS", "glm,kimi,llama", "the models clients may ask for (aliases or ids)", _MODELS
+    ),
+    Variable("DEFAULT_MODEL", "glm", "used when a request names none; one of MODELS", _MODELS),
+    Variable(
+        "FALLBACK_CHAIN",
+        "glm,llama",
+        "tried in order when a model fails before its first token; only models in MODELS "
+        "(unset: the default chain minus models MODELS leaves out)",
+        _MODELS,
+    ),
+    Variable(
+        "MAX_BODY_BYTES",
+        "65536",
+        "a request body's bytes (64 KiB; 413 beyond, also for chunked bodies)",
+        _LIMITS,
+    ),
+    Variable("MAX_MESSAGES", "50", "messages per request", _LIMITS),
+    Variable("MAX_MESSAGE_CHARS", "8000", "characters per message", _LIMITS),
+    Variable("MAX_TOTAL_CHARS", "32000", "characters over all messages", _LIMITS),
+    Variable(
+        "DEFAULT_OUTPUT_TOKENS",
+        "1024",
+        "the output token cap when a request sets none; at most MAX_OUTPUT_TOKENS",
+        _LIMITS,
+    ),
+    Variable("MAX_OUTPUT_TOKENS", "4096", "the most output tokens a request may ask", _LIMITS),
+    Variable(
+        "MAX_JSON_DEPTH",
+        "32",
+        "how deep a JSON body may nest arrays and objects (at most 64: Pyodide's stack is small)",
+        _LIMITS,
+    ),
+    Variable(
+        "MAX_IMAGES",
+        "4",
+        "images per conversation (each also 1 to 16,384 px a side, with a whole header)",
+        _MEDIA,
+    ),
+    Variable("MAX_IMAGE_BYTES", "3145728", "each image's decoded size (3 MiB)", _MEDIA),
+    Variable("MAX_DOCUMENTS", "2", "documents per conversation", _MEDIA),
+    Variable("MAX_DOCUMENT_BYTES", "2097152", "each document's decoded size (2 MiB)", _MEDIA),
+    Variable(
+        "MAX_DOCUMENT_TOKENS", "32000", "the documents' tokens together, once converted", _MEDIA
+    ),
+    Variable(
+        "MAX_SPEECH_CHARS", "2000", "characters one /api/speech request may have read aloud", _MEDIA
+    ),
+    Variable("MAX_AUDIO_BYTES", "4194304", "audio to transcribe: its bytes (4 MiB)", _MEDIA),
+    Variable(
+        "MAX_AUDIO_SECONDS",
+        "120",
+        "audio to transcribe: its length (a WAV's by its header; the page records no longer)",
+        _MEDIA,
+    ),
+    Variable("MAX_CONVERSATIONS", "1000", "each user's live conversations", _HISTORY),
+    Variable(
+        "MAX_HISTORY_BYTES", "52428800", "each user's stored JSON together (50 MiB)", _HISTORY
+    ),
+    Variable(
+        "MAX_CONVERSATION_BYTES",
+        "1048576",
+        "one PUT body, or one conversation of a batch (1 MiB)",
+        _HISTORY,
+    ),
+    Variable(
+        "MAX_BATCH_BYTES",
+        "4194304",
+        "a batch write's body (POST /api/conversations; 4 MiB)",
+        _HISTORY,
+    ),
+    Variable("MAX_BATCH_CONVERSATIONS", "50", "the conversations one batch write holds", _HISTORY),
+    Variable("MAX_SHARES", "100", "each user's live share links", _HISTORY),
+    Variable("MAX_SHARE_DAYS", "365", "the longest a share link lives, in days", _HISTORY),
+    Variable("MAX_FILE_BYTES", "3145728", "one image upload to the FILES bucket (3 MiB)", _HISTORY),
+    Variable(
+        "MAX_FILES",
+        "2000",
+        "each user's images on the server, share links' copies included",
+        _HISTORY,
+    ),
+    Variable(
+        "MAX_FILES_BYTES",
+        "209715200",
+        "those images' bytes together, copies included (200 MiB)",
+        _HISTORY,
+    ),
+    Variable("MAX_SHARE_IMAGES", "20", "the images one share link copies", _HISTORY),
+    Variable(
+        "HISTORY_RETENTION_DAYS",
+        None,
+        "days a conversation on the server lives after its last write (unset: for ever)",
+        _HISTORY,
+    ),
+    Variable(
+        "FIRST_TOKEN_TIMEOUT_S",
+        "60",
+        "seconds for each model's first token (then the next model is asked); "
+        "at most TOTAL_TIMEOUT_S",
+        _TIME,
+    ),
+    Variable(
+        "IDLE_TIMEOUT_S",
+        "30",
+        "seconds of silence mid-answer before it ends with an error; at most TOTAL_TIMEOUT_S",
+        _TIME,
+    ),
+    Variable("TOTAL_TIMEOUT_S", "300", "seconds for the whole answer", _TIME),
+    Variable(
+        "HEARTBEAT_S", "15", "seconds between `: ping` comments while the model is silent", _TIME
+    ),
+    Variable(
+        "ALLOWED_ORIGINS",
+        None,
+        "other sites whose pages may call /chat: a comma list of origins, never *",
+        _WHO,
+    ),
+    Variable(
+        "API_TOKEN",
+        None,
+        "the key named api_token, at least 16 characters; /v1 answers 403 api_disabled "
+        "without any key",
+        _WHO,
+        secret=True,
+    ),
+    Variable(
+        "API_KEYS",
+        None,
+        "named keys, name:token,name:token (a name of letters, digits and _ . @ -; a token of "
+        "at least 16 characters); each is a user; with any key set, /chat, /api/usage and "
+        "/api/me need one (unless Access is set), /v1 always",
+        _WHO,
+        secret=True,
+    ),
+    Variable(
+        "ACCESS_TEAM_DOMAIN",
+        None,
+        "Cloudflare Access: <team>.cloudflareaccess.com; with ACCESS_AUD, every request needs "
+        "a valid Access token or a key",
+        _WHO,
+    ),
+    Variable(
+        "ACCESS_AUD", None, "the Access application's AUD tag; set with ACCESS_TEAM_DOMAIN", _WHO
+    ),
+    Variable("ADMINS", None, "emails or key names that are admins", _WHO),
+    Variable(
+        "USER_DAILY_USD",
+        None,
+        "each user's daily budget in US dollars at list price (cost_usd)",
+        _BUDGET,
+    ),
+    Variable(
+        "USER_DAILY_NEURONS",
+        None,
+        "each user's daily budget in Neurons (Workers AI answers only)",
+        _BUDGET,
+    ),
+    Variable(
+        "KEY_DAILY_USD",
+        None,
+        "named keys' own daily budgets in US dollars, in place of USER_DAILY_USD: "
+        "name:amount pairs, comma-separated; name:none lifts the key's limit",
+        _BUDGET,
+    ),
+    Variable(
+        "KEY_DAILY_NEURONS",
+        None,
+        "the same in Neurons, in place of USER_DAILY_NEURONS",
+        _BUDGET,
+    ),
+    Variable(
+        "DAILY_NEURON_LIMIT",
+        None,
+        "the account's Workers AI Neurons a day (10000 on a Free account: the free allocation)",
+        _BUDGET,
+    ),
+    Variable(
+        "CACHE_MODE",
+        "deterministic",
+        "the response cache: off, deterministic (temperature 0 or a seed), all",
+        _ANSWERS,
+    ),
+    Variable("CACHE_TTL_S", "86400", "seconds a cached answer lives (at least 60)", _ANSWERS),
+    Variable("AI_GATEWAY_ID", None, "send every model call through this AI Gateway", _ANSWERS),
+    Variable(
+        "COOLDOWN_MAX_S",
+        "3600",
+        "the longest a model that answered 3040 is skipped in its isolate (its Retry-After, at "
+        "most this); after 3036 or 4006 all Workers AI models are skipped until 00:00 UTC; "
+        "0: nothing is skipped, each request asks again",
+        _ANSWERS,
+    ),
+    Variable(
+        "USAGE_COUNTING",
+        "true",
+        "count answers in KV for /api/usage (one KV write per answer); false turns it off",
+        _ANSWERS,
+    ),
+    Variable("MODERATION", "off", "Llama Guard checks: off, input, input,output", _SAFETY),
+    Variable(
+        "MODERATION_FAIL",
+        "open",
+        "a failed check lets the request through (open) or refuses it (closed)",
+        _SAFETY,
+    ),
+    Variable(
+        "PRESETS",
+        None,
+        "the presets a conversation may start from: a JSON array of at most 32 "
+        "(name, title, system_prompt, model, temperature, greeting)",
+        _MORE,
+    ),
+    Variable(
+        "PROVIDERS",
+        None,
+        "providers' own OpenAI-compatible APIs tried after the Workers AI chain, in order "
+        "(comma list of names: lower-case letters, digits and _)",
+        _MORE,
+    ),
+    Variable(
+        "<NAME>_BASE_URL",
+        _builtin(0),
+        "the provider's API base (/chat/completions is added); https:// only (http:// for a "
+        "server on loopback); needed for a name without a built-in default",
+        _MORE,
+    ),
+    Variable(
+        "<NAME>_MODEL",
+        _builtin(1),
+        "the provider's model name; needed for a name without a built-in default",
+        _MORE,
+    ),
+    Variable(
+        "<NAME>_API_KEY", None, "the provider's key; a provider without one is skipped", _MORE, True
+    ),
+    Variable(
+        "<NAME>_PRICE_IN",
+        None,
+        "USD per million input tokens, for cost_usd (else null)",
+        _MORE,
+    ),
+    Variable(
+        "<NAME>_PRICE_OUT",
+        None,
+        "USD per million output tokens, for cost_usd (else null)",
+        _MORE,
+    ),
+    Variable("LOG_PROMPTS", "false", "put the last user message in the request log", _MORE),
+)
+
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
