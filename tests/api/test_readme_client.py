@@ -1,6 +1,6 @@
-"""The README's Python client (httpx + httpx-sse) works against edgechat: the
-reading loop is taken from README.md as it stands, only its URL pointed at the
-server under test, and run as written."""
+"""The documented Python client (httpx + httpx-sse) works against edgechat: the
+reading loop is taken from docs/api/chat.md as it stands, only its URL pointed
+at the server under test, and run as written."""
 
 from __future__ import annotations
 
@@ -21,12 +21,14 @@ from tests.kit.upstream import openai_chunk
 README_URL = "http://127.0.0.1:8787"
 
 
+CHAT_PAGE = ROOT / "docs" / "api" / "chat.md"
+
+
 def readme_client() -> str:
-    """The Python block of the README's ``POST /chat`` section."""
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### `POST /chat`") :]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match, "no Python example in the README's POST /chat section"
+    """The Python block of the docs' ``POST /chat`` page."""
+    page = CHAT_PAGE.read_text()
+    match = re.search(r"```python\n(.*?)```", page, re.DOTALL)
+    assert match, "no Python example on docs/api/chat.md"
     code = match.group(1)
     assert "iter_sse" in code, code
     assert code.count(f"{README_URL}/chat") == 1, code
@@ -34,11 +36,11 @@ def readme_client() -> str:
 
 
 def run_readme_client(base_url: str) -> str:
-    """Runs the README's loop against ``base_url``; returns what it printed."""
+    """Runs the documented loop against ``base_url``; returns what it printed."""
     code = readme_client().replace(README_URL, base_url)
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+        exec(compile(code, str(CHAT_PAGE), "exec"), {"__name__": "readme"})
     return printed.getvalue()
 
 

@@ -202,15 +202,14 @@ def test_refusals_are_the_clients_exceptions(server: Server, client: openai.Open
     assert server.ai.calls() == []
 
 
-def test_the_readmes_responses_and_embeddings_examples_run(server: Server) -> None:
-    """The README's Python blocks of both sections, as written, pointed at
-    the server under test."""
-    readme = (ROOT / "README.md").read_text()
+def test_the_docs_responses_and_embeddings_examples_run(server: Server) -> None:
+    """The Python blocks of docs/api/responses.md and docs/api/embeddings.md,
+    as written, pointed at the server under test."""
     blocks = []
-    for title in ("### The Responses API", "### Embeddings"):
-        section = readme[readme.index(title) :]
-        match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-        assert match, f"no Python example under {title}"
+    for page in ("responses.md", "embeddings.md"):
+        text = (ROOT / "docs" / "api" / page).read_text()
+        match = re.search(r"```python\n(.*?)```", text, re.DOTALL)
+        assert match, f"no Python example on docs/api/{page}"
         blocks.append(match.group(1))
     code = "\n".join(blocks)
     assert code.count("http://127.0.0.1:8787/v1") == 1
@@ -219,7 +218,7 @@ def test_the_readmes_responses_and_embeddings_examples_run(server: Server) -> No
     )
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        exec(compile(code, "README.md", "exec"), {"__name__": "readme"})
+        exec(compile(code, "docs/api", "exec"), {"__name__": "docs"})
     whole, streamed, dimensions = printed.getvalue().splitlines()
     assert "What is the edge?»" in whole
     assert streamed.endswith("«Explain Workers AI.»")

@@ -178,3 +178,19 @@ def test_screenshots_for_review(
         expect(page.get_by_role("button", name="Export as Markdown")).to_be_in_viewport()
         page.screenshot(path=ARTIFACTS / f"page-sidebar-{scheme}-{size}.png")
     assert chat.csp_violations() == []
+
+
+def test_the_docs_picture_of_the_page(new_chat: Any, ai: EmulatorControl) -> None:
+    """The picture at the top of the README and the docs (docs/images/chat-page.png
+    is a copy of artifacts/page.png): the page after a real streamed answer."""
+    chat: Chat = new_chat(viewport={"width": 1200, "height": 760}).open()
+    page = chat.page
+    page.emulate_media(reduced_motion="reduce")
+    _showcase(ai)
+    answer = chat.ask("Please compare GLM and Kimi")
+    expect(answer.get_by_role("table")).to_be_visible()
+    expect(answer.get_by_role("button", name="Regenerate")).to_be_visible()
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=ARTIFACTS / "page.png")
+    assert (ARTIFACTS / "page.png").stat().st_size > 5_000
+    assert chat.csp_violations() == []

@@ -721,7 +721,7 @@ def judge(case: Case, status: int, headers: Mapping[str, str], body: bytes) -> V
 
 
 def _as_scripted(case: Case, status: int, body: bytes) -> bool:
-    """A 5xx the script asked for, which is the documented answer (README),
+    """A 5xx the script asked for, which is the documented answer (docs/api/errors.md),
     not a defect: every Workers AI model busy and a request with images the
     fallback provider cannot see (503 ``model_busy``); a whole answer from a
     hostile model stream (502 ``upstream_malformed``)."""

@@ -3,8 +3,8 @@ the one table every suite checks against.
 
 The codes and their meanings are Cloudflare's
 (https://developers.cloudflare.com/workers-ai/platform/errors/); the status,
-public code, Retry-After and fallback are edgechat's promise (README, "POST
-/chat"). Tests read this table; they never copy it.
+public code, Retry-After and fallback are edgechat's promise (docs/api/errors.md,
+docs/api/chat.md). Tests read this table; they never copy it.
 """
 
 from __future__ import annotations

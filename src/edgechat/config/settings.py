@@ -2,86 +2,14 @@
 
 Every variable is optional; an empty value counts as unset. A bad value raises
 ``ValueError`` naming the variable (never echoing a secret or the system
-prompt): configuration errors are the operator's. The runner and
+prompt): configuration errors are the operator's. ``npm start`` and
 ``scripts/check-config.sh`` (run by ``npm run deploy``) stop on them with that
 message; at the edge every request gets a generic 500 ``misconfigured`` and
 the log gets the message.
 
-=========================  ==========================  =================================
-variable                   default                     meaning
-=========================  ==========================  =================================
-SYSTEM_PROMPT              a short friendly prompt     owned by the server, not a secret
-MODELS                     glm,kimi,llama              allowed models (aliases or ids)
-DEFAULT_MODEL              glm                         used when a request names none
-FALLBACK_CHAIN             glm,llama                   tried in order on fallback-worthy
-                                                       errors before the first token
-MAX_BODY_BYTES             65536                       request body cap (413)
-MAX_MESSAGES               50                          messages per request
-MAX_MESSAGE_CHARS          8000                        characters per message
-MAX_TOTAL_CHARS            32000                       characters over all messages
-DEFAULT_OUTPUT_TOKENS      1024                        output cap when max_tokens absent
-MAX_OUTPUT_TOKENS          4096                        highest max_tokens accepted
-MAX_IMAGES                 4                           images per request, history included
-MAX_IMAGE_BYTES            3145728                     each image's decoded size (3 MiB)
-MAX_JSON_DEPTH             32                          nesting of a JSON body (at most 64)
-MAX_CONVERSATIONS          1000                        live conversations per user on the server
-MAX_HISTORY_BYTES          52428800                    a user's stored conversations (50 MiB)
-MAX_CONVERSATION_BYTES     1048576                     one conversation's PUT body (1 MiB)
-MAX_BATCH_BYTES            4194304                     a batch write's body (4 MiB)
-MAX_BATCH_CONVERSATIONS    50                          conversations a batch write holds
-MAX_SHARES                 100                         live share links per user
-MAX_SHARE_DAYS             365                         the longest a share link lives
-MAX_FILE_BYTES             3145728                     one image kept on the server (3 MiB)
-MAX_FILES_BYTES            209715200                   a user's images on the server (200 MiB)
-MAX_FILES                  2000                        a user's images on the server
-MAX_SHARE_IMAGES           20                          images one share link copies
-FIRST_TOKEN_TIMEOUT_S      60                          deadline for the first token
-IDLE_TIMEOUT_S             30                          longest upstream silence
-TOTAL_TIMEOUT_S            300                         deadline for the whole answer
-HEARTBEAT_S                15                          ": ping" interval while silent
-ALLOWED_ORIGINS            (none)                      cross-site origins allowed to call
-API_TOKEN (secret)         (none)                      bearer token required when set (the
-                                                       key named api_token), >= 16 chars
-API_KEYS (secret)          (none)                      named keys, name:token, comma-separated;
-                                                       each key is a user
-ACCESS_TEAM_DOMAIN         (none)                      Cloudflare Access team (https://<team>.
-                                                       cloudflareaccess.com); with ACCESS_AUD,
-                                                       a valid Access token or a key is required
-ACCESS_AUD                 (none)                      the Access application's AUD tag
-ADMINS                     (none)                      emails or key names that are admins
-USER_DAILY_USD             (none)                      each user's daily budget in USD, at list
-                                                       price (needs the USAGE_DB binding)
-USER_DAILY_NEURONS         (none)                      each user's daily budget in Neurons
-KEY_DAILY_USD              (none)                      named keys' own daily budgets in USD,
-                                                       name:amount (name:none: no limit)
-KEY_DAILY_NEURONS          (none)                      named keys' own daily budgets in
-                                                       Neurons, name:amount or name:none
-DAILY_NEURON_LIMIT         (none)                      the account's Workers AI Neurons a day
-                                                       (10000: the free allocation)
-LOG_PROMPTS                false                       log prompt text (privacy!)
-CACHE_MODE                 deterministic               answers kept in KV: off, deterministic
-                                                       (temperature 0 or a seed), all
-CACHE_TTL_S                86400                       how long a kept answer lives (>= 60)
-AI_GATEWAY_ID              (none)                      route every AI.run through this gateway
-COOLDOWN_MAX_S             3600                        the longest a model that answered 3040
-                                                       is skipped (3036/4006: all Workers AI
-                                                       models until 00:00 UTC; 0: none)
-USAGE_COUNTING             true                        count answers in KV for /api/usage
-                                                       (one KV write per answer)
-MODERATION                 off                         Llama Guard checks: off, input,
-                                                       input,output
-MODERATION_FAIL            open                        a failed check lets the request
-                                                       through (open) or refuses it (closed)
-HISTORY_RETENTION_DAYS     (none)                      days a conversation on the server lives
-                                                       after its last write
-PRESETS                    (none)                      a JSON array of presets (presets.py):
-                                                       name, title, system_prompt, model,
-                                                       temperature, greeting
-PROVIDERS                  (none)                      providers' own APIs tried after the
-                                                       chain: <NAME>_BASE_URL, <NAME>_MODEL,
-                                                       <NAME>_API_KEY (secret),
-                                                       <NAME>_PRICE_IN, <NAME>_PRICE_OUT
-=========================  ==========================  =================================
+The variables, their defaults and their rules are ``variables.VARIABLES``: the
+docs' configuration reference is rendered from it, and a unit test holds it
+to what ``Settings.from_vars`` reads and to ``Settings()``'s defaults.
 """
 
 from __future__ import annotations
@@ -103,6 +31,7 @@ from edgechat.users.identity import Access, ApiKey, Rules
 
 __all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
 
+
 # Deliberately plain: the system prompt is visible to anyone who asks the model
 # for it, so it holds no secret and no rule that security depends on.
 DEFAULT_SYSTEM_PROMPT = (
@@ -110,7 +39,10 @@ DEFAULT_SYSTEM_PROMPT = (
     "and say so when you are not sure."
 )
 
+
 CACHE_MODES = ("off", "deterministic", "all")
+
+
 # KV refuses an expirationTtl below 60 s.
 MIN_CACHE_TTL_S = 60
 
@@ -512,6 +444,8 @@ def _price(var: str, get: Callable[[str], object]) -> float | None:
 
 
 _KEY_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
+
+
 MIN_KEY_CHARS = 16
 
 

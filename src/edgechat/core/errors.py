@@ -175,7 +175,7 @@ class ModelNotFound(BadRequest):
 
 class ContentRefused(BadRequest):
     """The moderation model found the conversation unsafe; ``categories`` are
-    its hazard codes (S1-S14, named in the README)."""
+    its hazard codes (S1-S14, named in docs/operating/moderation.md)."""
 
     status = 400
     code = "content_refused"

@@ -17,7 +17,7 @@ answer (the providers may), and without providers it is ``429
 quota_exhausted``. Both last until 00:00 UTC.
 
 The read sees only answers already finished, so answers running at once
-can overshoot a limit: by at most what those answers cost (README, "Budgets").
+can overshoot a limit: by at most what those answers cost (docs/operating/budgets.md).
 A store that fails is logged and lets the request through: a D1 outage must
 not stop every chat.
 """

@@ -5,6 +5,7 @@ import dataclasses
 import pytest
 
 from edgechat.config.settings import DEFAULT_SYSTEM_PROMPT, Settings
+from edgechat.config.variables import VARIABLES
 from edgechat.core.models import find
 from edgechat.core.requests import Limits
 
@@ -207,3 +208,58 @@ def test_fallbacks_after() -> None:
     # Not in the chain (e.g. a paid-only model on the Free plan): the whole chain.
     assert alias_list(s.fallbacks_after(model("kimi"))) == ["glm-5.3", "glm", "llama"]  # type: ignore[arg-type]
     assert settings(FALLBACK_CHAIN="glm").fallbacks_after(model("glm")) == ()  # type: ignore[arg-type]
+
+
+# --- the registry the docs' configuration reference is rendered from -----------------
+
+
+def names_read(values: dict[str, str]) -> set[str]:
+    """Every name ``Settings.from_vars`` asks for, given ``values``."""
+    asked: set[str] = set()
+
+    def get(name: str) -> object:
+        asked.add(name)
+        return values.get(name)
+
+    Settings.from_vars(get)
+    return asked
+
+
+def test_the_registry_names_every_variable_read_and_no_other() -> None:
+    plain = {v.name for v in VARIABLES if not v.per_provider}
+    assert names_read({}) == plain
+    assert len(VARIABLES) == len({v.name for v in VARIABLES})
+
+
+def test_the_registrys_provider_patterns_are_what_a_named_provider_reads() -> None:
+    patterns = {v.name for v in VARIABLES if v.per_provider}
+    plain = {v.name for v in VARIABLES if not v.per_provider}
+    asked = names_read(
+        {
+            "PROVIDERS": "zhipu,my_llm",
+            "MY_LLM_BASE_URL": "https://x.example/v1",
+            "MY_LLM_MODEL": "m",
+        }
+    )
+    assert asked - plain == {
+        pattern.replace("<NAME>", prefix) for pattern in patterns for prefix in ("ZHIPU", "MY_LLM")
+    }
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [v for v in VARIABLES if v.default is not None and not v.per_provider],
+    ids=lambda v: v.name,
+)
+def test_each_documented_default_is_the_default(variable: object) -> None:
+    """Setting a variable to the default the docs show changes nothing."""
+    name, default = variable.name, variable.default  # type: ignore[attr-defined]
+    assert Settings.from_mapping({name: default}) == Settings()
+
+
+def test_the_provider_defaults_are_the_built_in_ones() -> None:
+    s = settings(PROVIDERS="zhipu,moonshot", ZHIPU_API_KEY="k" * 16, MOONSHOT_API_KEY="m" * 16)
+    by_name = {v.name: v.default for v in VARIABLES}
+    for provider in s.providers:
+        assert f"{provider.name}: {provider.base_url}" in (by_name["<NAME>_BASE_URL"] or "")
+        assert f"{provider.name}: {provider.model_name}" in (by_name["<NAME>_MODEL"] or "")
