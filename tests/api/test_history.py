@@ -242,12 +242,16 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(ann: httpx.Client) -
     )
     assert_error(declared, 413, "payload_too_large")
     assert str(MAX_CONVERSATION_BYTES) in declared.json()["error"]["message"]
+    # A limit refusal names its limit, as /api/limits does.
+    assert declared.json()["error"]["limit"] == "max_conversation_bytes"
+    assert declared.json()["error"]["max"] == MAX_CONVERSATION_BYTES
     counted = ann.put(
         f"/api/conversations/{cid}",
         content=chunks(),
         headers={**JSON, "if-none-match": "*", "connection": "close"},
     )
     assert_error(counted, 413, "payload_too_large")
+    assert counted.json()["error"]["limit"] == "max_conversation_bytes"
 
 
 def test_the_users_limits_are_named_and_enforced(bob: httpx.Client, server: Server) -> None:
@@ -395,6 +399,8 @@ def test_my_data_exports_and_deletes_everything(
     create(carol, "mine-2", "carol's second")
     create(dave, "mine-1", "dave's")
     link = carol.post("/api/shares", json={"conversation": "mine-1"}).json()
+    revoked = carol.post("/api/shares", json={"conversation": "mine-2"}).json()
+    assert carol.delete(f"/api/shares/{revoked['id']}").status_code == 204
     exported = carol.get("/api/my-data")
     assert exported.status_code == 200
     assert exported.headers["content-disposition"].startswith("attachment")

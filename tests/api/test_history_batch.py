@@ -79,14 +79,17 @@ def test_a_batch_writes_each_conversation_as_its_put_would(erin: httpx.Client) -
     made = fresh_id()
     bad = conversation(fresh_id(), "hi", "there")
     bad["nodes"][1]["role"] = "user"
+    unsure = fresh_id()
     results = batch(
         erin,
         new(made, "made in a batch", "an answer"),
         {"conversation": conversation(kept, "first words", "more"), "if_match": tag},
         {"conversation": conversation(stale, "v2 from this device"), "if_match": old},
         {"conversation": bad, "if_none_match": "*"},
-        {"conversation": conversation(fresh_id(), "no precondition")},
+        {"conversation": conversation(unsure, "no precondition")},
     )
+    # Every result says which conversation it is about, refused ones too.
+    assert [result["id"] for result in results] == [made, kept, stale, bad["id"], unsure]
     assert results[0]["status"] == 201
     assert results[0]["id"] == made
     assert results[1]["status"] == 200
@@ -155,6 +158,10 @@ def test_a_malformed_batch_is_refused_whole(erin: httpx.Client, server: Server) 
             # Shape errors inside one write are that write's result.
             (result,) = refused.json()["results"]
             assert result["status"] == 400, body
+            # Every result says which conversation it is about, when it names one.
+            written = body["put"][0] if isinstance(body["put"], list) else None
+            named_id = written["conversation"]["id"] if isinstance(written, dict) else None
+            assert result["id"] == (named_id if named_id == "a" else None), body
             assert named in result["error"]["message"], body
         else:
             assert_error(refused, 400, "invalid_request")
@@ -163,6 +170,8 @@ def test_a_malformed_batch_is_refused_whole(erin: httpx.Client, server: Server) 
     over = erin.post("/api/conversations", json={"put": big}, headers={"connection": "close"})
     assert_error(over, 413, "payload_too_large")
     assert str(MAX_BATCH_BYTES) in over.json()["error"]["message"]
+    assert over.json()["error"]["limit"] == "max_batch_bytes"
+    assert over.json()["error"]["max"] == MAX_BATCH_BYTES
     text = erin.post(
         "/api/conversations", content=b'{"put": []}', headers={"content-type": "text/plain"}
     )

@@ -25,6 +25,8 @@ into a plain ``EdgechatError`` (500). The tree (the ``UpstreamError`` branch liv
     │   ├── TooManyFiles               409 too_many_files         max_files
     │   ├── TooManyShareImages         409 too_many_share_images  max_share_images
     │   ├── PayloadTooLarge            413 payload_too_large
+    │   │   └── ConversationTooLarge   413 payload_too_large      max_conversation_bytes
+    │   │       └── BatchTooLarge      413 payload_too_large      max_batch_bytes
     │   ├── UnsupportedMediaType       415 unsupported_media_type
     │   ├── RateLimited                429 rate_limited           (+ Retry-After)
     │   └── BudgetExhausted            429 budget_exhausted       a user's daily budget is spent
@@ -77,9 +79,11 @@ from typing import Any, ClassVar
 __all__ = [
     "ApiDisabled",
     "BadRequest",
+    "BatchTooLarge",
     "BudgetExhausted",
     "ClientError",
     "ContentRefused",
+    "ConversationTooLarge",
     "EdgechatError",
     "FileTooLarge",
     "FilesFull",
@@ -252,7 +256,11 @@ class PayloadTooLarge(ClientError):
 def body_too_large(limit: int, *, detail: str) -> PayloadTooLarge:
     """The one 413 for a body over ``limit`` bytes, however it was noticed
     (Content-Length, counting a chunked upload, or the body in hand)."""
-    return PayloadTooLarge(public=f"The request body is larger than {limit} bytes.", detail=detail)
+    return PayloadTooLarge(public=_larger_than(limit), detail=detail)
+
+
+def _larger_than(limit: int) -> str:
+    return f"The request body is larger than {limit} bytes."
 
 
 class UnsupportedMediaType(ClientError):
@@ -330,15 +338,28 @@ class UserLimit:
     limit_name: ClassVar[str] = ""
     limit: int = 0
 
-    def __init__(self, *, limit: int = 0, detail: str = "") -> None:
+    def __init__(self, *, limit: int = 0, detail: str = "", public: str | None = None) -> None:
         self.limit = limit
-        super().__init__(detail=detail)  # type: ignore[call-arg]
+        super().__init__(public=public, detail=detail)  # type: ignore[call-arg]
 
     def to_json(self) -> dict[str, dict[str, Any]]:
         body: dict[str, dict[str, Any]] = super().to_json()  # type: ignore[misc]
         body["error"]["limit"] = self.limit_name
         body["error"]["max"] = self.limit
         return body
+
+
+class ConversationTooLarge(UserLimit, PayloadTooLarge):
+    """``body_too_large`` for a conversation, naming its limit."""
+
+    limit_name = "max_conversation_bytes"
+
+    def __init__(self, *, limit: int = 0, detail: str = "") -> None:
+        super().__init__(limit=limit, detail=detail, public=_larger_than(limit))
+
+
+class BatchTooLarge(ConversationTooLarge):
+    limit_name = "max_batch_bytes"
 
 
 class TooManyConversations(UserLimit, ClientError):

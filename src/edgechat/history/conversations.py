@@ -67,6 +67,8 @@ def _bad(path: str, why: str) -> BadRequest:
 
 def _fields(value: Any, path: str, required: Sequence[str], optional: Sequence[str]) -> None:
     if not isinstance(value, dict):
+        if not path:
+            raise BadRequest(public="The conversation must be an object.")
         raise _bad(path, "must be an object")
     for key in value:
         if key not in required and key not in optional:

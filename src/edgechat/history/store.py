@@ -28,12 +28,12 @@ from typing import Any
 from edgechat.core.errors import (
     BadRequest,
     ClientError,
+    ConversationTooLarge,
     HistoryFull,
     NotFound,
     PreconditionFailed,
     PreconditionRequired,
     TooManyConversations,
-    body_too_large,
 )
 from edgechat.core.ports import Database
 
@@ -167,7 +167,12 @@ _EXPIRE = "DELETE FROM conversations WHERE user = ?1 AND changed < ?2"
 _EXPIRE_SHARES = "UPDATE shares SET body = NULL WHERE user = ?1 AND expires <= ?2"
 # My data: everything of the user's, and all of it deleted.
 _EVERYTHING = "SELECT id, version, body FROM conversations WHERE user = ?1 ORDER BY seq"
-_MY_SHARES = "SELECT id, conversation, title, created, expires FROM shares WHERE user = ?1"
+# Live links only, as GET /api/shares lists them: a revoked one keeps its row
+# (its page says it was revoked) but shares nothing any more.
+_MY_SHARES = (
+    "SELECT id, conversation, title, created, expires FROM shares "
+    "WHERE user = ?1 AND body IS NOT NULL"
+)
 _ERASE = (
     "UPDATE conversations SET version = version + 1, "
     "seq = (SELECT MAX(seq) FROM conversations WHERE user = ?1) + 1, "
@@ -255,7 +260,9 @@ async def put_many(
     if quota.each is not None:
         for k, (_, _, size) in enumerate(statements):
             if size > quota.each:
-                why[k] = body_too_large(quota.each, detail=f"{writes[k][0]}: {size} bytes")
+                why[k] = ConversationTooLarge(
+                    limit=quota.each, detail=f"{writes[k][0]}: {size} bytes"
+                )
     run = [k for k in range(len(writes)) if k not in why]
     written = await db.batch([statements[k][:2] for k in run]) if run else []
     results = dict(zip(run, written, strict=True))

@@ -16,7 +16,9 @@ from edgechat.apis.body import json_object
 from edgechat.core import json_body
 from edgechat.core.errors import (
     BadRequest,
+    BatchTooLarge,
     ClientError,
+    ConversationTooLarge,
     EdgechatError,
     FileTooLarge,
     Gone,
@@ -145,11 +147,15 @@ async def conversation_get(ctx: Context) -> Reply:
     return Reply(200, {**headers, **tag, **ctx.reply_headers}, body.encode())
 
 
-async def _conversation_json(ctx: Context, most: int) -> Any:
-    """A JSON body of conversations (``most`` bytes at most), parsed by the
-    JSON rules; a refusal names the conversation's fields."""
+async def _conversation_json(ctx: Context, most: int, too_large: type[ConversationTooLarge]) -> Any:
+    """A JSON body of conversations (``most`` bytes at most, else
+    ``too_large``, which names its limit), parsed by the JSON rules; a
+    refusal names the conversation's fields."""
     guards.check_json(ctx.request)
-    body = await ctx.platform.read_body(most)
+    try:
+        body = await ctx.platform.read_body(most)
+    except PayloadTooLarge as exc:
+        raise too_large(limit=most, detail=str(exc)) from exc
     return json_body.loads(
         body,
         max_depth=ctx.settings.limits.max_json_depth,
@@ -165,7 +171,7 @@ async def conversation_put(ctx: Context) -> Reply:
     cid = _conversation_id(ctx)
     want = history.precondition(ctx.request.headers)
     limits = ctx.settings.limits
-    data = await _conversation_json(ctx, limits.max_conversation_bytes)
+    data = await _conversation_json(ctx, limits.max_conversation_bytes, ConversationTooLarge)
     conversation = check_conversation(data, cid)
     quota = history.Quota(limits.max_conversations, limits.max_history_bytes)
     try:
@@ -198,6 +204,14 @@ def _batch_write(item: Any, k: int) -> tuple[str, dict[str, Any], history.Precon
     return cid, check_conversation(conversation, cid), history.precondition(headers)
 
 
+def _batch_id(item: Any) -> str | None:
+    """The conversation id a refused write names, when it names a valid one:
+    every result says which conversation it is about (None: no id to say)."""
+    conversation = item.get("conversation") if isinstance(item, dict) else None
+    cid = conversation.get("id") if isinstance(conversation, dict) else None
+    return cid if isinstance(cid, str) and _CONVERSATION_ID.fullmatch(cid) else None
+
+
 async def conversations_batch(ctx: Context) -> Reply:
     """``POST /api/conversations`` ``{"put": [write, ...]}``: several
     conversations written in one request (a device's first sync), each as
@@ -205,7 +219,7 @@ async def conversations_batch(ctx: Context) -> Reply:
     version, a limit, a field) leaves the others written."""
     db, user = await _history(ctx)
     limits = ctx.settings.limits
-    data = await _conversation_json(ctx, limits.max_batch_bytes)
+    data = await _conversation_json(ctx, limits.max_batch_bytes, BatchTooLarge)
     items = data.get("put") if isinstance(data, dict) and data.keys() == {"put"} else None
     if not isinstance(items, list) or not items:
         raise BadRequest(public='A batch is {"put": [...]}, one write or more.')
@@ -221,7 +235,7 @@ async def conversations_batch(ctx: Context) -> Reply:
             writes.append(_batch_write(item, k))
             places.append(k)
         except ClientError as exc:
-            results[k] = {"status": exc.status, **exc.to_json()}
+            results[k] = {"id": _batch_id(item), "status": exc.status, **exc.to_json()}
     quota = history.Quota(
         limits.max_conversations, limits.max_history_bytes, limits.max_conversation_bytes
     )

@@ -87,6 +87,13 @@ def test_a_bad_field_is_named(change: Any, message: str) -> None:
     assert "<script>" not in refused.value.public_message
 
 
+def test_a_conversation_that_is_not_an_object_is_refused_as_such() -> None:
+    for value in ([], [{"id": "a"}], "a", None):
+        with pytest.raises(BadRequest) as refused:
+            check_conversation(value)
+        assert refused.value.public_message == "The conversation must be an object."
+
+
 def test_size_and_depth_are_bounded_without_recursion() -> None:
     chain = [
         {
