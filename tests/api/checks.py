@@ -129,6 +129,10 @@ def assert_error(response: httpx.Response, status: int, code: str, *markers: str
         "too_many_share_images",
     )
     extra |= {"limit", "max"} if code in over else set()
+    # A conversation or a batch over its size names its limit too; other
+    # bodies over MAX_BODY_BYTES say the number in the message only.
+    sized = code == "payload_too_large" and "limit" in body["error"]
+    extra |= {"limit", "max"} if sized else set()
     assert set(body["error"]) == {"code", "message"} | extra, body
     assert body["error"]["code"] == code, body
     message = body["error"]["message"]
