@@ -1,5 +1,5 @@
 // What a JavaScript promise costs Python in Pyodide, the way edgechat's
-// forwarded batches meet them (src/edgechat/platform.py, BindingForward):
+// forwarded batches meet them (src/edgechat/platform/streams.py, BindingForward):
 // the same `then` on a settled promise, made by a call from Python (Pyodide
 // makes the promise a call returns a Python future at once, whose callbacks
 // run when it settles, awaited or not) or through `[0].map(...)` (the

@@ -1,6 +1,6 @@
 """Plain-Python stand-ins for the ``ports`` protocols, scripted per test.
 
-They fake the seam (what ``platform.py`` adapts from the Workers runtime) and
+They fake the seam (what ``edgechat.platform`` adapts from the Workers runtime) and
 nothing inside the core, so a test drives ``chat``/``app`` exactly as the
 runtime would. Upstream byte streams in both wire formats come from
 ``openai_stream`` and ``native_stream``, which only arrange the chunks that

@@ -1,7 +1,7 @@
 """workerd's native streams, as the Python Worker meets them, exercised from
 Python on workerd (the probe Worker's /streams/* routes run the experiments
 in tests/fixtures/probe/worker/stream_probes.py). Each is a fact of the
-platform that edgechat's seam (``platform.py``) relies on, checked on the
+platform that edgechat's seam (``edgechat.platform``) relies on, checked on the
 runtime it ships to; what workerd does is cited from its source
 (cloudflare/workerd).
 """
@@ -206,7 +206,7 @@ def test_client_leaving_a_relay_fails_the_pipe_and_drops_the_upstream(
         assert time.monotonic() < deadline, "the relay's pipe did not settle"
         time.sleep(0.05)
     assert outcome == "Error: Network connection lost."
-    # By then request.signal has fired: platform.py (`BindingUpstream.failure`)
+    # By then request.signal has fired: edgechat.platform.streams (`BindingUpstream.failure`)
     # tells a client who left from a model that failed by it. The pipe fails
     # only at its next write after the request ended, and the request's end
     # fires the signal (worker-entrypoint.c++, WorkerEntrypoint::request; seen

@@ -8,7 +8,7 @@ of these, cut into chunks at arbitrary bytes, into ``Delta``s of reasoning and
 answer text, and keeps the stream's usage and finish reason.
 
 ``/chat`` reads with it only the model's first chunks and the last few events
-of its ``Tail`` (the rest is relayed without Python, see ``chat.py``); other
+of its ``Tail`` (the rest is relayed without Python, see ``apis.chat``); other
 callers may read a whole stream, so ``feed`` keeps a fast path for the usual
 chunk - whole ``data: {...}\\n\\n`` events with LF line ends - that costs one
 decode, one split and one JSON parse per event. Everything unusual (the first

@@ -1,5 +1,5 @@
 """``POST /chat``'s framing: ``meta``, then the model's own SSE events byte
-for byte (relayed natively, see ``delivery.py``), then exactly one ``done`` or
+for byte (relayed natively, see ``answer.delivery``), then exactly one ``done`` or
 ``error``.
 
 The closing carries ``meta``'s ``request_id``: a relayed stream reaches the

@@ -14,7 +14,7 @@ model and temperature apply unless the request gives its own. A client still
 never sends a system prompt, and ``GET /api/presets`` lists everything but
 it: the prompt is the operator's (not a secret, but not the client's to read
 back either). A bad entry raises ``ValueError`` naming the preset's position
-and the rule, so it is caught where every setting is (``config.py``).
+and the rule, so it is caught where every setting is (``config.settings``).
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def loads(body: bytes, *, max_depth: int, max_text_bytes: int, names: Set[str]) 
         raise BadRequest(public="The request body is not valid UTF-8.") from None
     rest = _skip_data_urls(body)
     if len(rest) > max_text_bytes:
-        # Everything left is text the cap counts (validation.py, _Images).
+        # Everything left is text the cap counts (apis.body, Images).
         raise body_too_large(max_text_bytes, detail=f"{len(rest)} bytes besides data URLs")
     outside = _outside_strings(rest)
     if _depth_over(outside, max_depth):

@@ -1,9 +1,9 @@
 """What the core needs from the platform, as protocols.
 
-``platform.py`` implements them on the Workers runtime; tests implement them
+``edgechat.platform`` implements them on the Workers runtime; tests implement them
 with plain Python fakes. Nothing here imports the runtime.
 
-A model's streamed answer reaches the client in two phases (``chat.py``):
+A model's streamed answer reaches the client in two phases (``apis.chat``):
 Python reads the first bytes itself (``UpstreamStream.read``) until the model
 has said something, then hands the rest to the platform (``relay``), which
 copies it into the response natively while Python only looks in now and then

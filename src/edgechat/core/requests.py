@@ -1,5 +1,5 @@
 """What a question is, once validated: the limits it was held to, its
-messages, and the model call it asks for. ``validation.py`` makes these from
+messages, and the model call it asks for. ``apis``' body rules make these from
 request bodies; everything after it reads them. Nothing here parses or checks.
 """
 
@@ -36,7 +36,7 @@ JSON_DEPTH_CEILING = 64
 @dataclass(frozen=True, slots=True)
 class Limits:
     """The request limits, each a ``[vars]`` entry of its upper-case name
-    (``config.py``) and a field of ``GET /api/limits`` (``to_json``)."""
+    (``config.settings``) and a field of ``GET /api/limits`` (``to_json``)."""
 
     max_body_bytes: int = 65_536
     max_messages: int = 50
@@ -60,7 +60,7 @@ class Limits:
     # where the page stops recording) its seconds.
     max_audio_bytes: int = 4 << 20
     max_audio_seconds: int = 120
-    # Each user's conversations on the server (history.py, the DB binding):
+    # Each user's conversations on the server (history.store, the DB binding):
     # how many live ones, their stored JSON together, one conversation's
     # body (PUT /api/conversations/<id>), live share links, a link's days.
     max_conversations: int = 1_000
@@ -103,7 +103,7 @@ class Param(NamedTuple):
     providers: bool
 
 
-# The one list of them; validation.py checks each one's value.
+# The one list of them; apis.openai_body checks each one's value.
 PARAMS = (
     Param("top_p", native=True, providers=True),
     Param("stop", native=False, providers=True),
@@ -141,7 +141,7 @@ class Message:
     parts: tuple[dict[str, Any], ...] = ()
     # An assistant turn's thinking (``reasoning_content``), as the model sent it.
     reasoning: str = ""
-    # A user message's documents as sent (``documents.py``), and once
+    # A user message's documents as sent (``media.documents``), and once
     # converted their text, which the model reads before the message's own.
     documents: tuple[DocumentFile, ...] = ()
     attached: str = ""

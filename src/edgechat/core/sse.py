@@ -9,7 +9,7 @@ some line splitters (Python's ``str.splitlines``, old JavaScript) treat them
 as such.
 
 The ``/chat`` stream is ``meta``, then the model's own events as Workers AI
-sent them (relayed byte for byte, see ``chat.py``), then one ``done`` or
+sent them (relayed byte for byte, see ``apis.chat``), then one ``done`` or
 ``error``. What this module writes:
 
 - ``event()``   a named event of ours (``meta``, ``done``)

@@ -24,7 +24,7 @@ rebuilt without recursion. The rules, as ``transfer.js``'s: no unknown key,
 every type, roles in turn, ``pick`` within its versions, at most
 ``MAX_NODES`` messages and ``MAX_DEPTH`` deep, the same string lengths.
 A refusal names the field (``nodes[3].role``), never echoes a value.
-A user node's ``images`` name the images kept beside it (``files.py``,
+A user node's ``images`` name the images kept beside it (``files``,
 ``PUT /api/files/<id>``), at most ``MAX_NODE_IMAGES``.
 """
 

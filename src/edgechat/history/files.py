@@ -171,7 +171,7 @@ async def upload(
     now_ms: int,
 ) -> tuple[dict[str, Any], bool]:
     """Keeps the image ``data`` of type ``kind`` (checked by its header, as
-    ``images.py`` checks a data URL) as the user's ``fid``: its description
+    ``media.images`` checks a data URL) as the user's ``fid``: its description
     and whether it is new. Raises ``BadRequest``, ``TooManyFiles`` or
     ``FilesFull``."""
     width, height = check_image_bytes(data, kind, "The image")

@@ -253,7 +253,7 @@ def check_image_part(part: Any, where: str, max_image_bytes: int) -> ImagePart:
 
 
 def check_image_bytes(data: bytes, kind: str, where: str) -> Size:
-    """An image's own bytes (an upload, ``files.py``) held to the same
+    """An image's own bytes (an upload, ``history.files``) held to the same
     rules as a data URL's, but its size: its width and height, or ``BadRequest``."""
     if kind not in IMAGE_TYPES:
         raise BadRequest(public=f"{where} must be one of {', '.join(IMAGE_TYPES)}.")

@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 
-# --- conversations on the server (history.py) and share links (shares.py) --
+# --- conversations on the server (history.store) and share links (history.shares)
 
 # A conversation's id in a URL: the page's ids (UUIDs) and more, nothing to escape.
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")

@@ -1,4 +1,4 @@
-"""files.py, and its routes in app.py, on CPython's SQLite with the
+"""history.files, and its routes in web.history, on CPython's SQLite with the
 project's migrations and a bucket in a dict: the limits, the keys, who may
 read what, the copies a share link makes, and what goes when."""
 

@@ -1,4 +1,4 @@
-"""history.py and shares.py on CPython's SQLite with the project's own
+"""history.store and history.shares on CPython's SQLite with the project's own
 migrations (D1 is SQLite): versions, tombstones, the list's order and
 ``since``, the limits, and that no statement reaches another user's rows."""
 
