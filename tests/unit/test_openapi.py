@@ -11,7 +11,10 @@ import pytest
 from openapi_spec_validator import validate
 from openapi_spec_validator.versions.shortcuts import get_spec_version
 
+from edgechat import errors
 from edgechat.app import NESTED, PREFIXED, ROUTES
+from edgechat.models import CATALOG
+from edgechat.requests import Limits
 from tests.kit.conformance import DOCUMENT, Conformance
 
 SPEC: dict[str, Any] = json.loads(DOCUMENT.read_text())
@@ -161,3 +164,66 @@ def test_the_event_checker_reads_events_as_they_arrive() -> None:
     assert events.take() == [
         "POST /chat (postChat) 200 event 'done': $: 'finish_reason' is a required property"
     ]
+
+
+def _subclasses(cls: type) -> list[type]:
+    return [cls, *(sub for child in cls.__subclasses__() for sub in _subclasses(child))]
+
+
+def test_the_error_codes_are_the_hierarchys() -> None:
+    codes = {cls.code for cls in _subclasses(errors.EdgechatError)}
+    assert set(SPEC["components"]["schemas"]["ErrorCode"]["enum"]) == codes
+
+
+RESPONSES = {
+    400: "BadRequest",
+    401: "Unauthorized",
+    403: "Forbidden",
+    404: "NotFound",
+    409: "Conflict",
+    410: "Gone",
+    412: "PreconditionFailed",
+    413: "PayloadTooLarge",
+    415: "UnsupportedMediaType",
+    428: "PreconditionRequired",
+    429: "TooManyRequests",
+    500: "InternalError",
+    502: "BadGateway",
+    503: "ServiceUnavailable",
+    504: "GatewayTimeout",
+}
+
+
+def test_each_status_names_the_codes_the_hierarchy_gives_it() -> None:
+    by_status: dict[int, set[str]] = {}
+    for cls in _subclasses(errors.EdgechatError):
+        by_status.setdefault(cls.status, set()).add(cls.code)
+    assert set(by_status) == {*RESPONSES, 405}
+    for status, name in RESPONSES.items():
+        response = SPEC["components"]["responses"][name]
+        schema = response["content"]["application/json"]["schema"]
+        assert set(schema["properties"]["error"]["properties"]["code"]["enum"]) == by_status[status]
+
+
+def test_the_limits_are_the_defaults_of_the_code() -> None:
+    limits = SPEC["components"]["schemas"]["Limits"]
+    assert {k: v["default"] for k, v in limits["properties"].items()} == Limits().to_json()
+    assert limits["required"] == list(Limits().to_json())
+
+
+def test_the_model_names_are_the_catalogs() -> None:
+    names = SPEC["components"]["schemas"]["ModelName"]["enum"]
+    assert names == [*(m.alias for m in CATALOG), *(m.id for m in CATALOG), None]
+
+
+def test_a_streams_event_schema_says_what_its_x_sse_events_says() -> None:
+    for where, media in _sse_media():
+        schema = media["schema"]
+        named = {}
+        for branch in schema["allOf"]:
+            name = branch["if"]["properties"]["event"]["const"]
+            data = branch["then"]["properties"]["data"]
+            named[name] = data.get("else", data).get("contentSchema", {"type": "string"})
+        assert schema["properties"]["event"]["enum"] == list(media["x-sse-events"]), where
+        for name, data in media["x-sse-events"].items():
+            assert named[name] in (data, {"type": "string"}), (where, name)
