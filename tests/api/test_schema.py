@@ -23,9 +23,11 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
+    allow_header_conformance,
     content_type_conformance,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 from tests.api.conftest import ServerPool
@@ -38,9 +40,23 @@ CHECKS = [
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
+    # A method a path does not list is 405 with Allow; a preflight's Allow
+    # names the path's methods.
+    unsupported_method,
+    allow_header_conformance,
 ]
 # Operations left out, by operationId, and why.
 EXCLUDED: dict[str, str] = {}
+# Checks left out for one operation (its label), and why.
+_ASSETS = (
+    "a static asset: the platform's assets router answers a method other than GET and "
+    "HEAD with an empty 405 and no Allow (workerd 1.20261117.1, the edge's router), "
+    "before the Worker runs"
+)
+SKIPPED_CHECKS = {
+    "GET /": {unsupported_method: _ASSETS},
+    "GET /openapi.json": {unsupported_method: _ASSETS},
+}
 
 
 # Loaded at import, so each operation is a test of its own (schemathesis'
@@ -67,4 +83,6 @@ def base_url(servers: ServerPool) -> str:
     suppress_health_check=list(HealthCheck),
 )
 def test_every_answer_keeps_the_document(case: schemathesis.Case, base_url: str) -> None:
-    case.call_and_validate(base_url=base_url, checks=CHECKS)
+    skipped = SKIPPED_CHECKS.get(case.operation.label, {})
+    checks = [check for check in CHECKS if check not in skipped]
+    case.call_and_validate(base_url=base_url, checks=checks)
