@@ -227,3 +227,8 @@ def test_a_streams_event_schema_says_what_its_x_sse_events_says() -> None:
         assert schema["properties"]["event"]["enum"] == list(media["x-sse-events"]), where
         for name, data in media["x-sse-events"].items():
             assert named[name] in (data, {"type": "string"}), (where, name)
+
+
+def test_a_limit_refusal_names_a_limit_of_api_limits() -> None:
+    limit = SPEC["components"]["schemas"]["ErrorDetail"]["properties"]["limit"]
+    assert limit["enum"] == list(Limits().to_json())
