@@ -8,6 +8,7 @@ import pytest
 from hypothesis import settings
 
 from tests.harness import ROOT, EmulatorControl, Runner, start_runner
+from tests.kit.conformance import serving
 
 PROBE_CONFIG = ROOT / "tests" / "fixtures" / "probe" / "wrangler.toml"
 
@@ -65,7 +66,7 @@ def edgechat_url(ai_control: EmulatorControl) -> Iterator[str]:
     """Base URL of edgechat under test: ``EDGECHAT_BASE_URL``, or `npm start` on workerd."""
     external = os.environ.get("EDGECHAT_BASE_URL")
     if external:
-        yield external.rstrip("/")
+        yield serving(external.rstrip("/"))
         return
     env = {
         "EDGECHAT_AI_SCRIPT": str(ai_control.script_path),
@@ -73,7 +74,7 @@ def edgechat_url(ai_control: EmulatorControl) -> Iterator[str]:
         "EDGECHAT_AI_DELAY_MS": "0",
     }
     with start_runner(ROOT / "wrangler.toml", env=env) as runner:
-        yield runner.base_url
+        yield serving(runner.base_url)
 
 
 @pytest.fixture

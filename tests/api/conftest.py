@@ -4,6 +4,10 @@ Every test that posts to ``/chat`` connects from its own loopback address
 (127.0.0.2, 127.0.0.3, …): workerd sets ``CF-Connecting-IP`` from the TCP
 peer and the rate limiter counts per client, so tests never share a bucket.
 
+Every response an edgechat server gives a test is held to the OpenAPI
+document (``tests/kit/conformance.py``): a mismatch fails the test that saw
+it, naming the operation, the status and the JSON path.
+
 Behaviours that depend on configuration (auth, allowed origins, deadlines,
 limits) or on the server's own output (the request log) need a server started
 here with a vars file; against an external server (``EDGECHAT_BASE_URL``) they
@@ -32,12 +36,34 @@ from tests.harness import (
     config_without_rate_limiter,
     start_runner,
 )
+from tests.kit import conformance
 
 # Read timeout between two chunks of a response; streams send a ping at least
 # every HEARTBEAT_S (15 s by default), so 30 s means "the server is stuck".
 TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 
 _addresses = itertools.count(2)
+
+
+@pytest.fixture(autouse=True)
+def _conformance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every response of an edgechat server, checked against the document.
+    At httpx's transports, so the suite's clients all pass it: httpx itself,
+    httpx-sse, the official OpenAI clients and LangChain's. (The Node
+    clients of ``test_openai_node.py`` and the raw sockets of
+    ``test_chat_validation.py`` go around it.)"""
+    conformance.RECORDER.take()
+    conformance.install(monkeypatch)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> object:
+    outcome = yield
+    seen = conformance.RECORDER.take()
+    if seen:
+        shown = "\n".join(dict.fromkeys(seen))
+        raise AssertionError(f"responses that do not match static/openapi.json:\n{shown}")
+    return outcome
 
 
 def _next_address() -> str:
@@ -168,7 +194,7 @@ class ServerPool:
         runner = self._stack.enter_context(
             start_runner(config, vars_file=vars_file, env=env, args=args)
         )
-        return Server(runner.base_url, ai, runner)
+        return Server(conformance.serving(runner.base_url), ai, runner)
 
     def close(self) -> None:
         self._stack.close()

@@ -4,7 +4,12 @@ edgechat's own words, every stream closed as documented, and the runner
 alive at the end. ``npm run bench:fuzz`` runs the same generator longer.
 
 Seeded: a failure names the case's index, and ``cases(SEED, 1, index)``
-gives its body again."""
+gives its body again.
+
+``test_schema.py`` generates the malformed bodies the OpenAPI document
+describes (missing, mistyped, unknown fields; other content types; other
+methods) on every route; the kit's docstring says what it keeps for itself:
+what no schema can express."""
 
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """The bodies of the hardening issue, one by one, over HTTP: each once ended
 the runner's isolate, reached the model broken, or gave a 500. Each now gets
 a 400 that names the rule (and never the input), and the runner lives on.
-``test_fuzz.py`` looks for more of their kind."""
+``test_fuzz.py`` looks for more of their kind. None of them is a body an
+OpenAPI schema can describe (nesting past any parser, lone surrogates, a
+model's stream split inside a character), so schemathesis
+(``test_schema.py``) never sends them: they stay here."""
 
 from __future__ import annotations
 
