@@ -22,11 +22,7 @@ from edgechat.apis.fields import FIELD_NAMES
 from edgechat.core import json_body
 from edgechat.core.errors import BadRequest, body_too_large
 from edgechat.core.models import Model, allowed_models, lookup
-from edgechat.core.requests import (
-    ChatRequest,
-    DocumentFile,
-    Limits,
-)
+from edgechat.core.requests import ChatRequest, DocumentFile, Limits
 from edgechat.media.documents import check_file_part, document_url_size
 from edgechat.media.images import check_image_part, data_url_size
 

@@ -30,12 +30,7 @@ from edgechat.apis.body import (
 from edgechat.apis.fields import CHAT_FIELDS
 from edgechat.config.presets import Preset
 from edgechat.core.errors import BadRequest
-from edgechat.core.requests import (
-    ChatRequest,
-    DocumentFile,
-    Limits,
-    Message,
-)
+from edgechat.core.requests import ChatRequest, DocumentFile, Limits, Message
 
 __all__ = ["parse_chat_request"]
 

@@ -8,10 +8,7 @@ from edgechat.apis.body import count_text, read_object
 from edgechat.apis.fields import EMBEDDING_FIELDS
 from edgechat.core.errors import BadRequest
 from edgechat.core.models import EMBEDDING_CATALOG, lookup_embedding
-from edgechat.core.requests import (
-    EmbeddingsRequest,
-    Limits,
-)
+from edgechat.core.requests import EmbeddingsRequest, Limits
 
 __all__ = ["MAX_EMBEDDING_INPUTS", "parse_embeddings_request"]
 

@@ -5,9 +5,7 @@ repeats a key the client made up).
 
 from __future__ import annotations
 
-from edgechat.core.requests import (
-    PARAMS,
-)
+from edgechat.core.requests import PARAMS
 
 __all__ = [
     "CHAT_FIELDS",
@@ -20,6 +18,7 @@ __all__ = [
 ]
 
 
+# POST /chat.
 CHAT_FIELDS = (
     "messages",
     "model",
@@ -31,8 +30,7 @@ CHAT_FIELDS = (
 )
 
 
-# --- the OpenAI API ----------------------------------------------------------
-
+# POST /v1/chat/completions: the body, and each message.
 OPENAI_FIELDS = (
     "model",
     "messages",
@@ -64,11 +62,7 @@ OPENAI_MESSAGE_FIELD_NAMES = (
 OPENAI_MESSAGE_FIELDS = frozenset(OPENAI_MESSAGE_FIELD_NAMES)
 
 
-# --- the OpenAI Responses API -------------------------------------------------
-# A Responses body is translated into the Chat Completions body it means and
-# checked by the same rules; the messages' rules name the conversation as
-# messages (``instructions`` first, then ``input``'s items).
-
+# POST /v1/responses.
 RESPONSES_FIELDS = (
     "model",
     "input",
@@ -93,8 +87,7 @@ RESPONSES_FIELDS = (
 )
 
 
-# --- the OpenAI API's embeddings ---------------------------------------------
-
+# POST /v1/embeddings.
 EMBEDDING_FIELDS = ("model", "input", "encoding_format", "dimensions", "user")
 
 

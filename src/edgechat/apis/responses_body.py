@@ -13,10 +13,7 @@ from edgechat.apis.body import body_cap, read_object
 from edgechat.apis.fields import RESPONSES_FIELDS
 from edgechat.apis.openai_body import MAX_TOOLS, openai_request
 from edgechat.core.errors import BadRequest
-from edgechat.core.requests import (
-    Limits,
-    OpenAIRequest,
-)
+from edgechat.core.requests import Limits, OpenAIRequest
 
 __all__ = ["parse_responses_request"]
 

@@ -20,11 +20,7 @@ from js import fetch as js_fetch
 from pyodide.ffi import JsException, to_js
 
 from edgechat.core.errors import Misconfigured
-from edgechat.core.faults import (
-    UpstreamError,
-    UpstreamMalformed,
-    from_binding_error,
-)
+from edgechat.core.faults import UpstreamError, UpstreamMalformed, from_binding_error
 from edgechat.platform.interop import js_object, raw_binding
 from edgechat.platform.streams import BindingUpstream
 

@@ -12,11 +12,7 @@ from js import (
 )
 from pyodide.ffi import JsException, jsnull, to_js
 
-from edgechat.core.ports import (
-    BlobError,
-    DatabaseError,
-    KvError,
-)
+from edgechat.core.ports import BlobError, DatabaseError, KvError
 from edgechat.platform.interop import js_object, raw_binding
 
 __all__ = ["BindingD1", "BindingKv", "BindingR2", "BindingRateLimiter"]

@@ -34,17 +34,8 @@ from js import (
 )
 from pyodide.ffi import JsException, create_proxy, to_js
 
-from edgechat.core.faults import (
-    UpstreamError,
-    UpstreamInterrupted,
-    from_binding_error,
-)
-from edgechat.core.ports import (
-    TIMED_OUT,
-    ClientGone,
-    Spent,
-    TimedOut,
-)
+from edgechat.core.faults import UpstreamError, UpstreamInterrupted, from_binding_error
+from edgechat.core.ports import TIMED_OUT, ClientGone, Spent, TimedOut
 from edgechat.platform.interop import bounded, js_object
 
 __all__ = ["BindingForward", "BindingRelay", "BindingUpstream", "ByteReader", "StreamSink"]

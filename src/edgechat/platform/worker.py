@@ -24,9 +24,7 @@ from workers import Request
 
 from edgechat.core.errors import body_too_large
 from edgechat.core.http import Incoming, Reply
-from edgechat.core.ports import (
-    KeysError,
-)
+from edgechat.core.ports import KeysError
 from edgechat.platform.ai import BindingAi, BindingFetch
 from edgechat.platform.bindings import BindingD1, BindingKv, BindingR2, BindingRateLimiter
 from edgechat.platform.interop import js_object

@@ -7,11 +7,7 @@ from __future__ import annotations
 import urllib.parse
 
 from edgechat.answer.context import Context
-from edgechat.core.errors import (
-    BadRequest,
-    NotFound,
-    StoreUnavailable,
-)
+from edgechat.core.errors import BadRequest, NotFound, StoreUnavailable
 from edgechat.core.http import Reply, json_reply
 from edgechat.core.ports import DatabaseError, KvError
 from edgechat.users import budget, usage

@@ -20,12 +20,7 @@ from edgechat.answer.candidates import Cooling
 from edgechat.answer.context import Context
 from edgechat.apis import openai as openai_api
 from edgechat.config.settings import Settings
-from edgechat.core.errors import (
-    EdgechatError,
-    MethodNotAllowed,
-    Misconfigured,
-    NotFound,
-)
+from edgechat.core.errors import EdgechatError, MethodNotAllowed, Misconfigured, NotFound
 from edgechat.core.http import Incoming, Reply, error_reply, json_reply
 from edgechat.core.ports import DatabaseError, Platform, Schedule
 from edgechat.history import files

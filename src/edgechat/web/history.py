@@ -57,8 +57,6 @@ __all__ = [
 ]
 
 
-# --- conversations on the server (history.store) and share links (history.shares)
-
 # A conversation's id in a URL: the page's ids (UUIDs) and more, nothing to escape.
 _CONVERSATION_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
@@ -370,7 +368,7 @@ async def shared_page(ctx: Context) -> Reply:
     return Reply(status, {**headers, **ctx.reply_headers}, body)
 
 
-# --- images of conversations on the server (files.py) ------------------------
+# --- images of conversations on the server (history.files) --------------------
 
 
 def _bucket(ctx: Context) -> Blobs:

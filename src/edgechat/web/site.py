@@ -6,9 +6,7 @@ from __future__ import annotations
 
 from edgechat.answer.context import Context
 from edgechat.config import presets
-from edgechat.core.errors import (
-    NotFound,
-)
+from edgechat.core.errors import NotFound
 from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import catalog_json
 from edgechat.web import guards
