@@ -20,7 +20,6 @@ A mismatch is a string naming the operation, the status and the JSON path:
 
 from __future__ import annotations
 
-import codecs
 import json
 import re
 import threading
@@ -36,6 +35,7 @@ import referencing.jsonschema
 from jsonschema.exceptions import best_match
 
 from tests.harness import ROOT
+from tests.kit.sse import Lines
 
 __all__ = [
     "CONFORMANCE",
@@ -272,12 +272,10 @@ class EventChecker:
         self._where = where
         self._pointer = pointer + "/x-sse-events"
         self._events = events
-        self._text = ""
-        self._pending_cr = False
+        self._lines = Lines(errors="replace")
         self._name: str | None = None
         self._data: list[str] | None = None
         self._request_id: str | None = None
-        self._decode = codecs.getincrementaldecoder("utf-8")("replace").decode
         self.problems: list[str] = []
 
     def take(self) -> list[str]:
@@ -285,18 +283,8 @@ class EventChecker:
         return taken
 
     def feed(self, chunk: bytes) -> None:
-        text = self._decode(chunk)
-        if self._pending_cr:
-            self._pending_cr = False
-            text = text.removeprefix("\n")
-        buffer = self._text + text
-        start = 0
-        for match in re.finditer(r"\r\n|\r|\n", buffer):
-            if match.group() == "\r" and match.end() == len(buffer):
-                self._pending_cr = True
-            self._line(buffer[start : match.start()])
-            start = match.end()
-        self._text = buffer[start:]
+        for line in self._lines.feed(chunk):
+            self._line(line)
 
     def _line(self, line: str) -> None:
         if line == "":

@@ -18,10 +18,11 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["OURS", "PING", "Event", "Parsed", "SSEParser", "deltas", "parse"]
+__all__ = ["OURS", "PING", "Event", "Lines", "Parsed", "SSEParser", "deltas", "parse"]
 
 PING = ": ping"
 # The events edgechat itself writes; every other event is the model's.
@@ -117,50 +118,68 @@ def _closes(event: Event, request_id: str) -> bool:
     return event.name in ("done", "error") and event.data.get("request_id") == request_id
 
 
+class Lines:
+    """A stream's lines as they arrive: UTF-8 decoded incrementally, each line
+    ended by CRLF, CR or LF (the WHATWG algorithm), across chunk boundaries.
+    ``SSEParser`` and the OpenAPI conformance check (``conformance``) read
+    their events from it."""
+
+    def __init__(self, *, errors: str = "strict") -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")(errors)
+        self._pending_cr = False
+        # What has arrived of a line not ended yet.
+        self.rest = ""
+
+    def feed(self, chunk: bytes) -> list[str]:
+        text = self._decoder.decode(chunk)
+        if self._pending_cr:
+            # A CR ended the last chunk: an LF opening this one is its CRLF's.
+            self._pending_cr = False
+            text = text.removeprefix("\n")
+        buffer = self.rest + text
+        lines: list[str] = []
+        start = 0
+        for match in _LINE_END.finditer(buffer):
+            if match.group() == "\r" and match.end() == len(buffer):
+                self._pending_cr = True
+            lines.append(buffer[start : match.start()])
+            start = match.end()
+        self.rest = buffer[start:]
+        return lines
+
+    def inside_character(self) -> bool:
+        """Whether the bytes so far end inside a UTF-8 character."""
+        return self._decoder.decode(b"", True) != ""
+
+
+_LINE_END = re.compile(r"\r\n|\r|\n")
+
+
 class SSEParser:
     """Incremental: ``feed`` bytes as they arrive, ``close`` at the end of the
     body. ``errors="replace"`` reads a stream that relayed invalid UTF-8."""
 
     def __init__(self, *, errors: str = "strict") -> None:
         self.parsed = Parsed()
-        self._decode = codecs.getincrementaldecoder("utf-8")(errors).decode
-        self._line_buffer = ""
-        self._pending_cr = False
+        self._lines = Lines(errors=errors)
         self._name: str | None = None
         self._data: list[str] | None = None
         self._fields = 0
 
     def feed(self, chunk: bytes) -> list[Event | str]:
         """Parses every complete line in ``chunk``; returns the new items."""
-        text = self._decode(chunk)
-        if self._pending_cr:
-            self._pending_cr = False
-            text = text.removeprefix("\n")
         new: list[Event | str] = []
-        start = 0
-        buffer = self._line_buffer + text
-        index = 0
-        while index < len(buffer):
-            char = buffer[index]
-            if char in "\r\n":
-                item = self._line(buffer[start:index])
-                if item is not None:
-                    self.parsed.items.append(item)
-                    new.append(item)
-                if char == "\r":
-                    if index + 1 == len(buffer):
-                        self._pending_cr = True
-                    elif buffer[index + 1] == "\n":
-                        index += 1
-                start = index + 1
-            index += 1
-        self._line_buffer = buffer[start:]
+        for line in self._lines.feed(chunk):
+            item = self._line(line)
+            if item is not None:
+                self.parsed.items.append(item)
+                new.append(item)
         return new
 
     def close(self) -> Parsed:
         self.feed(b"")
-        assert self._decode(b"", True) == "", "stream ends inside a UTF-8 character"
-        assert self._line_buffer == "", f"stream ends inside a line: {self._line_buffer!r}"
+        assert not self._lines.inside_character(), "stream ends inside a UTF-8 character"
+        assert self._lines.rest == "", f"stream ends inside a line: {self._lines.rest!r}"
         assert self._fields == 0, "stream ends inside an event (no closing blank line)"
         return self.parsed
 

@@ -25,7 +25,8 @@ into a plain ``EdgechatError`` (500). The tree (the ``UpstreamError`` branch liv
     │   ├── TooManyFiles               409 too_many_files         max_files
     │   ├── TooManyShareImages         409 too_many_share_images  max_share_images
     │   ├── PayloadTooLarge            413 payload_too_large
-    │   │   └── ConversationTooLarge   413 payload_too_large      max_conversation_bytes
+    │   │   └── BodyOverLimit          413 payload_too_large      a limit of /api/limits sizes it
+    │   │       ├── ConversationTooLarge 413 payload_too_large    max_conversation_bytes
     │   │       └── BatchTooLarge      413 payload_too_large      max_batch_bytes
     │   ├── UnsupportedMediaType       415 unsupported_media_type
     │   ├── RateLimited                429 rate_limited           (+ Retry-After)
@@ -80,6 +81,7 @@ __all__ = [
     "ApiDisabled",
     "BadRequest",
     "BatchTooLarge",
+    "BodyOverLimit",
     "BudgetExhausted",
     "ClientError",
     "ContentRefused",
@@ -349,16 +351,19 @@ class UserLimit:
         return body
 
 
-class ConversationTooLarge(UserLimit, PayloadTooLarge):
-    """``body_too_large`` for a conversation, naming its limit."""
-
-    limit_name = "max_conversation_bytes"
+class BodyOverLimit(UserLimit, PayloadTooLarge):
+    """``body_too_large`` for a body one of the user's limits sizes: the same
+    message, and the limit named."""
 
     def __init__(self, *, limit: int = 0, detail: str = "") -> None:
         super().__init__(limit=limit, detail=detail, public=_larger_than(limit))
 
 
-class BatchTooLarge(ConversationTooLarge):
+class ConversationTooLarge(BodyOverLimit):
+    limit_name = "max_conversation_bytes"
+
+
+class BatchTooLarge(BodyOverLimit):
     limit_name = "max_batch_bytes"
 
 

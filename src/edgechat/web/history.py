@@ -17,6 +17,7 @@ from edgechat.core import json_body
 from edgechat.core.errors import (
     BadRequest,
     BatchTooLarge,
+    BodyOverLimit,
     ClientError,
     ConversationTooLarge,
     EdgechatError,
@@ -145,7 +146,7 @@ async def conversation_get(ctx: Context) -> Reply:
     return Reply(200, {**headers, **tag, **ctx.reply_headers}, body.encode())
 
 
-async def _conversation_json(ctx: Context, most: int, too_large: type[ConversationTooLarge]) -> Any:
+async def _conversation_json(ctx: Context, most: int, too_large: type[BodyOverLimit]) -> Any:
     """A JSON body of conversations (``most`` bytes at most, else
     ``too_large``, which names its limit), parsed by the JSON rules; a
     refusal names the conversation's fields."""
@@ -182,6 +183,14 @@ async def conversation_put(ctx: Context) -> Reply:
     return json_reply(201 if created else 200, {"id": cid, "etag": tag, "seq": seq}, {"ETag": tag})
 
 
+def _batch_id(item: Any) -> str | None:
+    """The conversation id a write names, when it names a valid one: every
+    result says which conversation it is about (None: no id to say)."""
+    conversation = item.get("conversation") if isinstance(item, dict) else None
+    cid = conversation.get("id") if isinstance(conversation, dict) else None
+    return cid if isinstance(cid, str) and _CONVERSATION_ID.fullmatch(cid) else None
+
+
 def _batch_write(item: Any, k: int) -> tuple[str, dict[str, Any], history.Precondition]:
     """One write of a batch: ``{"conversation": flat, "if_match": etag | "*"}``
     or ``{"conversation": flat, "if_none_match": "*"}``, as its headers would
@@ -195,19 +204,10 @@ def _batch_write(item: Any, k: int) -> tuple[str, dict[str, Any], history.Precon
     if not all(value is None or isinstance(value, str) for value in said.values()):
         raise BadRequest(public=f"put[{k}]'s if_match and if_none_match must be strings.")
     headers = {name.replace("_", "-"): value for name, value in said.items() if value is not None}
-    conversation = item["conversation"]
-    cid = conversation.get("id") if isinstance(conversation, dict) else None
-    if not isinstance(cid, str) or _CONVERSATION_ID.fullmatch(cid) is None:
+    cid = _batch_id(item)
+    if cid is None:
         raise BadRequest(public=f"put[{k}].conversation.id must be a conversation id.")
-    return cid, check_conversation(conversation, cid), history.precondition(headers)
-
-
-def _batch_id(item: Any) -> str | None:
-    """The conversation id a refused write names, when it names a valid one:
-    every result says which conversation it is about (None: no id to say)."""
-    conversation = item.get("conversation") if isinstance(item, dict) else None
-    cid = conversation.get("id") if isinstance(conversation, dict) else None
-    return cid if isinstance(cid, str) and _CONVERSATION_ID.fullmatch(cid) else None
+    return cid, check_conversation(item["conversation"], cid), history.precondition(headers)
 
 
 async def conversations_batch(ctx: Context) -> Reply:
