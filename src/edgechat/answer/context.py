@@ -16,6 +16,7 @@ from edgechat.answer.framing import Outcome
 from edgechat.config.settings import Settings
 from edgechat.core.http import Incoming
 from edgechat.core.ports import Platform
+from edgechat.users.budget import Spend
 from edgechat.users.identity import AccessKeys, User
 
 __all__ = ["Context"]
@@ -38,6 +39,9 @@ class Context:
     # The isolate's Cloudflare Access keys, and who this request is.
     access_keys: AccessKeys = field(default_factory=AccessKeys)
     user: User | None = None
+    # The user's and the account's spend today, once read (routing reads it
+    # before the model is asked; the budget's check then reuses it).
+    spent: tuple[Spend, Spend] | None = None
     # The last segment of a path routed by its prefix (``/s/<id>``).
     param: str = ""
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from edgechat.answer import affinity, cache, moderation, recording
+from edgechat.answer import affinity, cache, moderation, recording, routing
 from edgechat.answer.answer import Answer, CheckAnswer, Sources
 from edgechat.answer.candidates import Candidates
 from edgechat.answer.context import Context
@@ -28,6 +28,7 @@ from edgechat.answer.upstream import Redaction
 from edgechat.config.settings import Settings
 from edgechat.core.errors import ContentRefused, ModerationUnavailable
 from edgechat.core.http import Reply, json_reply, stream_reply
+from edgechat.core.models import cost_usd
 from edgechat.core.ports import DatabaseError, Sink
 from edgechat.core.requests import ChatRequest
 from edgechat.users import budget, usage
@@ -44,7 +45,7 @@ async def answer(
     async def produce(sink: Sink) -> None:
         await answered.stream(sink)
         ctx.emit(200)
-        _store_and_count(ctx, answered, key)
+        _store_and_count(ctx, request, answered, key)
 
     return stream_reply(produce, headers)
 
@@ -55,7 +56,7 @@ async def document(
     """The whole answer to ``request`` as one document."""
     answered, key, headers = await _begin(ctx, request, framing, headers)
     await answered.whole()
-    _store_and_count(ctx, answered, key)
+    _store_and_count(ctx, request, answered, key)
     return json_reply(200, framing.result(answered.outcome), headers)
 
 
@@ -79,6 +80,9 @@ async def _begin(
     guard = _input_check(ctx, request, options)
     spent = _budget_check(ctx)
     headers = {**headers, "X-Request-Id": ctx.request_id}
+    if request.route is not None:
+        # The reason is the operator's printable ASCII (config.routes).
+        headers["X-Edgechat-Route"] = f"{request.route.model}; {request.route.reason}"
     try:
         hit = None
         if key is not None and platform.kv is not None:
@@ -247,7 +251,8 @@ def _budget_check(ctx: Context) -> Coroutine[Any, Any, None] | None:
     if limits.key_usd or limits.key_neurons:
         limits = limits.for_user(ctx.user.id)  # a key's own limits (KEY_DAILY_*)
     now = ctx.cooling.wall()
-    return _budget_verdict(ctx, budget.check(db, limits, usage.day_of(now), ctx.user.id, now))
+    day = usage.day_of(now)
+    return _budget_verdict(ctx, budget.check(db, limits, day, ctx.user.id, now, ctx.spent))
 
 
 async def _budget_verdict(ctx: Context, read: Awaitable[budget.Verdict]) -> None:
@@ -283,7 +288,7 @@ def ai_options(ctx: Context, *, refresh: bool) -> dict[str, Any]:
     }
 
 
-def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
+def _store_and_count(ctx: Context, request: ChatRequest, answered: Answer, key: str | None) -> None:
     """After a complete answer: store it in the cache and count it for
     ``/api/usage``, both in the background."""
     kv, outcome = ctx.platform.kv, answered.outcome
@@ -305,6 +310,7 @@ def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
         usage.count(
             kv,
             model=outcome.model,
+            baseline_usd=_baseline_usd(ctx, request, outcome),
             prompt_tokens=counts["prompt_tokens"] if counts else 0,
             completion_tokens=counts["completion_tokens"] if counts else 0,
             cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
@@ -314,6 +320,16 @@ def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
             user=usage.ANONYMOUS if ctx.user is None else ctx.user.id,
         )
     )
+
+
+def _baseline_usd(ctx: Context, request: ChatRequest, outcome: Outcome) -> float | None:
+    """For an answer ``auto`` routed: what its tokens would have cost on the
+    baseline model (``routing.baseline``); None for any other."""
+    if request.route is None or outcome.usage is None or outcome.cached:
+        return None
+    settings = ctx.settings
+    model = routing.baseline(settings.routes, settings.default_model, settings.models)
+    return None if model is None else cost_usd(model, outcome.usage)
 
 
 def _count_spend(ctx: Context, outcome: Outcome) -> None:

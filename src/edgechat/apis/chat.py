@@ -13,6 +13,7 @@ from edgechat.answer.framing import Outcome, Whole
 from edgechat.core import sse
 from edgechat.core.errors import EdgechatError
 from edgechat.core.models import Model
+from edgechat.core.requests import Route
 
 __all__ = ["ChatFraming"]
 
@@ -22,13 +23,17 @@ class ChatFraming:
     ping = sse.PING
     moderates_output = True
 
-    __slots__ = ("_request_id",)
+    __slots__ = ("_request_id", "_route")
 
-    def __init__(self, request_id: str) -> None:
+    def __init__(self, request_id: str, route: Route | None = None) -> None:
         self._request_id = request_id
+        self._route = route
 
     def opening(self, model: Model) -> bytes:
-        return sse.event("meta", {"request_id": self._request_id, "model": model.id})
+        meta: dict[str, object] = {"request_id": self._request_id, "model": model.id}
+        if self._route is not None:
+            meta["route"] = self._route.to_json()
+        return sse.event("meta", meta)
 
     def first_words(self, model: Model, data: bytes) -> bytes:
         return data
@@ -52,6 +57,8 @@ class ChatFraming:
         }
         if outcome.fallback_from is not None:
             done["fallback_from"] = outcome.fallback_from.id
+        if self._route is not None:
+            done["route"] = self._route.to_json()
         if outcome.cached:
             done["cached"] = True
         if outcome.moderation is not None:

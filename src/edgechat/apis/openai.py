@@ -23,7 +23,14 @@ from edgechat.answer.upstream import Delta, DeltaKind, UpstreamReader, too_deep
 from edgechat.core import sse
 from edgechat.core.errors import EdgechatError, ModelNotFound
 from edgechat.core.faults import UpstreamMalformed
-from edgechat.core.models import EMBEDDING_CATALOG, EmbeddingModel, Model, Usage, allowed_models
+from edgechat.core.models import (
+    AUTO,
+    EMBEDDING_CATALOG,
+    EmbeddingModel,
+    Model,
+    Usage,
+    allowed_models,
+)
 
 __all__ = [
     "ChunkFraming",
@@ -70,9 +77,10 @@ def error_body(exc: EdgechatError) -> tuple[int, dict[str, Any]]:
 
 
 def models_json(allowed: Sequence[str]) -> dict[str, Any]:
-    """Body of ``GET /v1/models``: the allowed chat models, by id, then the
-    embedding models."""
-    models: list[Model | EmbeddingModel] = [*allowed_models(allowed), *EMBEDDING_CATALOG]
+    """Body of ``GET /v1/models``: the allowed chat models, by id (``auto``
+    first where it is allowed), then the embedding models."""
+    routed = [AUTO] if AUTO.alias in allowed else []
+    models: list[Model | EmbeddingModel] = [*routed, *allowed_models(allowed), *EMBEDDING_CATALOG]
     data = [
         {
             "id": model.id,

@@ -23,8 +23,9 @@ from urllib.parse import urlsplit
 
 from edgechat.config.presets import Preset, parse_presets
 from edgechat.config.providers import BUILTIN, NAME, Provider
+from edgechat.config.routes import DEFAULT_ROUTES, Routes, parse_routes
 from edgechat.core.http import normalize_origin
-from edgechat.core.models import CATALOG, Model, find
+from edgechat.core.models import AUTO, CATALOG, Model, find
 from edgechat.core.requests import JSON_DEPTH_CEILING, Limits
 from edgechat.users.budget import Limits as BudgetLimits
 from edgechat.users.identity import Access, ApiKey, Rules
@@ -79,6 +80,8 @@ class Settings:
     presets: tuple[Preset, ...] = ()
     # Days a conversation on the server lives after its last write (None: for ever).
     history_retention_days: int | None = None
+    # ``auto``'s rules (AUTO_ROUTES), where MODELS lists auto.
+    routes: Routes = DEFAULT_ROUTES
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -89,13 +92,15 @@ class Settings:
             raise ValueError("MODELS must list at least one model")
         for name in self.models:
             model = find(name)
-            if model is None or model.alias != name:
-                raise ValueError(f"MODELS lists an unknown model; known: {_known()}")
+            if name != AUTO.alias and (model is None or model.alias != name):
+                raise ValueError(f"MODELS lists an unknown model; known: auto, {_known()}")
+        if AUTO.alias in self.models and not self.routes.names() & set(self.models):
+            raise ValueError("AUTO_ROUTES names none of MODELS: auto would have nothing to choose")
         if self.default_model not in self.models:
             raise ValueError("DEFAULT_MODEL must be one of MODELS")
         for name in self.fallback_chain:
-            if name not in self.models:
-                raise ValueError("FALLBACK_CHAIN may only list models that are in MODELS")
+            if name not in self.models or name == AUTO.alias:
+                raise ValueError("FALLBACK_CHAIN may only list MODELS' models (not auto)")
         for var, seconds in (
             ("FIRST_TOKEN_TIMEOUT_S", self.first_token_timeout_s),
             ("IDLE_TIMEOUT_S", self.idle_timeout_s),
@@ -182,6 +187,7 @@ class Settings:
             ),
             presets=_presets("PRESETS", get),
             history_retention_days=_int("HISTORY_RETENTION_DAYS", get, 0) or None,
+            routes=parse_routes(get("AUTO_ROUTES")),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
@@ -226,9 +232,11 @@ def _alias(var: str, get: Callable[[str], object]) -> str | None:
     name = _text(var, get)
     if name is None:
         return None
+    if name == AUTO.alias:
+        return name
     model = find(name)
     if model is None:
-        raise ValueError(f"{var} names an unknown model; known: {_known()}")
+        raise ValueError(f"{var} names an unknown model; known: auto, {_known()}")
     return model.alias
 
 
@@ -238,9 +246,9 @@ def _models(var: str, get: Callable[[str], object]) -> tuple[str, ...] | None:
         return None
     aliases: list[str] = []
     for name in names:
-        model = find(name)
+        model = AUTO if name == AUTO.alias else find(name)
         if model is None:
-            raise ValueError(f"{var} lists an unknown model; known: {_known()}")
+            raise ValueError(f"{var} lists an unknown model; known: auto, {_known()}")
         aliases.append(model.alias)
     return tuple(dict.fromkeys(aliases))
 
@@ -347,7 +355,7 @@ def _presets(var: str, get: Callable[[str], object]) -> tuple[Preset, ...]:
     """The presets, each naming its model by alias (``MODELS`` holds aliases)."""
     presets = []
     for index, preset in enumerate(parse_presets(get(var))):
-        if preset.model is not None:
+        if preset.model is not None and preset.model != AUTO.alias:
             model = find(preset.model)
             if model is None:
                 raise ValueError(f"{var}[{index}].model names an unknown model; known: {_known()}")

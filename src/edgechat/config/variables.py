@@ -7,9 +7,11 @@ defaults, so the reference stays true by construction.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from edgechat.config.providers import BUILTIN
+from edgechat.config.routes import DEFAULT_ROUTES, routes_json
 from edgechat.config.settings import DEFAULT_SYSTEM_PROMPT
 
 __all__ = ["VARIABLES", "Variable"]
@@ -78,9 +80,21 @@ VARIABLES: tuple[Variable, ...] = (
         _MODELS,
     ),
     Variable(
-        "MODELS", "glm,kimi,llama", "the models clients may ask for (aliases or ids)", _MODELS
+        "MODELS",
+        "glm,kimi,llama",
+        "the models clients may ask for (aliases or ids); auto lets AUTO_ROUTES choose",
+        _MODELS,
     ),
     Variable("DEFAULT_MODEL", "glm", "used when a request names none; one of MODELS", _MODELS),
+    Variable(
+        "AUTO_ROUTES",
+        json.dumps(routes_json(DEFAULT_ROUTES), separators=(",", ":")),
+        "auto's rules, a JSON object (docs: Choosing the model): rules tried in order, each "
+        "{if: images|long|code|reasoning|short, use: [models], reason}; otherwise {use, "
+        "reason}; short_chars; long_tokens; budget tiers [{at: percent, use: [models]}]. "
+        "Keys left out keep their defaults",
+        _MODELS,
+    ),
     Variable(
         "FALLBACK_CHAIN",
         "glm,llama",

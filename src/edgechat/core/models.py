@@ -16,6 +16,7 @@ from typing import NotRequired, TypedDict
 from edgechat.core.errors import ModelNotFound
 
 __all__ = [
+    "AUTO",
     "CATALOG",
     "EMBEDDING_CATALOG",
     "EmbeddingModel",
@@ -223,6 +224,28 @@ _BY_NAME = MappingProxyType(
     {model.alias: model for model in CATALOG} | {model.id: model for model in CATALOG}
 )
 
+
+# ``auto``: not a model but the routing rules' choice (``config.routes``,
+# ``answer.routing``), allowed where ``MODELS`` lists it. A request names it
+# until it is routed, before anything is sent: its window is unbounded so that
+# no check before routing refuses what a routed model could take, and it
+# claims every ability so that routing, not the body's checks, says which
+# models fit.
+AUTO = Model(
+    alias="auto",
+    id="auto",
+    label="Auto",
+    family="Auto",
+    context_window=2**31 - 1,
+    price_in_per_m=0.0,
+    price_out_per_m=0.0,
+    free_plan=False,
+    wire_format=WireFormat.OPENAI,
+    tools=True,
+    vision=True,
+    priced=False,
+)
+
 _NOT_AVAILABLE = "model is not available; GET /api/models lists the models you can use."
 
 
@@ -237,6 +260,8 @@ def lookup(name: str, allowed: Sequence[str]) -> Model:
     ``allowed`` holds aliases (ids also work). Unknown and disallowed names get
     the same answer, which never repeats the name.
     """
+    if name == AUTO.alias and AUTO.alias in allowed:
+        return AUTO
     model = _BY_NAME.get(name) if isinstance(name, str) else None
     if model is None or (model.alias not in allowed and model.id not in allowed):
         raise ModelNotFound(public=_NOT_AVAILABLE, detail="model not in catalog or not allowed")
@@ -267,9 +292,16 @@ def cost_usd(model: Model, usage: Usage) -> float | None:
 
 
 def catalog_json(allowed: Sequence[str], default_alias: str) -> list[dict[str, object]]:
-    """Body of ``GET /api/models``: the allowed models in the operator's order."""
-    return [
-        {
+    """Body of ``GET /api/models``: the allowed models in the operator's
+    order, ``auto`` where ``MODELS`` lists it (its prices unknown until it
+    is routed; its abilities those of any model it may choose)."""
+    models = allowed_models(allowed)
+    entries: list[dict[str, object]] = []
+    for name in dict.fromkeys(allowed):
+        model = AUTO if name == AUTO.alias else _BY_NAME.get(name)
+        if model is None:
+            continue
+        entry = {
             "alias": model.alias,
             "id": model.id,
             "label": model.label,
@@ -283,5 +315,14 @@ def catalog_json(allowed: Sequence[str], default_alias: str) -> list[dict[str, o
             "vision": model.vision,
             "default": model.alias == default_alias or model.id == default_alias,
         }
-        for model in allowed_models(allowed)
-    ]
+        if model is AUTO:
+            entry |= {
+                "context_window": max((m.context_window for m in models), default=0),
+                "price_in_per_m": None,
+                "price_out_per_m": None,
+                "free_plan": all(m.free_plan for m in models),
+                "tools": any(m.tools for m in models),
+                "vision": any(m.vision for m in models),
+            }
+        entries.append(entry)
+    return entries

@@ -22,6 +22,7 @@ __all__ = [
     "OpenAIRequest",
     "Param",
     "Role",
+    "Route",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -162,6 +163,18 @@ class Message:
 
 
 @dataclass(frozen=True, slots=True)
+class Route:
+    """Why ``auto`` chose the model it did (``answer.routing``): the
+    chosen model's alias and the rule's reason."""
+
+    model: str
+    reason: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"model": self.model, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
 class ChatRequest:
     messages: tuple[Message, ...]
     model: Model
@@ -179,6 +192,8 @@ class ChatRequest:
     # The conversation's name as the client gave it (/chat's conversation,
     # the OpenAI API's user), for Workers AI's session affinity (affinity.py).
     session: str | None = None
+    # Where the question named ``auto``: the model routing chose, and why.
+    route: Route | None = None
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not

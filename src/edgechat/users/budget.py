@@ -36,7 +36,18 @@ from edgechat.core.models import Model
 from edgechat.core.ports import Database, DatabaseError
 from edgechat.users.usage import NEURONS_PER_USD, next_midnight
 
-__all__ = ["ACCOUNT", "Limits", "Spend", "Verdict", "check", "count", "spend_of", "spent", "status"]
+__all__ = [
+    "ACCOUNT",
+    "Limits",
+    "Spend",
+    "Verdict",
+    "check",
+    "count",
+    "spend_of",
+    "spent",
+    "spent_percent",
+    "status",
+]
 
 # The account-wide row: every user's answers together.
 ACCOUNT = "*"
@@ -148,10 +159,33 @@ def status(limits: Limits, mine: Spend, day: str, now: float) -> dict[str, objec
     }
 
 
-def check(db: Database, limits: Limits, day: str, user: str, now: float) -> Awaitable[Verdict]:
+def check(
+    db: Database,
+    limits: Limits,
+    day: str,
+    user: str,
+    now: float,
+    known: tuple[Spend, Spend] | None = None,
+) -> Awaitable[Verdict]:
     """The verdict on the user's and the account's spend today, read from
-    now (I/O under way while the model is asked); raises ``DatabaseError``."""
-    return _judge(spent(db, day, user), limits, user, now)
+    now (I/O under way while the model is asked) unless it is ``known``
+    already; raises ``DatabaseError``."""
+    return _judge(spent(db, day, user) if known is None else _ready(known), limits, user, now)
+
+
+async def _ready(spends: tuple[Spend, Spend]) -> tuple[Spend, Spend]:
+    return spends
+
+
+def spent_percent(limits: Limits, mine: Spend, account: Spend) -> float:
+    """How much of the day's budget is spent, in percent: the most spent
+    of the user's limits and the account's (0 where there is none)."""
+    shares = [
+        (mine.usd, limits.user_usd),
+        (mine.neurons, limits.user_neurons),
+        (account.neurons, limits.account_neurons),
+    ]
+    return max((100 * spent / limit for spent, limit in shares if limit), default=0.0)
 
 
 async def _judge(

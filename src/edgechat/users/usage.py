@@ -71,9 +71,12 @@ async def count(
     cached: bool,
     request_id: str,
     user: str = ANONYMOUS,
+    baseline_usd: float | None = None,
 ) -> None:
-    """Adds one answer to today's usage; runs after the reply."""
-    metadata = {
+    """Adds one answer to today's usage; runs after the reply.
+    ``baseline_usd``: for an answer ``auto`` routed, what it would have cost
+    on the baseline model."""
+    metadata: dict[str, object] = {
         "model": model.id,
         "user": user,
         "prompt": prompt_tokens,
@@ -82,6 +85,8 @@ async def count(
         "usd": cost_usd,
         "cached": cached,
     }
+    if baseline_usd is not None:
+        metadata["auto_base_usd"] = baseline_usd
     try:
         await kv.put(f"{PREFIX}{day_of()}:{request_id}", b"", ttl_s=KEEP_S, metadata=metadata)
     except KvError as exc:
@@ -166,8 +171,10 @@ async def read_days(
     pages = max(1, min(MAX_PAGES, MAX_LIST_CALLS // len(days)))
     read = await asyncio.gather(*(_read_one(kv, day, pages, visible) for day in days))
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
+    auto: dict[str, Any] = {"requests": 0, "cost_usd": 0.0, "baseline_usd": 0.0}
     for day, (answers, _complete) in zip(days, read, strict=True):
         for user, model, meta in answers:
+            _add_auto(auto, meta)
             row = rows.get((day, user, model))
             if row is None:
                 row = rows[(day, user, model)] = {
@@ -208,10 +215,26 @@ async def read_days(
         "rows": ordered,
         "total": _finish(total, total_ai),
         "free_allocation_neurons": FREE_ALLOCATION_NEURONS,
+        "auto": _auto_savings(auto),
         "complete": all(complete for _, complete in read),
         "note": "Counted in KV as answers complete: eventually consistent, "
         "an answer may take a minute to show.",
     }
+
+
+def _add_auto(into: dict[str, Any], meta: dict[str, Any]) -> None:
+    """An answer ``auto`` routed: what it cost, beside its baseline's cost."""
+    base = meta.get("auto_base_usd")
+    if type(base) not in (int, float):
+        return
+    into["requests"] += 1
+    into["cost_usd"] += float(_number(meta.get("usd"), float))
+    into["baseline_usd"] += float(_number(base, float))
+
+
+def _auto_savings(auto: dict[str, Any]) -> dict[str, Any]:
+    cost, base = round(auto["cost_usd"], 8), round(auto["baseline_usd"], 8)
+    return {**auto, "cost_usd": cost, "baseline_usd": base, "saved_usd": round(base - cost, 8)}
 
 
 def _number(value: object, kind: type = int) -> Any:

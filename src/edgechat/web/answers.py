@@ -22,7 +22,7 @@ from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import Model
 from edgechat.core.requests import Limits, OpenAIRequest
 from edgechat.media import documents
-from edgechat.web.steps import allow_cors, question_body, who
+from edgechat.web.steps import allow_cors, question_body, route, who
 
 __all__ = ["chat", "completions", "v1_embeddings", "v1_models", "v1_responses"]
 
@@ -35,7 +35,8 @@ async def chat(ctx: Context) -> Reply:
         body, settings.limits, settings.models, settings.default_model, settings.presets
     )
     request = await documents.attach(ctx.platform.ai, request, settings.limits, settings.models)
-    return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id), cors)
+    request = await route(ctx, request)
+    return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id, request.route), cors)
 
 
 # What both of the OpenAI API's answer routes hand their framings: the
@@ -53,7 +54,8 @@ async def _openai_question(
     body = await question_body(ctx, await who(ctx, api=True))
     parsed = parse(body, settings.limits, settings.models, settings.default_model)
     chat = await documents.attach(ctx.platform.ai, parsed.chat, settings.limits, settings.models)
-    if chat is not parsed.chat:  # documents were attached
+    chat = await route(ctx, chat)
+    if chat is not parsed.chat:  # documents were attached, or auto routed
         parsed = dataclasses.replace(parsed, chat=chat)
     facts = (ctx.request_id, chat.model, chat.max_tokens)
     return parsed, facts, int(time.time()), cors

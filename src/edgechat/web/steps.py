@@ -6,13 +6,16 @@ limit), then its body.
 
 from __future__ import annotations
 
+from edgechat.answer import routing
 from edgechat.answer.context import Context
 from edgechat.apis.body import body_cap
-from edgechat.users import identity
+from edgechat.core.ports import DatabaseError
+from edgechat.core.requests import ChatRequest
+from edgechat.users import budget, identity, usage
 from edgechat.users.identity import User
 from edgechat.web import guards
 
-__all__ = ["allow_cors", "check_rate", "question_body", "who"]
+__all__ = ["allow_cors", "check_rate", "question_body", "route", "who"]
 
 
 async def who(ctx: Context, *, api: bool = False) -> User:
@@ -44,3 +47,31 @@ def allow_cors(ctx: Context) -> dict[str, str]:
     # An allowed cross-site caller must be able to read our errors too.
     ctx.reply_headers.update(cors)
     return cors
+
+
+async def route(ctx: Context, request: ChatRequest) -> ChatRequest:
+    """A question that names ``auto`` with its model chosen (``routing``);
+    any other as it is. Where a budget tier may apply, the day's spend is
+    read first (the one read the budget's check then reuses): the only
+    thing routing waits for."""
+    settings = ctx.settings
+    percent = 0.0
+    db, user = ctx.platform.db, ctx.user
+    limits = settings.budget
+    if (
+        routing.wants_spend(request, settings.routes)
+        and db is not None
+        and user is not None
+        and limits
+    ):
+        limits = limits.for_user(user.id)
+        try:
+            ctx.spent = await budget.spent(db, usage.day_of(ctx.cooling.wall()), user.id)
+            percent = budget.spent_percent(limits, *ctx.spent)
+        except DatabaseError as exc:
+            # Routed as if nothing were spent; the budget's own check reads again.
+            ctx.log["route_error"] = f"spend: {exc}"
+    routed = routing.choose(request, settings.routes, settings.models, percent)
+    if routed.route is not None:
+        ctx.log["auto"] = f"{routed.route.model}: {routed.route.reason}"
+    return routed

@@ -90,6 +90,7 @@ def empty_day(day: str) -> dict[str, Any]:
         "rows": [],
         "total": ZERO,
         "free_allocation_neurons": 10_000,
+        "auto": {"requests": 0, "cost_usd": 0.0, "baseline_usd": 0.0, "saved_usd": 0.0},
         "complete": True,
         "note": NOTE,
     }
@@ -654,3 +655,37 @@ def test_days_reads_that_many_days_and_names_the_viewer() -> None:
     assert week["viewer"] == {"user": "anonymous", "admin": False}
     if week["day"] == today["day"]:  # not across midnight UTC
         assert (week["total"]["requests"], today["total"]["requests"]) == (1, 0)
+
+
+def test_auto_answers_are_added_up_beside_their_baseline() -> None:
+    kv = FakeKv()
+    entry(kv, "a", **answer_meta(GLM, 1000, 200), auto_base_usd=0.002)
+    entry(kv, "b", **answer_meta(GLM, 3000, 800), auto_base_usd=0.004)
+    entry(kv, "c", **answer_meta(KIMI, 10, 10))  # not routed: no baseline
+    entry(kv, "d", **answer_meta(GLM, 10, 10), auto_base_usd="x")  # malformed: left out
+    body = read(kv)
+    spent = round(cost_usd(GLM, counts(1000, 200)) + cost_usd(GLM, counts(3000, 800)), 8)
+    assert body["auto"] == {
+        "requests": 2,
+        "cost_usd": spent,
+        "baseline_usd": 0.006,
+        "saved_usd": round(0.006 - spent, 8),
+    }
+
+
+def test_a_routed_answer_keeps_its_baseline_cost() -> None:
+    kv = FakeKv()
+    asyncio.run(
+        count(
+            kv,
+            model=GLM,
+            prompt_tokens=10,
+            completion_tokens=5,
+            cost_usd=0.001,
+            cached=False,
+            request_id="req-8",
+            baseline_usd=0.25,
+        )
+    )
+    ((_, meta, _),) = kv.items.values()
+    assert meta["auto_base_usd"] == 0.25

@@ -213,7 +213,7 @@ def test_the_limits_are_the_defaults_of_the_code() -> None:
 
 def test_the_model_names_are_the_catalogs() -> None:
     names = SPEC["components"]["schemas"]["ModelName"]["enum"]
-    assert names == [*(m.alias for m in CATALOG), *(m.id for m in CATALOG), None]
+    assert names == ["auto", *(m.alias for m in CATALOG), *(m.id for m in CATALOG), None]
 
 
 def test_a_streams_event_schema_says_what_its_x_sse_events_says() -> None:
