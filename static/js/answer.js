@@ -146,6 +146,7 @@ function finish(message, data, seconds) {
     usage: data.usage,
     cost_usd: data.cost_usd,
     fallback_from: data.fallback_from,
+    ...(data.route ? { route: { model: data.route.model, reason: data.route.reason } } : {}),
     tps: completion && seconds > 0.05 ? completion / seconds : undefined,
   };
   if (data.moderation) message.moderation = data.moderation;

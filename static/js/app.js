@@ -15,7 +15,7 @@ import {
   send,
   sendOnEnter,
 } from "./composer.js";
-import { copyCode, followScroll, renderConversation } from "./conversation.js";
+import { copyCode, followScroll, renderConversation, renderFooters } from "./conversation.js";
 import { ui } from "./dom.js";
 import { applyStrings, saveLang, strings } from "./i18n.js";
 import { loadRenderer } from "./markdown.js";
@@ -141,7 +141,7 @@ for (const c of store.conversations) {
 }
 if (!store.current && store.conversations.length) store.select(store.sorted()[0].id);
 applyLang();
-loadModels().then(loadPresets);
+loadModels().then(renderFooters).then(loadPresets);
 startSync();
 ui.input.focus();
 // The answer renderer and its libraries are not part of the first load: they

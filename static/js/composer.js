@@ -86,7 +86,10 @@ export function fillModels() {
   const chosen = models.find((m) => m.alias === saved) || models.find((m) => m.default) || models[0];
   ui.model.replaceChildren(
     ...models.map((m) => {
-      const marks = [m.label, m.vision && t.sees, !m.free_plan && t.paid].filter(Boolean);
+      const marks =
+        m.alias === "auto"
+          ? [m.label, t.autoPicks]
+          : [m.label, m.vision && t.sees, !m.free_plan && t.paid].filter(Boolean);
       const option = el("option", null, marks.join(" · "));
       option.value = m.alias;
       option.selected = m === chosen;

@@ -287,6 +287,12 @@ function copyText(control, text, label) {
   if (navigator.clipboard) navigator.clipboard.writeText(text).then(done, () => {});
 }
 
+// The stats lines name models by the catalog's labels: a conversation shown
+// before /api/models answered is named again once it has.
+export function renderFooters() {
+  for (const view of views.values()) if (view.footer) renderFooter(view);
+}
+
 function renderFooter(view) {
   const { t } = state;
   const m = view.message;
@@ -320,7 +326,8 @@ function errorText(error = {}) {
 function statsLine(s) {
   const { t } = state;
   const line = el("div", "stats");
-  const bits = [modelLabel(s.model)];
+  // auto's choice reads "auto → GLM 4.7 Flash: short question".
+  const bits = [s.route ? t.routed(modelLabel(s.model), s.route.reason) : modelLabel(s.model)];
   if (Number.isFinite(s.ttft_ms)) bits.push(`${Math.round(s.ttft_ms)} ms ${t.ttft}`);
   if (s.tps) bits.push(`${s.tps.toFixed(1)} ${t.perSecond}`);
   if (s.usage) bits.push(`${s.usage.total_tokens} ${t.tokens}`);

@@ -123,7 +123,7 @@ function checkPick(value, count, path) {
 }
 
 function checkStats(value, path) {
-  fields(value, path, [], ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps"]);
+  fields(value, path, [], ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route"]);
   const out = {};
   const model = optionalString(value.model, `${path}.model`);
   if (model !== undefined) out.model = model;
@@ -132,6 +132,14 @@ function checkStats(value, path) {
   for (const key of ["ttft_ms", "cost_usd", "tps"]) {
     const n = optionalNumber(value[key], `${path}.${key}`);
     if (n !== undefined) out[key] = n;
+  }
+  if (value.route !== undefined && value.route !== null) {
+    fields(value.route, `${path}.route`, ["model", "reason"], []);
+    const { model, reason } = value.route;
+    out.route = {
+      model: string(model, `${path}.route.model`, 200),
+      reason: string(reason, `${path}.route.reason`, 200),
+    };
   }
   if (value.usage !== undefined && value.usage !== null) {
     const names = ["prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"];

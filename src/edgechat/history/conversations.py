@@ -56,7 +56,8 @@ _NODE = (
     ("reasoning", "status", "stats", "error", "moderation", "pick", "images"),
 )
 _IMAGE = ("id", "type", "width", "height")
-_STATS = ("model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps")
+_STATS = ("model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route")
+_ROUTE = ("model", "reason")
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 _ERROR = ("code", "status", "message", "retryAfter", "retryable", "offline", "categories")
 
@@ -119,6 +120,10 @@ def _stats(value: Any, path: str) -> dict[str, Any]:
             if not _count(usage[key]):
                 raise _bad(f"{path}.usage.{key}", "must be a whole number, at least 0")
             out["usage"][key] = usage[key]
+    route = value.get("route")
+    if route is not None:
+        _fields(route, f"{path}.route", _ROUTE, ())
+        out["route"] = {key: _string(route[key], f"{path}.route.{key}", 200) for key in _ROUTE}
     return out
 
 
