@@ -70,7 +70,7 @@ def run(rounds: int) -> None:
                 per_call_us(lambda r=routed: r.inputs(r.model, DEFAULT_SYSTEM_PROMPT))
             )
         a, b = statistics.median(routing), statistics.median(inputs)
-        print(f"| {name} | {routed.route.model} | {a:.1f} | {b:.1f} | {a / b:.2f}× |")
+        print(f"| {name} | {routed.route.model} | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
 
 
 if __name__ == "__main__":

@@ -36,6 +36,10 @@ const en = {
   incomplete: "Some days had more answers than one request reads; their counts are low.",
   failed: (status) => `The usage could not be read (${status}).`,
   signIn: "A key is needed: open the chat, enter it there, and come back.",
+  autoTitle: "auto's savings, the last 30 days",
+  autoSaved: (n, spent, base, saved) =>
+    `${n} answers routed by auto cost ${spent}; the same tokens on the default model: ${base}. ` +
+    (saved.startsWith("-") ? `auto spent ${saved.slice(1)} more.` : `Saved: ${saved}.`),
 };
 
 const zh = {
@@ -66,6 +70,10 @@ const zh = {
   incomplete: "有些天的回答多于一次请求能读取的数量，其计数偏低。",
   failed: (status) => `无法读取用量（${status}）。`,
   signIn: "需要密钥：请在对话页输入后再回来。",
+  autoTitle: "自动选择节省的花费（最近 30 天）",
+  autoSaved: (n, spent, base, saved) =>
+    `自动选择的 ${n} 个回答花费 ${spent}；同样的 tokens 用默认模型为 ${base}。` +
+    (saved.startsWith("-") ? `自动选择多花了 ${saved.slice(1)}。` : `节省：${saved}。`),
 };
 
 const LANGS = { en, zh };
@@ -111,7 +119,21 @@ function render() {
   );
   table($("month-table"), t().monthTable, combined(body.rows));
   $("note").textContent = body.complete ? "" : t().incomplete;
+  savings(body.auto);
   drawCharts();
+}
+
+// What auto's answers cost beside the baseline model (GET /api/usage's auto).
+function savings(auto) {
+  $("auto").hidden = !auto?.requests;
+  if (!auto?.requests) return;
+  const saved = auto.saved_usd < 0 ? `-${dollars(-auto.saved_usd)}` : dollars(auto.saved_usd);
+  $("auto-text").textContent = t().autoSaved(
+    number(auto.requests),
+    dollars(auto.cost_usd),
+    dollars(auto.baseline_usd),
+    saved,
+  );
 }
 
 function cards(today) {

@@ -141,6 +141,8 @@ def test_models_lists_exactly_the_allowed_models(client: httpx.Client) -> None:
         for m in models
     ]
     assert summary == [
+        # auto: the largest window of the models it may choose, no price until routed.
+        ("auto", "auto", "Auto", 262_144, None, None, None, False, False),
         ("glm", GLM, "GLM", 131_072, 0.06, 0.40, None, True, True),
         ("kimi", KIMI, "Kimi", 262_144, 0.95, 4.00, 0.16, False, False),
         ("llama", LLAMA, "Llama", 32_000, 0.15, 0.29, None, True, False),

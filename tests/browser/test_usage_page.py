@@ -19,8 +19,10 @@ GLM = "@cf/zai-org/glm-4.7-flash"
 
 
 def answered(relay: Relay) -> None:
-    """One answer on the site, counted (the count is written after the reply)."""
-    body = {"messages": [{"role": "user", "content": f"usage page {time.time()}"}]}
+    """One answer on the site, routed by auto, counted (the count is written
+    after the reply)."""
+    question = {"role": "user", "content": f"usage page {time.time()}"}
+    body = {"messages": [question], "model": "auto"}
     with httpx.Client(base_url=relay.url, timeout=30.0) as http:
         before = http.get("/api/usage").json()["total"]["requests"]
         with http.stream("POST", "/chat", json=body) as reply:
@@ -65,6 +67,10 @@ def test_the_usage_page_shows_today_and_30_days_and_axe_finds_nothing(
     assert meter.get_attribute("max") == "10000"
     assert float(meter.get_attribute("value") or "0") > 0
     expect(page.get_by_role("link", name="Back to the chat")).to_have_attribute("href", "/")
+    # A short question: auto chose the default model, so it saved nothing.
+    savings = page.get_by_role("region", name="auto's savings, the last 30 days")
+    expect(savings).to_contain_text("answers routed by auto cost $")
+    expect(savings).to_contain_text("Saved: $0.0000.")
     assert axe_violations(tab) == []
     assert tab.csp_violations() == []
     assert tab.log.page_errors == []

@@ -72,9 +72,7 @@ def test_a_rule_without_a_reason_gives_its_condition() -> None:
     ],
 )
 def test_a_malformed_rule_set_names_the_variable_and_the_entry(value: str, message: str) -> None:
-    with pytest.raises(ValueError, match="^" + "AUTO_ROUTES"):
-        parse_routes(value)
-    with pytest.raises(ValueError) as raised:
+    with pytest.raises(ValueError, match=r"^AUTO_ROUTES") as raised:
         parse_routes(value)
     assert message in str(raised.value)
 
