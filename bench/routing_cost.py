@@ -66,9 +66,7 @@ def run(rounds: int) -> None:
         inputs: list[float] = []
         for _ in range(rounds):
             routing.append(per_call_us(lambda r=request: choose(r, DEFAULT_ROUTES, ALLOWED)))
-            inputs.append(
-                per_call_us(lambda r=routed: r.inputs(r.model, DEFAULT_SYSTEM_PROMPT))
-            )
+            inputs.append(per_call_us(lambda r=routed: r.inputs(r.model, DEFAULT_SYSTEM_PROMPT)))
         a, b = statistics.median(routing), statistics.median(inputs)
         print(f"| {name} | {routed.route.model} | {a:.1f} | {b:.1f} | {a / b:.2f}x |")
 

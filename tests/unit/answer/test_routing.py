@@ -105,9 +105,7 @@ def test_nothing_with_room_is_a_413_naming_the_size() -> None:
 
 def test_a_rule_none_of_whose_models_is_allowed_is_passed_over() -> None:
     # No Kimi, no GLM 5.3: short code falls to the next rule that holds.
-    assert routed(ask("def f(): pass"), ("auto", "glm", "llama")) == Route(
-        "glm", "short question"
-    )
+    assert routed(ask("def f(): pass"), ("auto", "glm", "llama")) == Route("glm", "short question")
     assert routed(ask("def f(): pass\n" + LONG_PLAIN), ("auto", "glm", "llama")) == Route(
         "glm", "general question"
     )
