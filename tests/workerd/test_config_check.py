@@ -9,6 +9,7 @@ wrangler starts; ``scripts/check-config.sh`` checks wrangler.toml's
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -73,7 +74,8 @@ def project_config(folder: Path, vars_toml: Mapping[str, str]) -> Path:
         r'(?m)^migrations_dir = "(.+)"$', f'migrations_dir = "{ROOT}/\\1"', text
     )
     assert (mains, dirs, tables, migrations) == (1, 1, 1, 1), "wrangler.toml changed shape"
-    lines = [f'{name} = "{value}"' for name, value in vars_toml.items()]
+    # A JSON string is a TOML basic string: quotes and backslashes escaped alike.
+    lines = [f"{name} = {json.dumps(value)}" for name, value in vars_toml.items()]
     config = folder / "wrangler.toml"
     config.write_text(text + "\n[vars]\n" + "\n".join(lines) + "\n")
     return config
@@ -95,6 +97,12 @@ BAD = [
     (".dev.vars", "IDLE_TIMEOUT_S", "soon", "must be a positive number of seconds"),
     ("--vars", "FIRST_TOKEN_TIMEOUT_S", "1e999", "must be a positive number of seconds"),
     ("--vars", "PRESETS", "[not json", "PRESETS must be a JSON array of presets"),
+    (
+        "--vars",
+        "AUTO_ROUTES",
+        '{"rules": [{"if": "maths", "use": ["glm"]}]}',
+        "AUTO_ROUTES.rules[0].if must be one of images, long, code, reasoning, short",
+    ),
 ]
 
 
