@@ -22,7 +22,6 @@ worst-case overshoot.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import math
@@ -294,8 +293,10 @@ class Trial:
                 usd=actual.usd,
             )
             await budget.count(db, day, budget.SHADOW, actual, ctx.request_id, reserved=reserved)
-            with contextlib.suppress(DatabaseError):
+            try:
                 await trials.record(db, row)
+            except DatabaseError as exc:
+                log["shadow_error"] = f"record: {exc}"
             _print(log)
 
     async def _verdict(
