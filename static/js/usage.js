@@ -1,6 +1,7 @@
 // The usage page (/usage): today and the last 30 days from GET /api/usage?days=30,
 // per user and per model, as uPlot charts and tables. A user sees their own
-// answers, an admin everyone's (the server decides; this page only shows).
+// answers, an admin everyone's, and the shadow trials (the server decides;
+// this page only shows).
 import uPlot from "/vendor/uplot/uPlot.js";
 import { applyStrings, initialLang, saveLang } from "./i18n.js";
 
@@ -36,6 +37,23 @@ const en = {
   incomplete: "Some days had more answers than one request reads; their counts are low.",
   failed: (status) => `The usage could not be read (${status}).`,
   signIn: "A key is needed: open the chat, enter it there, and come back.",
+  shadowTitle: "Shadow trials",
+  shadowAbout: (challenger, judge, share) =>
+    `${share} of the answers are asked again of ${challenger} after the reply, unseen; ${judge} judges which answer is better.`,
+  trials: "Trials",
+  wins: "Challenger better",
+  losses: "Answering model better",
+  ties: "Ties",
+  noVerdict: "No verdict",
+  failedTrials: "Challenger failed",
+  shadowSpent: "Spent today, of the cap",
+  shadowTable: "Shadow trials over the last 30 days: medians",
+  answers: "Answers",
+  primarySide: "Answering models",
+  challengerSide: (model) => `Challenger (${model})`,
+  ttft: "Time to first token",
+  pace: "Tokens a second",
+  shadowIncomplete: "More trials than one request reads: the figures are of the latest.",
 };
 
 const zh = {
@@ -66,6 +84,23 @@ const zh = {
   incomplete: "有些天的回答多于一次请求能读取的数量，其计数偏低。",
   failed: (status) => `无法读取用量（${status}）。`,
   signIn: "需要密钥：请在对话页输入后再回来。",
+  shadowTitle: "影子对比",
+  shadowAbout: (challenger, judge, share) =>
+    `${share} 的回答会在回复之后再交给 ${challenger} 回答一次（不展示给任何人）；由 ${judge} 判断哪个回答更好。`,
+  trials: "对比次数",
+  wins: "挑战者更好",
+  losses: "原模型更好",
+  ties: "平局",
+  noVerdict: "无结论",
+  failedTrials: "挑战者失败",
+  shadowSpent: "今天已花费 / 上限",
+  shadowTable: "最近 30 天的影子对比：中位数",
+  answers: "回答",
+  primarySide: "原回答模型",
+  challengerSide: (model) => `挑战者（${model}）`,
+  ttft: "首个 token 用时",
+  pace: "每秒 tokens",
+  shadowIncomplete: "对比次数多于一次请求能读取的数量：数字来自最近的对比。",
 };
 
 const LANGS = { en, zh };
@@ -111,19 +146,23 @@ function render() {
   );
   table($("month-table"), t().monthTable, combined(body.rows));
   $("note").textContent = body.complete ? "" : t().incomplete;
+  shadow(body.shadow);
   drawCharts();
 }
 
 function cards(today) {
-  const list = $("today");
-  list.replaceChildren();
-  const items = [
+  definitions($("today"), [
     [t().requests, number(today.requests)],
     [t().promptTokens, `${number(today.prompt_tokens)} (${t().cachedTokens} ${number(today.cached_prompt_tokens)})`],
     [t().completionTokens, number(today.completion_tokens)],
     [t().dollars, dollars(today.cost_usd)],
     [t().neurons, number(today.neurons)],
-  ];
+  ]);
+}
+
+/** A description list of [term, value] pairs, as cards. */
+function definitions(list, items) {
+  list.replaceChildren();
   for (const [name, value] of items) {
     const item = document.createElement("div");
     const term = document.createElement("dt");
@@ -133,6 +172,48 @@ function cards(today) {
     item.append(term, detail);
     list.append(item);
   }
+}
+
+/** The shadow trials (an admin's, when the deployment runs them); hidden otherwise. */
+function shadow(summary) {
+  const section = $("shadow");
+  section.hidden = !summary;
+  if (!summary) return;
+  const share = `${(summary.rate * 100).toLocaleString(lang === "zh" ? "zh-CN" : "en-US")}%`;
+  $("shadow-about").textContent = t().shadowAbout(summary.challenger_model, summary.judge_model, share);
+  const { spent_usd: spent, cap_usd: cap } = summary.today;
+  definitions($("shadow-cards"), [
+    [t().trials, number(summary.trials)],
+    [t().wins, number(summary.wins)],
+    [t().losses, number(summary.losses)],
+    [t().ties, number(summary.ties)],
+    [t().noVerdict, number(summary.no_verdict)],
+    [t().failedTrials, number(summary.failed)],
+    [t().shadowSpent, `${dollars(spent)} / ${cap === null ? "—" : dollars(cap)}`],
+  ]);
+  const table = $("shadow-table");
+  const caption = document.createElement("caption");
+  caption.textContent = t().shadowTable;
+  const head = document.createElement("thead");
+  head.append(line([t().answers, t().ttft, t().pace, t().dollars], "th"));
+  const main = document.createElement("tbody");
+  for (const [side, medians] of [
+    [t().primarySide, summary.primary],
+    [t().challengerSide(summary.challenger_model), summary.challenger],
+  ]) {
+    const row = line([
+      medians.ttft_ms === null ? "—" : `${number(Math.round(medians.ttft_ms))} ms`,
+      medians.tokens_per_s === null ? "—" : number(medians.tokens_per_s),
+      medians.usd === null ? "—" : dollars(medians.usd),
+    ]);
+    const name = document.createElement("th");
+    name.scope = "row";
+    name.textContent = side;
+    row.prepend(name);
+    main.append(row);
+  }
+  table.replaceChildren(caption, head, main);
+  $("shadow-note").textContent = summary.complete ? "" : t().shadowIncomplete;
 }
 
 function allocation(neurons, of) {
