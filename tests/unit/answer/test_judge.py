@@ -3,6 +3,8 @@ strict reading of its answer, and A/B read back to the two models."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from edgechat.answer import judge
@@ -104,3 +106,8 @@ def test_the_longest_prompt_stays_within_the_tokens_reserved_for_it() -> None:
     template = len(JUDGE_PROMPT.format(conversation="", a="", b="").encode())
     assert len(longest.encode()) <= template + 3 * CLIP_BYTES
     assert len(longest.encode()) + 100 <= judge.MAX_PROMPT_TOKENS
+
+
+def test_the_operator_docs_quote_the_prompt_as_it_is() -> None:
+    page = Path(__file__).parents[3] / "docs" / "operating" / "shadow.md"
+    assert f"```text\n{JUDGE_PROMPT}\n```" in page.read_text(encoding="utf-8")
