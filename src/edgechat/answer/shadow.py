@@ -209,10 +209,9 @@ class Trial:
         ):
             return
         recorded = answered.recording.body()
-        text = None if recorded is None else moderation.answer_text(recorded)
         cap = self._ctx.settings.shadow_daily_usd
-        if not text or cap is None:
-            return  # nothing to compare (tool calls alone, or too long to record)
+        if recorded is None or cap is None:
+            return  # too long to record: nothing for the judge to read
         ctx = self._ctx
         worst = worst_case(
             self._challenger, self._judge, outcome.usage["prompt_tokens"], self._request.max_tokens
@@ -227,14 +226,17 @@ class Trial:
             outcome.tokens_per_s(),
             outcome.cost_usd(),
         )
-        ctx.platform.wait_until(self._run(db, row, worst, cap, text))
+        ctx.platform.wait_until(self._run(db, row, worst, cap, recorded))
 
     async def _run(
-        self, db: Database, row: trials.Row, worst: Worst, cap_usd: float, primary_text: str
+        self, db: Database, row: trials.Row, worst: Worst, cap_usd: float, recorded: bytes
     ) -> None:
         """Reserves the trial's worst case, asks the challenger, then the
         judge, and settles: the reservation replaced by the cost, the trial
-        kept, one log line."""
+        kept, one log line. ``recorded``: the answer's stream."""
+        primary_text = moderation.answer_text(recorded)
+        if not primary_text:
+            return  # tool calls alone: nothing to compare
         ctx, challenger, day = self._ctx, self._challenger, row.day
         began = time.monotonic()
         reserved = budget.spend_of(challenger, worst.usd)
@@ -292,9 +294,10 @@ class Trial:
                 judge_error=row.judge_error,
                 usd=actual.usd,
             )
+            kept = trials.record(db, row)  # under way beside the settlement
             await budget.count(db, day, budget.SHADOW, actual, ctx.request_id, reserved=reserved)
             try:
-                await trials.record(db, row)
+                await kept
             except DatabaseError as exc:
                 log["shadow_error"] = f"record: {exc}"
             _print(log)

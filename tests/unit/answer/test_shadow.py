@@ -372,3 +372,12 @@ def test_an_answer_s_pace_is_its_output_tokens_from_first_words_to_end() -> None
     assert paced.tokens_per_s() == 25.0
     assert Outcome(usage=usage(10, 50), ttft_ms=500.0, ended_ms=500.0).tokens_per_s() is None
     assert Outcome(usage=None, ttft_ms=500.0, ended_ms=900.0).tokens_per_s() is None
+
+
+def test_an_answer_without_text_is_not_tried() -> None:
+    # Thinking alone (or tool calls alone): nothing for the judge to compare.
+    db = FakeDb()
+    ai = script(primary=openai_stream(("reasoning", "Hmm."), usage=usage(1_000, 3)))
+    assert serve(platform(ai, db))[0] == 200
+    assert ai.models_called == [GLM.id]
+    assert spend(db, budget.SHADOW) is None
