@@ -46,6 +46,7 @@ from edgechat.users import budget, usage
 __all__ = [
     "JUDGE_S",
     "PROMPT_TOKENS_FACTOR",
+    "SETTLE_S",
     "TRIAL_DEADLINE_S",
     "WAIT_UNTIL_S",
     "Trial",
@@ -60,9 +61,12 @@ __all__ = [
 # elapsed, whichever happens first"
 # (https://developers.cloudflare.com/workers/platform/limits/#duration).
 WAIT_UNTIL_S = 30.0
+# What a trial keeps back of WAIT_UNTIL_S for its D1 writes (the
+# settlement and its row, a round trip each at worst).
+SETTLE_S = 5.0
 # A trial's two models (the challenger, then the judge) answer within this
-# of the trial's start; what is left of WAIT_UNTIL_S is for its D1 writes.
-TRIAL_DEADLINE_S = 25.0
+# of the trial's start.
+TRIAL_DEADLINE_S = WAIT_UNTIL_S - SETTLE_S
 # Of it, what the judge is sure to have: the challenger's own deadline ends
 # this much before the trial's.
 JUDGE_S = 6.0
