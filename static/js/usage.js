@@ -1,6 +1,7 @@
 // The usage page (/usage): today and the last 30 days from GET /api/usage?days=30,
 // per user and per model, as uPlot charts and tables. A user sees their own
-// answers, an admin everyone's (the server decides; this page only shows).
+// answers, an admin everyone's, and the shadow trials (the server decides;
+// this page only shows).
 import uPlot from "/vendor/uplot/uPlot.js";
 import { applyStrings, initialLang, saveLang } from "./i18n.js";
 
@@ -40,6 +41,23 @@ const en = {
   autoSaved: (n, spent, base, saved) =>
     `${n} answers routed by auto cost ${spent}; the same tokens on the default model: ${base}. ` +
     (saved.startsWith("-") ? `auto spent ${saved.slice(1)} more.` : `Saved: ${saved}.`),
+  shadowTitle: "Shadow trials",
+  shadowAbout: (challenger, judge, share) =>
+    `${share} of the answers are asked again of ${challenger} after the reply, unseen; ${judge} judges which answer is better.`,
+  trials: "Trials",
+  wins: "Challenger better",
+  losses: "Answering model better",
+  ties: "Ties",
+  noVerdict: "No verdict",
+  failedTrials: "Challenger failed",
+  shadowSpent: "Spent today, of the cap",
+  shadowTable: "Shadow trials over the last 30 days: medians",
+  answers: "Answers",
+  primarySide: "Answering models",
+  challengerSide: (model) => `Challenger (${model})`,
+  ttft: "Time to first token",
+  pace: "Tokens a second",
+  shadowIncomplete: "More trials than one request reads: the figures are of the latest.",
 };
 
 const zh = {
@@ -74,6 +92,23 @@ const zh = {
   autoSaved: (n, spent, base, saved) =>
     `自动选择的 ${n} 个回答花费 ${spent}；同样的 tokens 用默认模型为 ${base}。` +
     (saved.startsWith("-") ? `自动选择多花了 ${saved.slice(1)}。` : `节省：${saved}。`),
+  shadowTitle: "影子对比",
+  shadowAbout: (challenger, judge, share) =>
+    `${share} 的回答会在回复之后再交给 ${challenger} 回答一次（不展示给任何人）；由 ${judge} 判断哪个回答更好。`,
+  trials: "对比次数",
+  wins: "挑战者更好",
+  losses: "原模型更好",
+  ties: "平局",
+  noVerdict: "无结论",
+  failedTrials: "挑战者失败",
+  shadowSpent: "今天已花费 / 上限",
+  shadowTable: "最近 30 天的影子对比：中位数",
+  answers: "回答",
+  primarySide: "原回答模型",
+  challengerSide: (model) => `挑战者（${model}）`,
+  ttft: "首个 token 用时",
+  pace: "每秒 tokens",
+  shadowIncomplete: "对比次数多于一次请求能读取的数量：数字来自最近的对比。",
 };
 
 const LANGS = { en, zh };
@@ -120,6 +155,7 @@ function render() {
   table($("month-table"), t().monthTable, combined(body.rows));
   $("note").textContent = body.complete ? "" : t().incomplete;
   savings(body.auto);
+  shadow(body.shadow);
   drawCharts();
 }
 
@@ -137,15 +173,18 @@ function savings(auto) {
 }
 
 function cards(today) {
-  const list = $("today");
-  list.replaceChildren();
-  const items = [
+  definitions($("today"), [
     [t().requests, number(today.requests)],
     [t().promptTokens, `${number(today.prompt_tokens)} (${t().cachedTokens} ${number(today.cached_prompt_tokens)})`],
     [t().completionTokens, number(today.completion_tokens)],
     [t().dollars, dollars(today.cost_usd)],
     [t().neurons, number(today.neurons)],
-  ];
+  ]);
+}
+
+/** A description list of [term, value] pairs, as cards. */
+function definitions(list, items) {
+  list.replaceChildren();
   for (const [name, value] of items) {
     const item = document.createElement("div");
     const term = document.createElement("dt");
@@ -155,6 +194,48 @@ function cards(today) {
     item.append(term, detail);
     list.append(item);
   }
+}
+
+/** The shadow trials (an admin's, when the deployment runs them); hidden otherwise. */
+function shadow(summary) {
+  const section = $("shadow");
+  section.hidden = !summary;
+  if (!summary) return;
+  const share = `${(summary.rate * 100).toLocaleString(lang === "zh" ? "zh-CN" : "en-US")}%`;
+  $("shadow-about").textContent = t().shadowAbout(summary.challenger_model, summary.judge_model, share);
+  const { spent_usd: spent, cap_usd: cap } = summary.today;
+  definitions($("shadow-cards"), [
+    [t().trials, number(summary.trials)],
+    [t().wins, number(summary.wins)],
+    [t().losses, number(summary.losses)],
+    [t().ties, number(summary.ties)],
+    [t().noVerdict, number(summary.no_verdict)],
+    [t().failedTrials, number(summary.failed)],
+    [t().shadowSpent, `${dollars(spent)} / ${cap === null ? "—" : dollars(cap)}`],
+  ]);
+  const table = $("shadow-table");
+  const caption = document.createElement("caption");
+  caption.textContent = t().shadowTable;
+  const head = document.createElement("thead");
+  head.append(line([t().answers, t().ttft, t().pace, t().dollars], "th"));
+  const main = document.createElement("tbody");
+  for (const [side, medians] of [
+    [t().primarySide, summary.primary],
+    [t().challengerSide(summary.challenger_model), summary.challenger],
+  ]) {
+    const row = line([
+      medians.ttft_ms === null ? "—" : `${number(Math.round(medians.ttft_ms))} ms`,
+      medians.tokens_per_s === null ? "—" : number(medians.tokens_per_s),
+      medians.usd === null ? "—" : dollars(medians.usd),
+    ]);
+    const name = document.createElement("th");
+    name.scope = "row";
+    name.textContent = side;
+    row.prepend(name);
+    main.append(row);
+  }
+  table.replaceChildren(caption, head, main);
+  $("shadow-note").textContent = summary.complete ? "" : t().shadowIncomplete;
 }
 
 function allocation(neurons, of) {

@@ -6,14 +6,17 @@ never loads the charts' library."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Chat, Relay
+from tests.browser.conftest import ARTIFACTS, WATCH_CSP, Chat, Relay, next_client_address
 from tests.browser.test_accessibility import axe_violations
+from tests.harness import ROOT, EmulatorControl, start_runner
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 
@@ -106,3 +109,75 @@ def test_the_chat_page_links_to_the_usage_page(chat: Chat) -> None:
 def test_the_chat_page_never_loads_the_usage_page_s_files(chat: Chat) -> None:
     chat.page.wait_for_load_state("networkidle")
     assert not [url for url in chat.log.requests if "uplot" in url.lower() or "usage" in url]
+
+
+# --- the shadow trials, for an admin ---------------------------------------------------------
+
+BOSS = "boss-token-5f1c9a7e3d0b8264"
+KIMI = "@cf/moonshotai/kimi-k2.6"
+LLAMA = "@cf/meta/llama-3.1-8b-instruct-fp8"
+
+
+@pytest.fixture(scope="module")
+def shadow_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A site trying every answer on Kimi, judged by Llama, ``boss`` its admin."""
+    folder = tmp_path_factory.mktemp("shadow-site")
+    vars_file: Path = folder / "shadow.vars"
+    vars_file.write_text(
+        f"API_KEYS=boss:{BOSS}\nADMINS=boss\nSHADOW_MODEL=kimi\nSHADOW_RATE=1\n"
+        "SHADOW_DAILY_USD=2\nSHADOW_JUDGE=llama\nCACHE_MODE=off\n"
+    )
+    control = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+    env = {
+        "EDGECHAT_AI_SCRIPT": str(control.script_path),
+        "EDGECHAT_AI_LOG": str(control.log_path),
+        "EDGECHAT_AI_DELAY_MS": "0",
+    }
+    with start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env) as runner:
+        control.reset()
+        control.script({"match": {"model": LLAMA}, "reply": {"content": "TIE"}})
+        headers = {"authorization": f"Bearer {BOSS}"}
+        with httpx.Client(base_url=runner.base_url, timeout=30.0, headers=headers) as http:
+            chat = {"messages": [{"role": "user", "content": "shadow trial on the page"}]}
+            assert http.post("/chat", json=chat).status_code == 200
+            deadline = time.monotonic() + 20
+            while not (http.get("/api/usage").json()["shadow"] or {}).get("trials"):
+                assert time.monotonic() < deadline, "the trial was never kept"
+                time.sleep(0.05)
+        yield runner.base_url
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_an_admin_sees_the_shadow_trials_and_axe_finds_nothing(
+    browser: Any, new_chat: Any, shadow_site: str, scheme: str
+) -> None:
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, color_scheme=scheme)
+    context.add_init_script(WATCH_CSP)
+    context.add_init_script(f"localStorage.setItem('edgechat.token', '{BOSS}')")
+    site = Relay(shadow_site, next_client_address())
+    try:
+        tab: Chat = new_chat(url=site.url, context=context)
+        page = tab.page
+        page.goto(site.url + "/usage")
+        expect(page.get_by_role("heading", name="Shadow trials", level=2)).to_be_visible()
+        expect(page.locator("#shadow-about")).to_contain_text(
+            f"100% of the answers are asked again of {KIMI}"
+        )
+        table = page.get_by_role("table", name="Shadow trials over the last 30 days: medians")
+        expect(table.get_by_role("rowheader", name=f"Challenger ({KIMI})")).to_be_visible()
+        expect(table.get_by_role("columnheader", name="Time to first token")).to_be_visible()
+        expect(page.locator("#shadow-cards")).to_contain_text("Ties1")
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"usage-shadow-{scheme}.png"), full_page=True)
+        assert axe_violations(tab) == []
+        assert tab.csp_violations() == []
+        assert tab.log.page_errors == []
+    finally:
+        context.close()
+        site.close()
+
+
+def test_a_user_who_is_no_admin_sees_no_shadow_trials(new_chat: Any, relay: Relay) -> None:
+    answered(relay)
+    tab = open_usage(new_chat, relay)
+    expect(tab.page.get_by_role("heading", name="Shadow trials")).to_be_hidden()

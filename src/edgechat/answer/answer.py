@@ -261,6 +261,7 @@ class Answer:
             self._between_events = delivery.between_events
         self.outcome.usage = reader.usage
         self.outcome.finish_reason = reader.finish_reason
+        self.outcome.ended_ms = deadlines.elapsed_ms()
         # A whole JSON answer is complete by itself; a stream says so by its end.
         self.outcome.truncated = (
             reader.whole_body is None and not reader.saw_done and reader.finish_reason is None

@@ -86,17 +86,29 @@ class Candidates:
     __slots__ = ("_cooldown_max_s", "_cooling", "_left", "_refusal")
 
     def __init__(
-        self, request: ChatRequest, settings: Settings, cooling: Cooling, *, providers: bool
+        self,
+        request: ChatRequest,
+        settings: Settings,
+        cooling: Cooling,
+        *,
+        providers: bool,
+        fallback: bool = True,
     ) -> None:
         # Models that cannot read the request's parameters (tools on Llama)
-        # are no fallback; the providers' APIs come after the Workers AI chain.
+        # are no fallback; the providers' APIs come after the Workers AI
+        # chain. Without ``fallback`` (a shadow trial's models) the model
+        # asked for is the only one.
         fit = [
             request.model,
-            *(m for m in settings.fallbacks_after(request.model) if request.unfit(m) is None),
+            *(
+                m
+                for m in settings.fallbacks_after(request.model)
+                if fallback and request.unfit(m) is None
+            ),
             *(
                 provider.model
                 for provider in settings.providers
-                if providers and request.unfit(provider.model) is None
+                if fallback and providers and request.unfit(provider.model) is None
             ),
         ]
         self._refusal: UpstreamQuotaExhausted | None = None

@@ -3,7 +3,8 @@ when the client last heard from us (for the heartbeat).
 
 The first-token deadline is each model's own: a model that said nothing in
 ``FIRST_TOKEN_TIMEOUT_S`` gives way to the next (``NoFirstToken``), all of
-them within ``TOTAL_TIMEOUT_S`` of the request."""
+them within ``TOTAL_TIMEOUT_S`` of the request (or a shorter ``total_s``:
+a shadow trial's, within what ``waitUntil`` allows)."""
 
 from __future__ import annotations
 
@@ -26,12 +27,19 @@ class Deadlines:
         "now",
         "settings",
         "started",
+        "total_s",
     )
 
-    def __init__(self, settings: Settings, clock: Callable[[], float]) -> None:
+    def __init__(
+        self, settings: Settings, clock: Callable[[], float], total_s: float | None = None
+    ) -> None:
         self.settings = settings
         self.now = clock
         self.started = clock()
+        # The whole answer's time: TOTAL_TIMEOUT_S, or less where asked.
+        self.total_s = (
+            settings.total_timeout_s if total_s is None else min(total_s, settings.total_timeout_s)
+        )
         # When the model now asked was asked.
         self.asked_at = self.started
         # When the model's first text came (None: not yet).
@@ -45,6 +53,10 @@ class Deadlines:
         """Marks the first text; returns the time to it, in milliseconds."""
         self.first_words_at = self.now()
         return round((self.first_words_at - self.started) * 1000, 1)
+
+    def elapsed_ms(self) -> float:
+        """The time since the answer began, in milliseconds."""
+        return round((self.now() - self.started) * 1000, 1)
 
     def heard(self) -> float:
         self.last_chunk = now = self.now()
@@ -69,12 +81,12 @@ class Deadlines:
         return self.asked_at + self.settings.first_token_timeout_s
 
     def _total_deadline(self) -> float:
-        return self.started + self.settings.total_timeout_s
+        return self.started + self.total_s
 
     def next(self) -> float:
         """When the next deadline passes."""
         s = self.settings
-        deadline = self.started + s.total_timeout_s
+        deadline = self._total_deadline()
         if self.first_words_at is None:
             deadline = min(deadline, self._first_token_deadline())
         if self.last_chunk is not None:
@@ -91,8 +103,8 @@ class Deadlines:
     def passed(self, now: float) -> str | None:
         """Which deadline has passed at ``now``, if one has."""
         s = self.settings
-        if now - self.started >= s.total_timeout_s:
-            return f"total deadline of {s.total_timeout_s} s"
+        if now - self.started >= self.total_s:
+            return f"total deadline of {self.total_s} s"
         if self.first_words_at is None and now >= self._first_token_deadline():
             return f"no first token within {s.first_token_timeout_s} s"
         if self.last_chunk is not None and now - self.last_chunk >= s.idle_timeout_s:
@@ -106,6 +118,6 @@ class Deadlines:
         if reason is None:
             return
         await upstream.cancel()
-        if self.first_words_at is None and now - self.started < self.settings.total_timeout_s:
+        if self.first_words_at is None and now - self.started < self.total_s:
             raise NoFirstToken(detail=reason)
         raise DeadlineExceeded(detail=reason)

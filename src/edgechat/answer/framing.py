@@ -28,6 +28,9 @@ class Outcome:
     usage: Usage | None = None
     finish_reason: str | None = None
     ttft_ms: float | None = None
+    # When the model's stream ended, in ms from the answer's start (with
+    # ``ttft_ms``, its pace: ``tokens_per_s``).
+    ended_ms: float | None = None
     error: EdgechatError | None = None
     client_gone: bool = False
     truncated: bool = False
@@ -46,6 +49,16 @@ class Outcome:
         if self.model is None or self.usage is None:
             return None
         return cost_usd(self.model, self.usage)
+
+    def tokens_per_s(self) -> float | None:
+        """Output tokens (reasoning included) a second, from the first words
+        to the stream's end; None when unknown or all came at once."""
+        if self.usage is None or self.ttft_ms is None or self.ended_ms is None:
+            return None
+        seconds = (self.ended_ms - self.ttft_ms) / 1000
+        if seconds <= 0:
+            return None
+        return round(self.usage["completion_tokens"] / seconds, 1)
 
 
 @dataclass(frozen=True, slots=True)

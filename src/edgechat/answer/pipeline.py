@@ -5,19 +5,21 @@ reply, and what is kept after it.
 The checks that may refuse a request - the input check (``MODERATION=input``)
 and the daily budgets (``budget``) - start with the model call, not before
 it, and nothing is released until they pass; a refusal aborts the call. What follows an answer
-(storing it in the cache, counting it for ``/api/usage``) runs through
-``waitUntil``: the stream never waits on storage.
+(storing it in the cache, counting it for ``/api/usage``, a shadow trial on
+a sampled answer: ``shadow``) runs through ``waitUntil``: the stream never
+waits on storage.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from edgechat.answer import affinity, cache, moderation, recording, routing
+from edgechat.answer import affinity, cache, moderation, recording, routing, shadow
 from edgechat.answer.answer import Answer, CheckAnswer, Sources
 from edgechat.answer.candidates import Candidates
 from edgechat.answer.context import Context
@@ -40,12 +42,12 @@ async def answer(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
 ) -> Reply:
     """The streamed reply to ``request``."""
-    answered, key, headers = await _begin(ctx, request, framing, headers)
+    answered, key, trial, headers = await _begin(ctx, request, framing, headers)
 
     async def produce(sink: Sink) -> None:
         await answered.stream(sink)
         ctx.emit(200)
-        _store_and_count(ctx, request, answered, key)
+        _store_and_count(ctx, request, answered, key, trial)
 
     return stream_reply(produce, headers)
 
@@ -54,18 +56,18 @@ async def document(
     ctx: Context, request: ChatRequest, framing: Document, headers: dict[str, str]
 ) -> Reply:
     """The whole answer to ``request`` as one document."""
-    answered, key, headers = await _begin(ctx, request, framing, headers)
+    answered, key, trial, headers = await _begin(ctx, request, framing, headers)
     await answered.whole()
-    _store_and_count(ctx, request, answered, key)
+    _store_and_count(ctx, request, answered, key, trial)
     return json_reply(200, framing.result(answered.outcome), headers)
 
 
 async def _begin(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
-) -> tuple[Answer, str | None, dict[str, str]]:
+) -> tuple[Answer, str | None, shadow.Trial | None, dict[str, str]]:
     """An answer that has a model (or a cached stream) behind it and passed
     the input check; raises what refused it. Returns the answer, its cache
-    key and the reply's headers."""
+    key, its shadow trial (if sampled) and the reply's headers."""
     settings, platform = ctx.settings, ctx.platform
     if settings.log_prompts:
         ctx.log["prompt"] = request.messages[-1].content
@@ -76,7 +78,7 @@ async def _begin(
         if platform.kv is not None and cache.wants_cache(request, settings)
         else None
     )
-    answered = _answer(ctx, request, framing, options, record=key is not None)
+    answered, trial = _answer(ctx, request, framing, options, record=key is not None)
     guard = _input_check(ctx, request, options)
     spent = _budget_check(ctx)
     headers = {**headers, "X-Request-Id": ctx.request_id}
@@ -103,7 +105,7 @@ async def _begin(
             guard.cancel()
         if spent is not None:
             spent.close()  # a no-op once it ran; else its read is dropped
-    return answered, key, headers
+    return answered, key, trial, headers
 
 
 def _answer(
@@ -113,7 +115,9 @@ def _answer(
     options: dict[str, object],
     *,
     record: bool,
-) -> Answer:
+) -> tuple[Answer, shadow.Trial | None]:
+    """The answer, and its shadow trial when it is sampled for one (its
+    answer is then recorded: the judge reads it)."""
     settings, platform = ctx.settings, ctx.platform
     providers = ProviderAi(platform.fetch, settings.providers) if settings.providers else None
     check_answer: CheckAnswer | None = None
@@ -129,17 +133,22 @@ def _answer(
     # input check's): Workers AI's prompt cache then serves its history.
     user_id = "" if ctx.user is None else ctx.user.id
     model_options = affinity.options_with(options, affinity.session_of(user_id, request))
+    sources = Sources(platform.ai, model_options, providers, _redaction(settings))
+    challenger = None
+    if platform.db is not None and settings.shadow_rate > 0:
+        challenger = shadow.sample(settings, request, random.random())
+    trial = None if challenger is None else shadow.Trial(ctx, request, challenger, sources, options)
     answered = Answer(
         request,
         framing,
-        Sources(platform.ai, model_options, providers, _redaction(settings)),
+        sources,
         Candidates(request, settings, ctx.cooling, providers=providers is not None),
         Deadlines(settings, time.monotonic),
-        record=record,
+        record=record or trial is not None,
         check_answer=check_answer,
     )
     ctx.outcome = answered.outcome
-    return answered
+    return answered, trial
 
 
 def _redaction(settings: Settings) -> Redaction:
@@ -288,13 +297,21 @@ def ai_options(ctx: Context, *, refresh: bool) -> dict[str, Any]:
     }
 
 
-def _store_and_count(ctx: Context, request: ChatRequest, answered: Answer, key: str | None) -> None:
-    """After a complete answer: store it in the cache and count it for
-    ``/api/usage``, both in the background."""
+def _store_and_count(
+    ctx: Context,
+    request: ChatRequest,
+    answered: Answer,
+    key: str | None,
+    trial: shadow.Trial | None,
+) -> None:
+    """After a complete answer: store it in the cache, count it for
+    ``/api/usage`` and make its shadow trial, all in the background."""
     kv, outcome = ctx.platform.kv, answered.outcome
     if outcome.model is None or outcome.error is not None or outcome.client_gone:
         return
     _count_spend(ctx, outcome)
+    if trial is not None:
+        trial.after(answered)
     if kv is None:
         return
     if key is not None and outcome.model.provider is None:

@@ -82,6 +82,13 @@ class Settings:
     history_retention_days: int | None = None
     # ``auto``'s rules (AUTO_ROUTES), where MODELS lists auto.
     routes: Routes = DEFAULT_ROUTES
+    # Shadow trials (answer.shadow): the challenger (an alias, in MODELS or
+    # not), the share of answers also asked of it, the day's cap on what the
+    # trials spend in US dollars, and the judge (an alias).
+    shadow_model: str | None = None
+    shadow_rate: float = 0.0
+    shadow_daily_usd: float | None = None
+    shadow_judge: str = "glm"
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -120,6 +127,24 @@ class Settings:
         for index, preset in enumerate(self.presets):
             if preset.model is not None and preset.model not in self.models:
                 raise ValueError(f"PRESETS[{index}].model must be one of MODELS")
+        self._check_shadow()
+
+    def _check_shadow(self) -> None:
+        for var, name in (("SHADOW_MODEL", self.shadow_model), ("SHADOW_JUDGE", self.shadow_judge)):
+            model = None if name is None else find(name)
+            if name is not None and (model is None or model.alias != name):
+                raise ValueError(f"{var} names an unknown model; known: {_known()}")
+        if not (math.isfinite(self.shadow_rate) and 0 <= self.shadow_rate <= 1):
+            raise ValueError(f"SHADOW_RATE {_SHARE_RULE}")
+        if self.shadow_rate > 0 and self.shadow_model is None:
+            raise ValueError("SHADOW_RATE needs SHADOW_MODEL: the model the sampled answers try")
+        if self.shadow_rate > 0 and self.shadow_daily_usd is None:
+            # Trials spend money no user asked to spend: the operator names
+            # the ceiling, edgechat does not guess one.
+            raise ValueError(
+                "SHADOW_DAILY_USD is required with SHADOW_MODEL and SHADOW_RATE: "
+                "a positive amount of US dollars the trials may spend a UTC day"
+            )
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, object]) -> Settings:
@@ -134,7 +159,7 @@ class Settings:
         """
         defaults = cls()
         models = _models("MODELS", get) or defaults.models
-        default_model = _alias("DEFAULT_MODEL", get) or defaults.default_model
+        default_model = _alias("DEFAULT_MODEL", get, auto=True) or defaults.default_model
         chain = _models("FALLBACK_CHAIN", get)
         if chain is None:
             # The default chain, minus models the operator did not allow.
@@ -188,6 +213,10 @@ class Settings:
             presets=_presets("PRESETS", get),
             history_retention_days=_int("HISTORY_RETENTION_DAYS", get, 0) or None,
             routes=parse_routes(get("AUTO_ROUTES")),
+            shadow_model=_alias("SHADOW_MODEL", get),
+            shadow_rate=_share("SHADOW_RATE", get, defaults.shadow_rate),
+            shadow_daily_usd=_usd("SHADOW_DAILY_USD", get),
+            shadow_judge=_alias("SHADOW_JUDGE", get) or defaults.shadow_judge,
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
@@ -228,15 +257,17 @@ def _list(var: str, get: Callable[[str], object]) -> tuple[str, ...] | None:
     return tuple(dict.fromkeys(item for item in items if item)) or None
 
 
-def _alias(var: str, get: Callable[[str], object]) -> str | None:
+def _alias(var: str, get: Callable[[str], object], *, auto: bool = False) -> str | None:
+    """A catalog model's alias; ``auto`` too where ``auto`` (DEFAULT_MODEL)."""
     name = _text(var, get)
     if name is None:
         return None
-    if name == AUTO.alias:
+    if auto and name == AUTO.alias:
         return name
     model = find(name)
     if model is None:
-        raise ValueError(f"{var} names an unknown model; known: auto, {_known()}")
+        known = f"auto, {_known()}" if auto else _known()
+        raise ValueError(f"{var} names an unknown model; known: {known}")
     return model.alias
 
 
@@ -374,6 +405,23 @@ def _check_base_url(var: str, url: str) -> None:
     ):
         # A key sent over plain HTTP could be read on the way: loopback only.
         raise ValueError(f"{var} must be an https:// URL (http:// only for a local server)")
+
+
+_SHARE_RULE = "must be a number from 0 to 1: the share of answers tried"
+
+
+def _share(var: str, get: Callable[[str], object], default: float) -> float:
+    """A share from 0 to 1 (``0.05``: one answer in twenty)."""
+    text = _text(var, get)
+    if text is None:
+        return default
+    try:
+        share = float(text)
+    except ValueError:
+        share = math.nan
+    if not (math.isfinite(share) and 0 <= share <= 1):
+        raise ValueError(f"{var} {_SHARE_RULE}")
+    return share
 
 
 def _usd(var: str, get: Callable[[str], object]) -> float | None:

@@ -66,6 +66,9 @@ _BUDGET = "Budgets"
 _ANSWERS = "Caching, gateway and counting"
 
 
+_SHADOW = "Shadow trials"
+
+
 _SAFETY = "Moderation"
 
 
@@ -266,6 +269,33 @@ VARIABLES: tuple[Variable, ...] = (
         None,
         "the account's Workers AI Neurons a day (10000 on a Free account: the free allocation)",
         _BUDGET,
+    ),
+    Variable(
+        "SHADOW_MODEL",
+        None,
+        "the challenger: a model of the catalog (alias or id, in MODELS or not) that sampled "
+        "answers are also asked of after the reply; its answers are never shown",
+        _SHADOW,
+    ),
+    Variable(
+        "SHADOW_RATE",
+        "0",
+        "the share of answers also asked of SHADOW_MODEL, a number from 0 to 1 (0.05: one in "
+        "twenty); 0 turns the trials off; above 0 it needs SHADOW_MODEL and SHADOW_DAILY_USD",
+        _SHADOW,
+    ),
+    Variable(
+        "SHADOW_DAILY_USD",
+        None,
+        "the most the trials (challenger and judge) may spend a UTC day, in US dollars at list "
+        "price; required with SHADOW_RATE (no default: the operator names the ceiling)",
+        _SHADOW,
+    ),
+    Variable(
+        "SHADOW_JUDGE",
+        "glm",
+        "the model that compares the two answers and says A, B or TIE (alias or id)",
+        _SHADOW,
     ),
     Variable(
         "CACHE_MODE",

@@ -210,7 +210,8 @@ class Database(Protocol):
     ) -> Awaitable[list[list[dict[str, Any]]]]:
         """Sends the statements at once (the call is under way before it is
         awaited), to run in order in one transaction; the awaitable gives
-        each one's rows, or raises ``DatabaseError``."""
+        each one's rows, or raises ``DatabaseError``. A None parameter, and
+        a NULL column, is SQL's NULL."""
         ...
 
 

@@ -20,6 +20,13 @@ The read sees only answers already finished, so answers running at once
 can overshoot a limit: by at most what those answers cost (docs/operating/budgets.md).
 A store that fails is logged and lets the request through: a D1 outage must
 not stop every chat.
+
+Shadow trials (``answer.shadow``) keep their day in the row of user
+``*shadow`` (``SHADOW``): before a trial, its worst case is **reserved**
+with one conditional upsert that refuses to pass ``SHADOW_DAILY_USD``
+(``reserve``); after it, the reservation is taken back and what the trial
+cost is counted like an answer, on ``*shadow`` and on the account
+(``count`` with ``reserved``), so ``DAILY_NEURON_LIMIT`` sees it too.
 """
 
 from __future__ import annotations
@@ -38,11 +45,14 @@ from edgechat.users.usage import NEURONS_PER_USD, next_midnight
 
 __all__ = [
     "ACCOUNT",
+    "SHADOW",
     "Limits",
     "Spend",
     "Verdict",
+    "batch",
     "check",
     "count",
+    "reserve",
     "spend_of",
     "spent",
     "spent_percent",
@@ -51,6 +61,10 @@ __all__ = [
 
 # The account-wide row: every user's answers together.
 ACCOUNT = "*"
+# The shadow trials' row: what they spent today (in dollars and Neurons),
+# the reservations of the trials under way included. No user id starts
+# with "*" (identity: "key:", "access:", "anonymous").
+SHADOW = "*shadow"
 
 SCHEMA = (
     "CREATE TABLE IF NOT EXISTS spend (day TEXT NOT NULL, user TEXT NOT NULL, "
@@ -66,6 +80,24 @@ ADD = (
     "usd = usd + excluded.usd, neurons = neurons + excluded.neurons"
 )
 READ = "SELECT user, usd, neurons FROM spend WHERE day = ? AND user IN (?, ?)"
+# A reservation against a cap, in one statement (one transaction): the row
+# is made or grown only while it stays within ?5. The SELECT's WHERE also
+# guards the day's first reservation (an INSERT with no conflict), and
+# keeps SQLite's upsert unambiguous after a SELECT
+# (https://www.sqlite.org/lang_upsert.html, "Parsing Ambiguity"). A row
+# comes back only when the reservation was made.
+RESERVE = (
+    "INSERT INTO spend (day, user, requests, usd, neurons) "
+    "SELECT ?1, ?2, 0, ?3, ?4 WHERE ?3 <= ?5 "
+    "ON CONFLICT (day, user) DO UPDATE SET usd = spend.usd + excluded.usd, "
+    "neurons = spend.neurons + excluded.neurons WHERE spend.usd + excluded.usd <= ?5 "
+    "RETURNING usd"
+)
+# A reservation taken back (the actual cost is then added by ADD).
+RELEASE = (
+    "UPDATE spend SET usd = max(usd - ?3, 0), neurons = max(neurons - ?4, 0) "
+    "WHERE day = ?1 AND user = ?2"
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +147,13 @@ def spend_of(model: Model, cost_usd: float) -> Spend:
     return Spend(cost_usd, neurons)
 
 
-def _batch(
-    db: Database, statements: list[tuple[str, list[Any]]]
+def batch(
+    db: Database, statements: list[tuple[str, list[Any]]], tables: tuple[str, ...] = (SCHEMA,)
 ) -> Awaitable[list[list[dict[str, Any]]]]:
-    """``statements``, sent now; the table is created first where it is
-    missing (a new database): one statement less on every other request."""
+    """``statements`` on ``USAGE_DB``, sent now; where a table is missing (a
+    new database) the ``tables`` (``CREATE TABLE IF NOT EXISTS``) are made
+    first and the statements sent again: one statement less on every other
+    request. Raises ``DatabaseError``."""
     sent = db.batch(statements)
 
     async def rows() -> list[list[dict[str, Any]]]:
@@ -128,7 +162,8 @@ def _batch(
         except DatabaseError as exc:
             if "no such table" not in str(exc):
                 raise
-        return (await db.batch([(SCHEMA, []), *statements]))[1:]
+        made: list[tuple[str, list[Any]]] = [(table, []) for table in tables]
+        return (await db.batch([*made, *statements]))[len(made) :]
 
     return rows()
 
@@ -137,7 +172,7 @@ def spent(db: Database, day: str, user: str) -> Awaitable[tuple[Spend, Spend]]:
     """The user's and the account's spend on ``day``, read from now (the
     call is under way before it is awaited); the awaitable raises
     ``DatabaseError``."""
-    sent = _batch(db, [(READ, [day, user, ACCOUNT])])
+    sent = batch(db, [(READ, [day, user, ACCOUNT])])
 
     async def spends() -> tuple[Spend, Spend]:
         rows = (await sent)[0]
@@ -213,11 +248,32 @@ def _until(exc: BudgetExhausted | UpstreamQuotaExhausted, resets_at: float, now:
     exc.retry_after = max(1, math.ceil(resets_at - now))
 
 
-async def count(db: Database, day: str, user: str, spend: Spend, request_id: str) -> None:
-    """Adds one answer to the user's and the account's day; runs after the reply."""
+async def reserve(db: Database, day: str, user: str, spend: Spend, cap_usd: float) -> bool:
+    """Adds ``spend`` to ``user``'s day if the day then stays within
+    ``cap_usd``, atomically: whether it did. Answers at once cannot both
+    take the last of the cap. Raises ``DatabaseError``."""
+    found = await batch(db, [(RESERVE, [day, user, spend.usd, spend.neurons, cap_usd])])
+    return bool(found[0])
+
+
+async def count(
+    db: Database,
+    day: str,
+    user: str,
+    spend: Spend,
+    request_id: str,
+    *,
+    reserved: Spend | None = None,
+) -> None:
+    """Adds one answer to the user's and the account's day; runs after the
+    reply. ``reserved``: what ``reserve`` put on the user's day for it, taken
+    back in the same transaction."""
+    row = [spend.usd, spend.neurons]
+    statements = [(ADD, [day, user, *row, day, ACCOUNT, *row])]
+    if reserved is not None:
+        statements.insert(0, (RELEASE, [day, user, reserved.usd, reserved.neurons]))
     try:
-        row = [spend.usd, spend.neurons]
-        await _batch(db, [(ADD, [day, user, *row, day, ACCOUNT, *row])])
+        await batch(db, statements)
     except DatabaseError as exc:
         # After the reply: the request's log line is out, so this one says it.
         print(json.dumps({"request_id": request_id, "budget_error": f"count: {exc}"}))

@@ -1,14 +1,19 @@
 """The asking user's own account: who they are and their budget
-(``GET /api/me``), and the answers counted per day (``GET /api/usage``).
+(``GET /api/me``), and the answers counted per day (``GET /api/usage``,
+with the shadow trials' summary for an admin).
 """
 
 from __future__ import annotations
 
+import asyncio
 import urllib.parse
+from typing import Any
 
+from edgechat.answer import trials
 from edgechat.answer.context import Context
 from edgechat.core.errors import BadRequest, NotFound, StoreUnavailable
 from edgechat.core.http import Reply, json_reply
+from edgechat.core.models import find
 from edgechat.core.ports import DatabaseError, KvError
 from edgechat.users import budget, usage
 from edgechat.web.steps import who
@@ -19,7 +24,9 @@ __all__ = ["api_usage", "me"]
 async def api_usage(ctx: Context) -> Reply:
     """The last ``?days=`` UTC days' (today alone by default) requests,
     tokens, dollars and Neurons per day, user and model: the asking user's
-    own answers, or everyone's for an admin (``ADMINS``)."""
+    own answers, or everyone's for an admin (``ADMINS``), who also gets
+    the shadow trials of those days (``shadow``: null for anyone else, or
+    without trials)."""
     user = await who(ctx)
     days = _usage_days(ctx.request.query)
     kv = ctx.platform.kv
@@ -28,16 +35,35 @@ async def api_usage(ctx: Context) -> Reply:
             public="Usage is counted in the CACHE KV namespace, which is not bound.",
             detail="no CACHE binding",
         )
+    dates = usage.usage_days(ctx.cooling.wall(), days)
+    counted = usage.read_days(kv, dates, (lambda _: True) if user.admin else user.id.__eq__)
     try:
-        body = await usage.read_days(
-            kv,
-            usage.usage_days(ctx.cooling.wall(), days),
-            (lambda _: True) if user.admin else user.id.__eq__,
-        )
+        body, shadow = await asyncio.gather(counted, _shadow(ctx, dates, admin=user.admin))
     except KvError as exc:
         raise StoreUnavailable(detail=f"list: {exc}") from exc
+    except DatabaseError as exc:
+        raise StoreUnavailable(detail=f"shadow trials: {exc}") from exc
     body["viewer"] = {"user": user.id, "admin": user.admin}
+    body["shadow"] = shadow
     return json_reply(200, body)
+
+
+async def _shadow(ctx: Context, days: list[str], *, admin: bool) -> dict[str, Any] | None:
+    """The shadow trials' summary, for an admin of a deployment with a
+    challenger and a ``USAGE_DB``; else None."""
+    settings, db = ctx.settings, ctx.platform.db
+    challenger = None if settings.shadow_model is None else find(settings.shadow_model)
+    judge = find(settings.shadow_judge)
+    if not admin or db is None or challenger is None or judge is None:
+        return None
+    return await trials.summary(
+        db,
+        days,
+        challenger=challenger.id,
+        judge=judge.id,
+        rate=settings.shadow_rate,
+        cap_usd=settings.shadow_daily_usd,
+    )
 
 
 def _usage_days(query: str) -> int:

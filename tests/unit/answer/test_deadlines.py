@@ -86,3 +86,21 @@ def test_the_heartbeat_follows_the_last_write() -> None:
     d.wrote()
     assert d.next_ping(True) == clock.now + 3
     assert d.next_ping(False) == float("inf")
+
+
+def test_a_shorter_total_holds_every_deadline_to_it() -> None:
+    # A shadow trial's answer: within what waitUntil leaves, not TOTAL_TIMEOUT_S.
+    clock = Clock()
+    d = Deadlines(SETTINGS, clock, total_s=6)
+    assert d.first_token_left() == 6  # not the first-token deadline's 10
+    assert d.next() == 106
+    clock.now += 5
+    d.first_words()
+    d.heard()
+    assert kept(d) is None
+    clock.now += 1
+    assert d.passed(clock.now) == "total deadline of 6 s"
+    assert kept(d) is DeadlineExceeded
+    # Never longer than TOTAL_TIMEOUT_S.
+    assert Deadlines(SETTINGS, clock, total_s=99).total_s == 25
+    assert d.elapsed_ms() == 6000.0

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import pytest
 
@@ -263,3 +264,72 @@ def test_the_provider_defaults_are_the_built_in_ones() -> None:
     for provider in s.providers:
         assert f"{provider.name}: {provider.base_url}" in (by_name["<NAME>_BASE_URL"] or "")
         assert f"{provider.name}: {provider.model_name}" in (by_name["<NAME>_MODEL"] or "")
+
+
+# --- shadow trials ---------------------------------------------------------------------
+
+
+def test_shadow_trials_are_off_by_default_and_read_when_set() -> None:
+    s = Settings()
+    assert (s.shadow_model, s.shadow_rate, s.shadow_daily_usd, s.shadow_judge) == (
+        None,
+        0.0,
+        None,
+        "glm",
+    )
+    on = settings(
+        SHADOW_MODEL=find("kimi").id,  # type: ignore[union-attr]
+        SHADOW_RATE="0.05",
+        SHADOW_DAILY_USD="0.50",
+        SHADOW_JUDGE="llama",
+    )
+    # An id becomes its alias; the challenger need not be in MODELS.
+    assert (on.shadow_model, on.shadow_rate, on.shadow_daily_usd, on.shadow_judge) == (
+        "kimi",
+        0.05,
+        0.5,
+        "llama",
+    )
+    outside = settings(MODELS="glm", SHADOW_MODEL="glm-5.3", SHADOW_RATE="1", SHADOW_DAILY_USD="1")
+    assert outside.shadow_model == "glm-5.3"
+    # A challenger with a rate of 0 tries nothing and needs no cap.
+    assert settings(SHADOW_MODEL="kimi", SHADOW_RATE="0").shadow_rate == 0
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"SHADOW_MODEL": "gpt-4"}, "SHADOW_MODEL names an unknown model; known: glm, "),
+        ({"SHADOW_JUDGE": "judge-judy"}, "SHADOW_JUDGE names an unknown model; known: glm, "),
+        ({"SHADOW_RATE": "1.5"}, "SHADOW_RATE must be a number from 0 to 1: the share of"),
+        ({"SHADOW_RATE": "-0.1"}, "SHADOW_RATE must be a number from 0 to 1"),
+        ({"SHADOW_RATE": "10%"}, "SHADOW_RATE must be a number from 0 to 1"),
+        ({"SHADOW_RATE": "nan"}, "SHADOW_RATE must be a number from 0 to 1"),
+        ({"SHADOW_RATE": "0.1"}, "SHADOW_RATE needs SHADOW_MODEL: the model the sampled"),
+        (
+            {"SHADOW_MODEL": "kimi", "SHADOW_RATE": "0.1"},
+            "SHADOW_DAILY_USD is required with SHADOW_MODEL and SHADOW_RATE: a positive amount",
+        ),
+        (
+            {"SHADOW_MODEL": "kimi", "SHADOW_RATE": "0.1", "SHADOW_DAILY_USD": "0"},
+            "SHADOW_DAILY_USD must be a positive amount of US dollars",
+        ),
+        (
+            {"SHADOW_MODEL": "kimi", "SHADOW_RATE": "0.1", "SHADOW_DAILY_USD": "five"},
+            "SHADOW_DAILY_USD must be a positive amount of US dollars",
+        ),
+    ],
+)
+def test_bad_shadow_settings_name_the_variable_and_the_rule(
+    values: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as caught:
+        Settings.from_mapping(values)
+    assert str(caught.value).startswith(message)
+
+
+def test_shadow_settings_made_directly_are_checked_too() -> None:
+    with pytest.raises(ValueError, match="SHADOW_MODEL names an unknown model"):
+        Settings(shadow_model="@cf/moonshotai/kimi-k2.6")  # an id: settings hold aliases
+    with pytest.raises(ValueError, match="SHADOW_RATE must be a number from 0 to 1"):
+        Settings(shadow_model="kimi", shadow_rate=2.0, shadow_daily_usd=1.0)

@@ -236,3 +236,70 @@ def test_a_key_s_own_budget_refuses_it_while_another_key_goes_on() -> None:
         return reply.status
 
     assert run(go()) == 200
+
+
+# --- reservations against a cap (the shadow trials' row) ------------------------------
+
+
+def shadow_row(db: FakeDb) -> tuple[int, float] | None:
+    row = db.connection.execute(
+        "SELECT requests, usd FROM spend WHERE day = ? AND user = ?", (DAY, budget.SHADOW)
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+def test_a_reservation_is_made_only_while_the_day_stays_within_the_cap() -> None:
+    db = FakeDb()
+    three = budget.Spend(0.03, 0.03 * NEURONS_PER_USD)
+    # The day's first reservation is guarded too (an INSERT without a conflict).
+    assert run(budget.reserve(db, DAY, budget.SHADOW, budget.Spend(0.11, 0.0), 0.10)) is False
+    assert shadow_row(db) is None
+    granted = [run(budget.reserve(db, DAY, budget.SHADOW, three, 0.10)) for _ in range(4)]
+    assert granted == [True, True, True, False]  # 0.09 held; 0.12 would pass 0.10
+    assert shadow_row(db) == (0, pytest.approx(0.09))
+    # Up to the cap exactly.
+    assert run(budget.reserve(db, DAY, budget.SHADOW, budget.Spend(0.01, 0.0), 0.10)) is True
+    assert shadow_row(db) == (0, pytest.approx(0.10))
+    # Another day, another cap's worth; other rows untouched.
+    assert run(budget.reserve(db, "2026-12-03", budget.SHADOW, three, 0.10)) is True
+    assert db.connection.execute("SELECT count(*) FROM spend").fetchone()[0] == 2
+
+
+def test_concurrent_reservations_never_pass_the_cap_together() -> None:
+    db = FakeDb()
+    each = budget.Spend(0.004, 0.0)
+
+    async def twenty() -> list[bool]:
+        return list(
+            await asyncio.gather(
+                *(budget.reserve(db, DAY, budget.SHADOW, each, 0.0130) for _ in range(20))
+            )
+        )
+
+    granted = run(twenty())
+    assert granted.count(True) == 3  # floor(0.013 / 0.004)
+    row = shadow_row(db)
+    assert row is not None
+    assert row[1] <= 0.0130
+
+
+def test_a_settled_reservation_becomes_the_cost_on_its_row_and_the_account_s() -> None:
+    db = FakeDb()
+    reserved = budget.spend_of(GLM, 0.05)
+    assert run(budget.reserve(db, DAY, budget.SHADOW, reserved, 1.0))
+    run(budget.count(db, DAY, budget.SHADOW, budget.spend_of(GLM, 0.002), "r", reserved=reserved))
+    rows = db.connection.execute("SELECT user, requests, usd, neurons FROM spend ORDER BY user")
+    found = {row[0]: tuple(row)[1:] for row in rows.fetchall()}
+    assert found["*"] == (1, pytest.approx(0.002), pytest.approx(0.002 * NEURONS_PER_USD))
+    assert found[budget.SHADOW] == (1, pytest.approx(0.002), pytest.approx(0.002 * NEURONS_PER_USD))
+
+
+def test_a_batch_makes_every_table_it_is_given_when_one_is_missing() -> None:
+    db = FakeDb()
+    other = "CREATE TABLE IF NOT EXISTS other (n INTEGER)"
+    rows = run(budget.batch(db, [("SELECT count(*) AS n FROM other", [])], (budget.SCHEMA, other)))
+    assert rows == [[{"n": 0}]]
+    assert db.batches[-1][:2] == [budget.SCHEMA, other]
+    # Once made, one statement: no CREATE.
+    run(budget.batch(db, [("SELECT count(*) AS n FROM spend", [])]))
+    assert db.batches[-1] == ["SELECT count(*) AS n FROM spend"]
