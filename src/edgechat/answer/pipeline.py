@@ -5,8 +5,9 @@ reply, and what is kept after it.
 The checks that may refuse a request - the input check (``MODERATION=input``)
 and the daily budgets (``budget``) - start with the model call, not before
 it, and nothing is released until they pass; a refusal aborts the call. What follows an answer
-(storing it in the cache, counting it for ``/api/usage``) runs through
-``waitUntil``: the stream never waits on storage.
+(storing it in the cache, counting it for ``/api/usage`` and the budgets,
+the spend alerts it crossed) runs through ``waitUntil``: the stream never
+waits on storage.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
+from edgechat.alerts import send
+from edgechat.alerts.rules import policy_of
 from edgechat.answer import affinity, cache, moderation, recording
 from edgechat.answer.answer import Answer, CheckAnswer, Sources
 from edgechat.answer.candidates import Candidates
@@ -28,7 +31,7 @@ from edgechat.answer.upstream import Redaction
 from edgechat.config.settings import Settings
 from edgechat.core.errors import ContentRefused, ModerationUnavailable
 from edgechat.core.http import Reply, json_reply, stream_reply
-from edgechat.core.ports import DatabaseError, Sink
+from edgechat.core.ports import Database, DatabaseError, Sink
 from edgechat.core.requests import ChatRequest
 from edgechat.users import budget, usage
 
@@ -317,10 +320,23 @@ def _store_and_count(ctx: Context, answered: Answer, key: str | None) -> None:
 
 
 def _count_spend(ctx: Context, outcome: Outcome) -> None:
-    """Adds a complete answer's cost to its user's day (``USAGE_DB``)."""
+    """Adds a complete answer's cost to its user's day (``USAGE_DB``), then
+    sends the spend alerts it crossed (``ALERT_WEBHOOK``)."""
     db, cost = ctx.platform.db, outcome.cost_usd()
     if db is None or ctx.user is None or outcome.model is None or not cost:
         return
     spend = budget.spend_of(outcome.model, cost)
     day = usage.day_of(ctx.cooling.wall())
-    ctx.platform.wait_until(budget.count(db, day, ctx.user.id, spend, ctx.request_id))
+    ctx.platform.wait_until(_count_then_alert(ctx, db, day, ctx.user.id, spend))
+
+
+async def _count_then_alert(
+    ctx: Context, db: Database, day: str, user: str, spend: budget.Spend
+) -> None:
+    totals = await budget.count(db, day, user, spend, ctx.request_id)
+    policy = policy_of(ctx.settings)
+    if totals is None or policy is None:
+        return
+    await send.after_answer(
+        db, ctx.platform.outbound, policy, day, totals, spend, ctx.cooling.wall, ctx.request_id
+    )

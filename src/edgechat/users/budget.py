@@ -36,7 +36,19 @@ from edgechat.core.models import Model
 from edgechat.core.ports import Database, DatabaseError
 from edgechat.users.usage import NEURONS_PER_USD, next_midnight
 
-__all__ = ["ACCOUNT", "Limits", "Spend", "Verdict", "check", "count", "spend_of", "spent", "status"]
+__all__ = [
+    "ACCOUNT",
+    "Limits",
+    "Spend",
+    "Verdict",
+    "batch",
+    "check",
+    "count",
+    "spend_of",
+    "spent",
+    "spent_on",
+    "status",
+]
 
 # The account-wide row: every user's answers together.
 ACCOUNT = "*"
@@ -52,9 +64,12 @@ ADD = (
     "INSERT INTO spend (day, user, requests, usd, neurons) "
     "VALUES (?, ?, 1, ?, ?), (?, ?, 1, ?, ?) "
     "ON CONFLICT (day, user) DO UPDATE SET requests = requests + 1, "
-    "usd = usd + excluded.usd, neurons = neurons + excluded.neurons"
+    "usd = usd + excluded.usd, neurons = neurons + excluded.neurons "
+    # The totals after this answer, so what it crossed is known without a read.
+    "RETURNING user, usd, neurons"
 )
 READ = "SELECT user, usd, neurons FROM spend WHERE day = ? AND user IN (?, ?)"
+READ_DAYS = "SELECT day, user, usd, neurons FROM spend WHERE day >= ? AND day <= ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,11 +119,13 @@ def spend_of(model: Model, cost_usd: float) -> Spend:
     return Spend(cost_usd, neurons)
 
 
-def _batch(
-    db: Database, statements: list[tuple[str, list[Any]]]
+def batch(
+    db: Database, statements: list[tuple[str, list[Any]]], schema: tuple[str, ...] = (SCHEMA,)
 ) -> Awaitable[list[list[dict[str, Any]]]]:
-    """``statements``, sent now; the table is created first where it is
-    missing (a new database): one statement less on every other request."""
+    """``statements``, sent now; the tables (``schema``: the statements that
+    create them, ``IF NOT EXISTS``) are created first where one is missing
+    (a new database): statements less on every other request. The
+    ``USAGE_DB`` tables of other modules (``alerts``) are made the same way."""
     sent = db.batch(statements)
 
     async def rows() -> list[list[dict[str, Any]]]:
@@ -117,7 +134,8 @@ def _batch(
         except DatabaseError as exc:
             if "no such table" not in str(exc):
                 raise
-        return (await db.batch([(SCHEMA, []), *statements]))[1:]
+        made: list[tuple[str, list[Any]]] = [(sql, []) for sql in schema]
+        return (await db.batch([*made, *statements]))[len(made) :]
 
     return rows()
 
@@ -126,7 +144,7 @@ def spent(db: Database, day: str, user: str) -> Awaitable[tuple[Spend, Spend]]:
     """The user's and the account's spend on ``day``, read from now (the
     call is under way before it is awaited); the awaitable raises
     ``DatabaseError``."""
-    sent = _batch(db, [(READ, [day, user, ACCOUNT])])
+    sent = batch(db, [(READ, [day, user, ACCOUNT])])
 
     async def spends() -> tuple[Spend, Spend]:
         rows = (await sent)[0]
@@ -134,6 +152,21 @@ def spent(db: Database, day: str, user: str) -> Awaitable[tuple[Spend, Spend]]:
         return found.get(user, Spend()), found.get(ACCOUNT, Spend())
 
     return spends()
+
+
+def spent_on(db: Database, first: str, last: str) -> Awaitable[dict[str, dict[str, Spend]]]:
+    """Every row of days ``first`` to ``last``: day → user → spend (the
+    cron run's alerts), read from now; the awaitable raises ``DatabaseError``."""
+    sent = batch(db, [(READ_DAYS, [first, last])])
+
+    async def days() -> dict[str, dict[str, Spend]]:
+        found: dict[str, dict[str, Spend]] = {}
+        for row in (await sent)[0]:
+            spend = Spend(_number(row["usd"]), _number(row["neurons"]))
+            found.setdefault(str(row["day"]), {})[str(row["user"])] = spend
+        return found
+
+    return days()
 
 
 def status(limits: Limits, mine: Spend, day: str, now: float) -> dict[str, object]:
@@ -179,14 +212,20 @@ def _until(exc: BudgetExhausted | UpstreamQuotaExhausted, resets_at: float, now:
     exc.retry_after = max(1, math.ceil(resets_at - now))
 
 
-async def count(db: Database, day: str, user: str, spend: Spend, request_id: str) -> None:
-    """Adds one answer to the user's and the account's day; runs after the reply."""
+async def count(
+    db: Database, day: str, user: str, spend: Spend, request_id: str
+) -> dict[str, Spend] | None:
+    """Adds one answer to the user's and the account's day; runs after the
+    reply. Returns both rows' totals after it, by user id (``ACCOUNT`` for
+    the account's); None when the store failed (logged)."""
     try:
         row = [spend.usd, spend.neurons]
-        await _batch(db, [(ADD, [day, user, *row, day, ACCOUNT, *row])])
+        totals = (await batch(db, [(ADD, [day, user, *row, day, ACCOUNT, *row])]))[0]
     except DatabaseError as exc:
         # After the reply: the request's log line is out, so this one says it.
         print(json.dumps({"request_id": request_id, "budget_error": f"count: {exc}"}))
+        return None
+    return {str(r["user"]): Spend(_number(r["usd"]), _number(r["neurons"])) for r in totals}
 
 
 def _number(value: object) -> float:

@@ -4,13 +4,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import urllib.parse
+from collections.abc import Awaitable
 
+from edgechat.alerts import ledger
 from edgechat.answer.context import Context
 from edgechat.core.errors import BadRequest, NotFound, StoreUnavailable
 from edgechat.core.http import Reply, json_reply
 from edgechat.core.ports import DatabaseError, KvError
 from edgechat.users import budget, usage
+from edgechat.users.identity import User
 from edgechat.web.steps import who
 
 __all__ = ["api_usage", "me"]
@@ -18,8 +22,8 @@ __all__ = ["api_usage", "me"]
 
 async def api_usage(ctx: Context) -> Reply:
     """The last ``?days=`` UTC days' (today alone by default) requests,
-    tokens, dollars and Neurons per day, user and model: the asking user's
-    own answers, or everyone's for an admin (``ADMINS``)."""
+    tokens, dollars and Neurons per day, user and model, and their spend
+    alerts: the asking user's own, or everyone's for an admin (``ADMINS``)."""
     user = await who(ctx)
     days = _usage_days(ctx.request.query)
     kv = ctx.platform.kv
@@ -28,16 +32,34 @@ async def api_usage(ctx: Context) -> Reply:
             public="Usage is counted in the CACHE KV namespace, which is not bound.",
             detail="no CACHE binding",
         )
+    span = usage.usage_days(ctx.cooling.wall(), days)
+    # The alerts' read is under way while KV is listed.
+    alerts = _alerts(ctx, user, span[0], span[-1])
     try:
-        body = await usage.read_days(
-            kv,
-            usage.usage_days(ctx.cooling.wall(), days),
-            (lambda _: True) if user.admin else user.id.__eq__,
-        )
+        body = await usage.read_days(kv, span, (lambda _: True) if user.admin else user.id.__eq__)
     except KvError as exc:
+        if alerts is not None:
+            with contextlib.suppress(DatabaseError):
+                await alerts  # under way already: let it settle, unused
         raise StoreUnavailable(detail=f"list: {exc}") from exc
+    try:
+        body["alerts"] = [] if alerts is None else await alerts
+    except DatabaseError as exc:
+        raise StoreUnavailable(detail=f"alerts: {exc}") from exc
     body["viewer"] = {"user": user.id, "admin": user.admin}
     return json_reply(200, body)
+
+
+def _alerts(
+    ctx: Context, user: User, first: str, last: str
+) -> Awaitable[list[dict[str, object]]] | None:
+    """The spend alerts of the days shown, read from now: an admin sees
+    every alert, a user only those of their own budget (the account's and
+    the shadow trials' spend are the operator's)."""
+    db = ctx.platform.db
+    if db is None:
+        return None
+    return ledger.read(db, first, last, None if user.admin else user.id)
 
 
 def _usage_days(query: str) -> int:
