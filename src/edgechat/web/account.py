@@ -55,9 +55,10 @@ def _alerts(
 ) -> Awaitable[list[dict[str, object]]] | None:
     """The spend alerts of the days shown, read from now: an admin sees
     every alert, a user only those of their own budget (the account's and
-    the shadow trials' spend are the operator's)."""
+    the shadow trials' spend are the operator's). None without alerts
+    (``ALERT_WEBHOOK``) or their store: no query."""
     db = ctx.platform.db
-    if db is None:
+    if db is None or ctx.settings.alert_webhook is None:
         return None
     return ledger.read(db, first, last, None if user.admin else user.id)
 

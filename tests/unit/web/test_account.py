@@ -18,11 +18,15 @@ from edgechat.web import app
 from tests.unit.fakes import FakeDb, FakeKv, FakePlatform
 
 ANN, BO, ROOT = "tok-ann-0123456789abcdef", "tok-bo-0123456789abcdef", "tok-root-0123456789abcd"
-VARS = {"API_KEYS": f"ann:{ANN},bo:{BO},root:{ROOT}", "ADMINS": "root"}
+VARS = {
+    "API_KEYS": f"ann:{ANN},bo:{BO},root:{ROOT}",
+    "ADMINS": "root",
+    "ALERT_WEBHOOK": "https://alerts.example.com/in",
+}
 
 
-def alerts_seen(db: FakeDb | None, token: str, days: int = 1) -> tuple[int, Any]:
-    where = FakePlatform(vars=VARS, kv=FakeKv(), db=db)
+def alerts_seen(db: FakeDb | None, token: str, days: int = 1, **more: str) -> tuple[int, Any]:
+    where = FakePlatform(vars={**VARS, **more}, kv=FakeKv(), db=db)
     request = Incoming(
         "GET",
         "/api/usage",
@@ -78,9 +82,14 @@ def test_an_admin_sees_every_alert_the_account_s_and_the_shadow_trials_too() -> 
     ]
 
 
-def test_without_usage_db_there_are_no_alerts() -> None:
+def test_without_usage_db_or_a_webhook_there_are_no_alerts() -> None:
     assert alerts_seen(None, ROOT) == (200, [])
     assert alerts_seen(FakeDb(), ROOT) == (200, [])  # a new database
+    db = FakeDb()
+    claimed(db)
+    before = len(db.batches)
+    assert alerts_seen(db, ROOT, ALERT_WEBHOOK="") == (200, [])
+    assert len(db.batches) == before  # no read of them at all
 
 
 def test_a_failing_store_is_a_503() -> None:
