@@ -4,9 +4,10 @@ from the cron run, with retries.
 After an answer (``after_answer``, in ``waitUntil`` once its spend is
 counted): the thresholds it crossed are claimed (``ledger.claim``) and each
 claimed alert gets a round of ``QUICK_ATTEMPTS`` POSTs, ``QUICK_WAITS_S``
-apart, each bounded by ``ATTEMPT_TIMEOUT_S``. The worst round,
-three 5 s POSTs and 1 s + 2 s of waits, 18 s,, plus the D1 writes, stays within the 30 s
-``waitUntil`` has after the response
+apart, each bounded by ``ATTEMPT_TIMEOUT_S``. The worst round (three 5 s
+POSTs and 1 s + 2 s of waits: 18 s; the alerts of one answer go at once),
+plus the D1 writes, stays within the 30 s ``waitUntil`` has after the
+response
 (https://developers.cloudflare.com/workers/runtime-apis/context/#waituntil:
 "waitUntil has a 30-second time limit"; what is unfinished is cancelled,
 and a cancelled sender's claim is left ``pending`` for the cron run).
