@@ -1,6 +1,7 @@
 // The usage page (/usage): today and the last 30 days from GET /api/usage?days=30,
-// per user and per model, as uPlot charts and tables. A user sees their own
-// answers, an admin everyone's, and the shadow trials (the server decides;
+// per user and per model, as uPlot charts and tables, and the spend alerts of
+// those days. A user sees their own answers and their own budget's alerts, an
+// admin everyone's, every alert and the shadow trials (the server decides;
 // this page only shows).
 import uPlot from "/vendor/uplot/uPlot.js";
 import { applyStrings, initialLang, saveLang } from "./i18n.js";
@@ -58,6 +59,23 @@ const en = {
   ttft: "Time to first token",
   pace: "Tokens a second",
   shadowIncomplete: "More trials than one request reads: the figures are of the latest.",
+  alertsTitle: "Spend alerts",
+  alertsTable: "Spend alerts of the last 30 days",
+  day: "Day (UTC)",
+  limit: "Limit",
+  threshold: "Threshold",
+  spentOf: "Spent of the limit",
+  state: "State",
+  attempts: "Attempts",
+  time: "Time",
+  noAlerts: "No spend alerts in these days.",
+  accountLimit: "The account (DAILY_NEURON_LIMIT)",
+  shadowCap: "Shadow trials' cap",
+  userBudget: (user, unit) => `${user}'s budget in ${unit}`,
+  sent: "Sent",
+  pending: "Sending",
+  failedNext: (error, at) => `Failed (${error}); next try ${at}`,
+  gaveUp: (error) => `Failed (${error}); given up`,
 };
 
 const zh = {
@@ -109,6 +127,23 @@ const zh = {
   ttft: "首个 token 用时",
   pace: "每秒 tokens",
   shadowIncomplete: "对比次数多于一次请求能读取的数量：数字来自最近的对比。",
+  alertsTitle: "花费提醒",
+  alertsTable: "最近 30 天的花费提醒",
+  day: "日期（UTC）",
+  limit: "限额",
+  threshold: "阈值",
+  spentOf: "已用 / 限额",
+  state: "状态",
+  attempts: "尝试次数",
+  time: "时间",
+  noAlerts: "这些天没有花费提醒。",
+  accountLimit: "账户（DAILY_NEURON_LIMIT）",
+  shadowCap: "影子试验的上限",
+  userBudget: (user, unit) => `${user} 的${unit}预算`,
+  sent: "已发送",
+  pending: "发送中",
+  failedNext: (error, at) => `失败（${error}），下次尝试 ${at}`,
+  gaveUp: (error) => `失败（${error}），已放弃`,
 };
 
 const LANGS = { en, zh };
@@ -156,6 +191,7 @@ function render() {
   $("note").textContent = body.complete ? "" : t().incomplete;
   savings(body.auto);
   shadow(body.shadow);
+  alertsTable($("alerts-table"), body.alerts);
   drawCharts();
 }
 
@@ -274,9 +310,6 @@ function combined(rows) {
 }
 
 function table(node, title, rows) {
-  const caption = document.createElement("caption");
-  caption.textContent = title;
-  const head = document.createElement("thead");
   const columns = [
     t().user,
     t().model,
@@ -287,30 +320,81 @@ function table(node, title, rows) {
     t().dollars,
     t().neurons,
   ];
+  fill(
+    node,
+    title,
+    columns,
+    t().nothing,
+    rows.map((row) => [
+      row.user,
+      row.model,
+      number(row.requests),
+      number(row.prompt_tokens),
+      number(row.cached_prompt_tokens),
+      number(row.completion_tokens),
+      dollars(row.cost_usd),
+      number(row.neurons),
+    ]),
+  );
+}
+
+/** The spend alerts: whose limit, which threshold, and how the hook took it. */
+function alertsTable(node, alerts) {
+  const columns = [t().day, t().limit, t().threshold, t().spentOf, t().state, t().attempts, t().time];
+  const amount = (n, unit) => (unit === "usd" ? dollars(n) : number(n));
+  fill(
+    node,
+    t().alertsTable,
+    columns,
+    t().noAlerts,
+    alerts.map((alert) => [
+      alert.day,
+      subject(alert),
+      `${alert.threshold}%`,
+      `${amount(alert.spent, alert.unit)} / ${amount(alert.limit, alert.unit)}`,
+      state(alert),
+      number(alert.attempts),
+      when(alert.updated_at),
+    ]),
+  );
+}
+
+function subject(alert) {
+  if (alert.kind === "account") return t().accountLimit;
+  if (alert.kind === "shadow") return t().shadowCap;
+  return t().userBudget(alert.user, alert.unit === "usd" ? t().dollars : t().neurons);
+}
+
+function state(alert) {
+  if (alert.state === "sent") return t().sent;
+  if (alert.state === "pending") return t().pending;
+  return alert.next_attempt_at ? t().failedNext(alert.error, when(alert.next_attempt_at)) : t().gaveUp(alert.error);
+}
+
+/** A time of the server's, in the reader's own zone. */
+function when(iso) {
+  return new Date(iso).toLocaleString(lang === "zh" ? "zh-CN" : "en-US", {
+    dateStyle: "short",
+    timeStyle: "short",
+  });
+}
+
+/** A table of text cells under a caption, or one row saying there is nothing. */
+function fill(node, title, columns, nothing, rows) {
+  const caption = document.createElement("caption");
+  caption.textContent = title;
+  const head = document.createElement("thead");
   head.append(line(columns, "th"));
   const main = document.createElement("tbody");
   if (rows.length === 0) {
     const cell = document.createElement("td");
     cell.colSpan = columns.length;
-    cell.textContent = t().nothing;
+    cell.textContent = nothing;
     const empty = document.createElement("tr");
     empty.append(cell);
     main.append(empty);
   }
-  for (const row of rows) {
-    main.append(
-      line([
-        row.user,
-        row.model,
-        number(row.requests),
-        number(row.prompt_tokens),
-        number(row.cached_prompt_tokens),
-        number(row.completion_tokens),
-        dollars(row.cost_usd),
-        number(row.neurons),
-      ]),
-    );
-  }
+  for (const cells of rows) main.append(line(cells));
   node.replaceChildren(caption, head, main);
 }
 

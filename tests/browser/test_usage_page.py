@@ -1,5 +1,6 @@
 """The usage page (/usage): today and the last 30 days from ``/api/usage``,
-as uPlot charts and tables, in English and Chinese, light and dark, under
+as uPlot charts and tables, and the spend alerts of those days as a table,
+in English and Chinese, light and dark, under
 the site's CSP; axe-core finds no WCAG 2.1 A/AA violation. The chat page
 never loads the charts' library."""
 
@@ -17,6 +18,7 @@ from playwright.sync_api import expect
 from tests.browser.conftest import ARTIFACTS, WATCH_CSP, Chat, Relay, next_client_address
 from tests.browser.test_accessibility import axe_violations
 from tests.harness import ROOT, EmulatorControl, start_runner
+from tests.kit.conformance import Conformance
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 
@@ -66,6 +68,8 @@ def test_the_usage_page_shows_today_and_30_days_and_axe_finds_nothing(
     ):
         chart = page.get_by_role("img", name=name)
         expect(chart.locator("canvas")).to_have_count(1)
+    alerts = page.get_by_role("table", name="Spend alerts of the last 30 days")
+    expect(alerts.get_by_role("cell", name="No spend alerts in these days.")).to_be_visible()
     meter = page.get_by_role("meter", name="Neurons against the daily free allocation")
     assert meter.get_attribute("max") == "10000"
     assert float(meter.get_attribute("value") or "0") > 0
@@ -181,3 +185,63 @@ def test_a_user_who_is_no_admin_sees_no_shadow_trials(new_chat: Any, relay: Rela
     answered(relay)
     tab = open_usage(new_chat, relay)
     expect(tab.page.get_by_role("heading", name="Shadow trials")).to_be_hidden()
+
+
+def test_the_usage_page_lists_the_spend_alerts_as_text(new_chat: Any, relay: Relay) -> None:
+    # The server's alerts are tests/api/test_alerts.py's; here the page shows
+    # a body the server could send (held to static/openapi.json).
+    odd = '<img src=x onerror="document.title=1">'
+    alerts = [
+        {
+            "day": "2026-12-01",
+            "kind": "account",
+            "user": None,
+            "unit": "neurons",
+            "threshold": 80,
+            "spent": 8100,
+            "limit": 10000,
+            "state": "failed",
+            "attempts": 3,
+            "updated_at": "2026-12-01T10:00:00Z",
+            "next_attempt_at": "2026-12-01T10:15:00Z",
+            "error": "HTTP 500",
+        },
+        {
+            "day": "2026-12-02",
+            "kind": "user",
+            "user": odd,
+            "unit": "usd",
+            "threshold": 50,
+            "spent": 0.0006,
+            "limit": 0.001,
+            "state": "sent",
+            "attempts": 1,
+            "updated_at": "2026-12-02T09:30:00Z",
+            "next_attempt_at": None,
+            "error": None,
+        },
+    ]
+
+    def with_alerts(route: Any) -> None:
+        body = {**route.fetch().json(), "alerts": alerts}
+        assert Conformance().validate("/components/schemas/UsageReport", body) == []
+        route.fulfill(json=body)
+
+    tab: Chat = new_chat()
+    tab.page.route("**/api/usage?days=30", with_alerts)
+    tab.page.goto(tab.url + "/usage")
+    table = tab.page.get_by_role("table", name="Spend alerts of the last 30 days")
+    expect(table.get_by_role("row")).to_have_count(3)
+    account = table.get_by_role("row").nth(1)
+    expect(account).to_contain_text("The account (DAILY_NEURON_LIMIT)")
+    expect(account).to_contain_text("80%")
+    expect(account).to_contain_text("8,100 / 10,000")
+    expect(account).to_contain_text("Failed (HTTP 500); next try")
+    mine = table.get_by_role("row").nth(2)
+    expect(mine).to_contain_text(f"{odd}'s budget in Dollars")
+    expect(mine).to_contain_text("$0.000600 / $0.001000")
+    expect(mine.get_by_role("cell", name="Sent")).to_be_visible()
+    assert table.locator("img").count() == 0
+    assert tab.page.title() != "1"
+    assert axe_violations(tab) == []
+    assert tab.log.page_errors == []

@@ -608,6 +608,26 @@ class FakeFetch:
         return reply.status, dict(reply.headers), posted.upstream
 
 
+class FakeOutbound:
+    """``ports.Outbound`` answering each ``post``, in order, with the next of
+    ``replies`` (a status, or an exception to raise: an ``OutboundError``),
+    then 200 once they run out; records every post."""
+
+    def __init__(self, replies: Iterable[int | Exception] = ()) -> None:
+        self._replies = list(replies)
+        self.posts: list[Posted] = []
+        self.bounds: list[float] = []
+
+    async def post(self, url: str, headers: dict[str, str], body: bytes, within: float) -> int:
+        assert isinstance(body, bytes)
+        self.posts.append(Posted(url, dict(headers), json.loads(body)))
+        self.bounds.append(within)
+        reply = self._replies.pop(0) if self._replies else 200
+        if isinstance(reply, Exception):
+            raise reply
+        return reply
+
+
 # --- the client side -------------------------------------------------------------
 
 
@@ -766,11 +786,22 @@ class FakeBlobs:
 
 
 class FakeSchedule:
-    """``ports.Schedule``: a scheduled run's database, bucket and ``[vars]``."""
+    """``ports.Schedule``: a scheduled run's databases (``db`` is ``DB``,
+    ``usage_db`` is ``USAGE_DB``), bucket, outgoing POSTs and ``[vars]``."""
 
-    def __init__(self, db: FakeDb | None, files: FakeBlobs | None = None, **variables: str) -> None:
+    def __init__(
+        self,
+        db: FakeDb | None,
+        files: FakeBlobs | None = None,
+        *,
+        usage_db: FakeDb | None = None,
+        outbound: FakeOutbound | None = None,
+        **variables: str,
+    ) -> None:
         self.history = db
         self.files = files
+        self.db = usage_db
+        self.outbound = outbound or FakeOutbound()
         self.variables = variables
 
     def var(self, name: str) -> object:
@@ -829,6 +860,7 @@ class FakePlatform:
     body_reads: list[int] = field(default_factory=list)
     kv: FakeKv | None = None
     fetch: FakeFetch = field(default_factory=FakeFetch)
+    outbound: FakeOutbound = field(default_factory=FakeOutbound)
     verifier: FakeVerifier = field(default_factory=lambda: FakeVerifier())
     db: FakeDb | None = None
     history: FakeDb | None = None

@@ -5,8 +5,9 @@ reply, and what is kept after it.
 The checks that may refuse a request - the input check (``MODERATION=input``)
 and the daily budgets (``budget``) - start with the model call, not before
 it, and nothing is released until they pass; a refusal aborts the call. What follows an answer
-(storing it in the cache, counting it for ``/api/usage``, a shadow trial on
-a sampled answer: ``shadow``) runs through ``waitUntil``: the stream never
+(storing it in the cache, counting it for ``/api/usage`` and the budgets,
+the spend alerts it crossed, a shadow trial on a sampled answer: ``shadow``)
+runs through ``waitUntil``: the stream never
 waits on storage.
 """
 
@@ -19,6 +20,7 @@ import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
+from edgechat.alerts import send
 from edgechat.answer import affinity, cache, moderation, recording, routing, shadow
 from edgechat.answer.answer import Answer, CheckAnswer, Sources
 from edgechat.answer.candidates import Candidates
@@ -350,10 +352,22 @@ def _baseline_usd(ctx: Context, request: ChatRequest, outcome: Outcome) -> float
 
 
 def _count_spend(ctx: Context, outcome: Outcome) -> None:
-    """Adds a complete answer's cost to its user's day (``USAGE_DB``)."""
+    """Adds a complete answer's cost to its user's day (``USAGE_DB``), then
+    sends the spend alerts it crossed (``ALERT_WEBHOOK``)."""
     db, cost = ctx.platform.db, outcome.cost_usd()
     if db is None or ctx.user is None or outcome.model is None or not cost:
         return
     spend = budget.spend_of(outcome.model, cost)
     day = usage.day_of(ctx.cooling.wall())
-    ctx.platform.wait_until(budget.count(db, day, ctx.user.id, spend, ctx.request_id))
+    ctx.platform.wait_until(
+        send.counted(
+            db,
+            ctx.platform.outbound,
+            ctx.settings,
+            day,
+            ctx.user.id,
+            spend,
+            ctx.cooling.wall,
+            ctx.request_id,
+        )
+    )

@@ -29,6 +29,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from edgechat.alerts import send
 from edgechat.answer import judge as judging
 from edgechat.answer import moderation, trials
 from edgechat.answer.answer import Answer, Sources
@@ -299,7 +300,19 @@ class Trial:
                 usd=actual.usd,
             )
             kept = trials.record(db, row)  # under way beside the settlement
-            await budget.count(db, day, budget.SHADOW, actual, ctx.request_id, reserved=reserved)
+            # Settled, then the alerts of the trials' cap and the account's
+            # Neurons it crossed (SHADOW_DAILY_USD, DAILY_NEURON_LIMIT).
+            await send.counted(
+                db,
+                ctx.platform.outbound,
+                ctx.settings,
+                day,
+                budget.SHADOW,
+                actual,
+                ctx.cooling.wall,
+                ctx.request_id,
+                reserved=reserved,
+            )
             try:
                 await kept
             except DatabaseError as exc:

@@ -15,6 +15,7 @@ to what ``Settings.from_vars`` reads and to ``Settings()``'s defaults.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -30,7 +31,7 @@ from edgechat.core.requests import JSON_DEPTH_CEILING, Limits
 from edgechat.users.budget import Limits as BudgetLimits
 from edgechat.users.identity import Access, ApiKey, Rules
 
-__all__ = ["DEFAULT_SYSTEM_PROMPT", "Settings"]
+__all__ = ["ALERT_FORMATS", "DEFAULT_SYSTEM_PROMPT", "Settings"]
 
 
 # Deliberately plain: the system prompt is visible to anyone who asks the model
@@ -46,6 +47,11 @@ CACHE_MODES = ("off", "deterministic", "all")
 
 # KV refuses an expirationTtl below 60 s.
 MIN_CACHE_TTL_S = 60
+
+# ALERT_FORMAT: auto picks Slack's or Discord's by the webhook's host
+# (``alerts.payloads``), else the generic JSON.
+ALERT_FORMATS = ("auto", "slack", "discord", "json")
+DEFAULT_ALERT_AT = (50, 80, 100)
 
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
@@ -89,6 +95,11 @@ class Settings:
     shadow_rate: float = 0.0
     shadow_daily_usd: float | None = None
     shadow_judge: str = "glm"
+    # Spend alerts: where they go (a secret: it is the hook's credential),
+    # at which percents of each daily limit, in which payload format.
+    alert_webhook: str | None = field(default=None, repr=False)
+    alert_at: tuple[int, ...] = DEFAULT_ALERT_AT
+    alert_format: str = "auto"
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -127,6 +138,11 @@ class Settings:
         for index, preset in enumerate(self.presets):
             if preset.model is not None and preset.model not in self.models:
                 raise ValueError(f"PRESETS[{index}].model must be one of MODELS")
+        if self.alert_webhook is not None:
+            _check_base_url("ALERT_WEBHOOK", self.alert_webhook)
+        _check_percents("ALERT_AT", self.alert_at)
+        if self.alert_format not in ALERT_FORMATS:
+            raise ValueError(f"ALERT_FORMAT must be one of {', '.join(ALERT_FORMATS)}")
         self._check_shadow()
 
     def _check_shadow(self) -> None:
@@ -217,6 +233,9 @@ class Settings:
             shadow_rate=_share("SHADOW_RATE", get, defaults.shadow_rate),
             shadow_daily_usd=_usd("SHADOW_DAILY_USD", get),
             shadow_judge=_alias("SHADOW_JUDGE", get) or defaults.shadow_judge,
+            alert_webhook=_text("ALERT_WEBHOOK", get),
+            alert_at=_percents("ALERT_AT", get) or defaults.alert_at,
+            alert_format=_choice("ALERT_FORMAT", get, ALERT_FORMATS),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
@@ -396,14 +415,15 @@ def _presets(var: str, get: Callable[[str], object]) -> tuple[Preset, ...]:
 
 
 def _check_base_url(var: str, url: str) -> None:
-    parts = urlsplit(url)
-    local = parts.hostname in ("127.0.0.1", "localhost", "::1")
-    if (
-        not parts.hostname
-        or parts.scheme not in ("https", "http")
-        or (parts.scheme == "http" and not local)
-    ):
-        # A key sent over plain HTTP could be read on the way: loopback only.
+    try:
+        parts = urlsplit(url)
+        host, scheme = parts.hostname, parts.scheme
+    except ValueError:  # "Invalid IPv6 URL": the rule below says what is wanted
+        host, scheme = None, ""
+    local = host in ("127.0.0.1", "localhost", "::1")
+    if not host or scheme not in ("https", "http") or (scheme == "http" and not local):
+        # A key (or a webhook's URL, its own credential) sent over plain
+        # HTTP could be read on the way: loopback only. Never echoed.
         raise ValueError(f"{var} must be an https:// URL (http:// only for a local server)")
 
 
@@ -422,6 +442,34 @@ def _share(var: str, get: Callable[[str], object], default: float) -> float:
     if not (math.isfinite(share) and 0 <= share <= 1):
         raise ValueError(f"{var} {_SHARE_RULE}")
     return share
+
+
+def _percents(var: str, get: Callable[[str], object]) -> tuple[int, ...] | None:
+    """A comma list of whole numbers (``Settings`` holds them to their rules)."""
+    text = _text(var, get)
+    if text is None:
+        return None
+    percents: list[int] = []
+    for number, entry in enumerate(text.split(","), 1):
+        entry = entry.strip()
+        if not (entry.isascii() and entry.isdigit()):
+            raise ValueError(f"{var} entry {number} {_PERCENT_RULE}")
+        percents.append(int(entry))
+    return tuple(percents)
+
+
+_PERCENT_RULE = "must be a whole number of percent from 1 to 100"
+
+
+def _check_percents(var: str, percents: tuple[int, ...]) -> None:
+    """Thresholds in percent: from 1 to 100, ascending, each once."""
+    if not percents:
+        raise ValueError(f"{var} must list at least one percent")
+    for number, percent in enumerate(percents, 1):
+        if not 1 <= percent <= 100:
+            raise ValueError(f"{var} entry {number} {_PERCENT_RULE}")
+    if any(low >= high for low, high in itertools.pairwise(percents)):
+        raise ValueError(f"{var} must list its percents in ascending order, each once (50,80,100)")
 
 
 def _usd(var: str, get: Callable[[str], object]) -> float | None:

@@ -63,6 +63,9 @@ _WHO = "Who may ask"
 _BUDGET = "Budgets"
 
 
+_ALERTS = "Spend alerts"
+
+
 _ANSWERS = "Caching, gateway and counting"
 
 
@@ -296,6 +299,28 @@ VARIABLES: tuple[Variable, ...] = (
         "glm",
         "the model that compares the two answers and says A, B or TIE (alias or id)",
         _SHADOW,
+    ),
+    Variable(
+        "ALERT_WEBHOOK",
+        None,
+        "where spend alerts are posted (a Slack or Discord incoming webhook, or any URL taking "
+        "JSON): https:// only (http:// for a server on loopback); unset: no alerts",
+        _ALERTS,
+        secret=True,
+    ),
+    Variable(
+        "ALERT_AT",
+        "50,80,100",
+        "the percents of each daily limit (DAILY_NEURON_LIMIT, each user's budget) that send an "
+        "alert, once each per day: whole numbers from 1 to 100, ascending, each once",
+        _ALERTS,
+    ),
+    Variable(
+        "ALERT_FORMAT",
+        "auto",
+        "the alerts' payload: slack ({text}), discord ({content}), json (edgechat's fields), or "
+        "auto: slack for hooks.slack.com, discord for discord.com/api/webhooks/, else json",
+        _ALERTS,
     ),
     Variable(
         "CACHE_MODE",

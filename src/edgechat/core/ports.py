@@ -147,6 +147,26 @@ class Fetch(Protocol):
         ...
 
 
+class Outbound(Protocol):
+    """The runtime's ``fetch`` for a POST that belongs to no client: a spend
+    alert posted after the reply (``waitUntil``) or by the cron run. Unlike
+    ``Fetch`` it is never aborted when the client leaves; its own bound
+    stops it."""
+
+    async def post(self, url: str, headers: dict[str, str], body: bytes, within: float) -> int:
+        """POSTs ``body`` to ``url`` (no redirect followed) and returns the
+        answer's status once its headers are in; the answer's body is not
+        read. Raises ``OutboundError`` when no answer came within ``within``
+        seconds or the network failed."""
+        ...
+
+
+class OutboundError(Exception):
+    """An ``Outbound`` POST got no answer. The message names the kind of
+    failure only (``TimeoutError``, ``TypeError``): never the URL, which
+    may be a credential."""
+
+
 class Streams(Protocol):
     """Where a model's streamed answer comes from: Workers AI, or a provider."""
 
@@ -203,7 +223,7 @@ class KvError(Exception):
 
 
 class Database(Protocol):
-    """A D1 database (``USAGE_DB``): SQL with ``?`` parameters."""
+    """A D1 database (``USAGE_DB``): SQL with ``?`` parameters (None binds NULL)."""
 
     def batch(
         self, statements: list[tuple[str, list[Any]]]
@@ -273,6 +293,14 @@ class Schedule(Protocol):
     """A scheduled run's view of the runtime (a Cron Trigger: no request)."""
 
     @property
+    def db(self) -> Database | None:
+        """The ``USAGE_DB`` database (spend, alerts), when bound."""
+        ...
+
+    @property
+    def outbound(self) -> Outbound: ...
+
+    @property
     def history(self) -> Database | None:
         """The ``DB`` database, when bound."""
         ...
@@ -298,6 +326,11 @@ class Platform(Protocol):
 
     @property
     def fetch(self) -> Fetch: ...
+
+    @property
+    def outbound(self) -> Outbound:
+        """POSTs that outlive the request (spend alerts after the reply)."""
+        ...
 
     @property
     def verifier(self) -> Verifier: ...

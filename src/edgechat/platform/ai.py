@@ -1,7 +1,8 @@
-"""The ``AI`` binding and the runtime's ``fetch`` (the providers' APIs), as
-the ``Ai`` and ``Fetch`` ports. Binding errors are translated here, with
-chaining: a JavaScript error whose message starts with a Workers AI code
-becomes the matching ``UpstreamError``.
+"""The ``AI`` binding and the runtime's ``fetch``, as the ``Ai``, ``Fetch``
+(the providers' APIs, aborted with the client) and ``Outbound`` (spend
+alerts, aborted by nothing but their own bound) ports. Binding errors are
+translated here, with chaining: a JavaScript error whose message starts with
+a Workers AI code becomes the matching ``UpstreamError``.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from pyodide.ffi import JsException, to_js
 
 from edgechat.core.errors import Misconfigured
 from edgechat.core.faults import UpstreamError, UpstreamMalformed, from_binding_error
+from edgechat.core.ports import OutboundError
 from edgechat.platform.interop import js_object, raw_binding
 from edgechat.platform.streams import BindingUpstream
 
-__all__ = ["BindingAi", "BindingFetch"]
+__all__ = ["BindingAi", "BindingFetch", "OutboundFetch"]
 
 
 def _abort_signal(client_signal: Any) -> tuple[Any, Any]:
@@ -153,3 +155,32 @@ class BindingFetch:
         reply_headers: dict[str, str] = Object.fromEntries(response.headers).to_py()
         stream = BindingUpstream(response.body, controller, self._client_signal)
         return int(response.status), reply_headers, stream
+
+
+class OutboundFetch:
+    """``ports.Outbound`` over the runtime's ``fetch``, with a signal of its
+    own (``AbortSignal.timeout``) and never the client's: a POST made in
+    ``waitUntil`` after the reply, or by the cron run, is not cut off when
+    the client leaves. The answer's body is cancelled unread, which
+    releases the connection (one of the six a request may hold open)."""
+
+    async def post(self, url: str, headers: dict[str, str], body: bytes, within: float) -> int:
+        init = js_object(
+            {
+                "method": "POST",
+                "headers": headers,
+                "redirect": "manual",
+                "signal": AbortSignal.timeout(max(1, round(within * 1000))),
+            }
+        )
+        init.body = to_js(body)
+        try:
+            response = await js_fetch(url, init)
+        except JsException as exc:
+            # The error's name alone: a fetch error's message may hold the URL.
+            raise OutboundError(str(getattr(exc, "name", None) or "Error")) from exc
+        answer = response.body
+        if hasattr(answer, "cancel"):  # null when the answer has no body
+            with contextlib.suppress(JsException):
+                await answer.cancel()
+        return int(response.status)

@@ -173,7 +173,7 @@ class BindingD1:
     ) -> Awaitable[list[list[dict[str, Any]]]]:
         try:
             prepared = [
-                self._prepare(sql).bind(*_values(params)) if params else self._prepare(sql)
+                self._prepare(sql).bind(*map(_sql_value, params)) if params else self._prepare(sql)
                 for sql, params in statements
             ]
             # Under way from here; settles to ``[results]`` or to the reason
@@ -185,10 +185,10 @@ class BindingD1:
         return _rows(settled)
 
 
-def _values(params: list[Any]) -> list[Any]:
-    # None crosses into JavaScript as undefined, which D1 refuses
-    # (D1_TYPE_ERROR): SQL's NULL is JS null.
-    return [jsnull if value is None else value for value in params]
+def _sql_value(value: Any) -> Any:
+    # None crosses into JavaScript as undefined, which D1's bind refuses
+    # ("D1_TYPE_ERROR: Type 'undefined' not supported"): SQL's NULL is JS null.
+    return jsnull if value is None else value
 
 
 async def _rows(settled: Any) -> list[list[dict[str, Any]]]:

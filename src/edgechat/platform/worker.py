@@ -25,7 +25,7 @@ from workers import Request
 from edgechat.core.errors import body_too_large
 from edgechat.core.http import Incoming, Reply
 from edgechat.core.ports import KeysError
-from edgechat.platform.ai import BindingAi, BindingFetch
+from edgechat.platform.ai import BindingAi, BindingFetch, OutboundFetch
 from edgechat.platform.bindings import BindingD1, BindingKv, BindingR2, BindingRateLimiter
 from edgechat.platform.interop import js_object
 from edgechat.platform.streams import StreamSink
@@ -103,6 +103,9 @@ class WorkerSchedule:
 
     def __init__(self, env: Any) -> None:
         self._env = env
+        usage_db = getattr(env, "USAGE_DB", None)
+        self.db = BindingD1(usage_db) if usage_db is not None else None
+        self.outbound = OutboundFetch()
         history_db = getattr(env, "DB", None)
         self.history = BindingD1(history_db) if history_db is not None else None
         files = getattr(env, "FILES", None)
@@ -125,6 +128,7 @@ class WorkerPlatform:
         client_signal = getattr(self._request, "signal", None)
         self.ai = BindingAi(getattr(env, "AI", None), client_signal, ctx)
         self.fetch = BindingFetch(client_signal)
+        self.outbound = OutboundFetch()
         self.verifier = WebCryptoVerifier()
         limiter = getattr(env, "RATE_LIMITER", None)
         self.rate_limiter = BindingRateLimiter(limiter) if limiter is not None else None

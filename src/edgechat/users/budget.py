@@ -55,6 +55,7 @@ __all__ = [
     "reserve",
     "spend_of",
     "spent",
+    "spent_on",
     "spent_percent",
     "status",
 ]
@@ -77,7 +78,9 @@ ADD = (
     "INSERT INTO spend (day, user, requests, usd, neurons) "
     "VALUES (?, ?, 1, ?, ?), (?, ?, 1, ?, ?) "
     "ON CONFLICT (day, user) DO UPDATE SET requests = requests + 1, "
-    "usd = usd + excluded.usd, neurons = neurons + excluded.neurons"
+    "usd = usd + excluded.usd, neurons = neurons + excluded.neurons "
+    # The totals after this answer, so what it crossed is known without a read.
+    "RETURNING user, usd, neurons"
 )
 READ = "SELECT user, usd, neurons FROM spend WHERE day = ? AND user IN (?, ?)"
 # A reservation against a cap, in one statement (one transaction): the row
@@ -98,6 +101,7 @@ RELEASE = (
     "UPDATE spend SET usd = max(usd - ?3, 0), neurons = max(neurons - ?4, 0) "
     "WHERE day = ?1 AND user = ?2"
 )
+READ_DAYS = "SELECT day, user, usd, neurons FROM spend WHERE day >= ? AND day <= ?"
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,12 +152,12 @@ def spend_of(model: Model, cost_usd: float) -> Spend:
 
 
 def batch(
-    db: Database, statements: list[tuple[str, list[Any]]], tables: tuple[str, ...] = (SCHEMA,)
+    db: Database, statements: list[tuple[str, list[Any]]], schema: tuple[str, ...] = (SCHEMA,)
 ) -> Awaitable[list[list[dict[str, Any]]]]:
-    """``statements`` on ``USAGE_DB``, sent now; where a table is missing (a
-    new database) the ``tables`` (``CREATE TABLE IF NOT EXISTS``) are made
-    first and the statements sent again: one statement less on every other
-    request. Raises ``DatabaseError``."""
+    """``statements``, sent now; the tables (``schema``: the statements that
+    create them, ``IF NOT EXISTS``) are created first where one is missing
+    (a new database): statements less on every other request. The
+    ``USAGE_DB`` tables of other modules (``alerts``) are made the same way."""
     sent = db.batch(statements)
 
     async def rows() -> list[list[dict[str, Any]]]:
@@ -162,7 +166,7 @@ def batch(
         except DatabaseError as exc:
             if "no such table" not in str(exc):
                 raise
-        made: list[tuple[str, list[Any]]] = [(table, []) for table in tables]
+        made: list[tuple[str, list[Any]]] = [(sql, []) for sql in schema]
         return (await db.batch([*made, *statements]))[len(made) :]
 
     return rows()
@@ -180,6 +184,21 @@ def spent(db: Database, day: str, user: str) -> Awaitable[tuple[Spend, Spend]]:
         return found.get(user, Spend()), found.get(ACCOUNT, Spend())
 
     return spends()
+
+
+def spent_on(db: Database, first: str, last: str) -> Awaitable[dict[str, dict[str, Spend]]]:
+    """Every row of days ``first`` to ``last``: day → user → spend (the
+    cron run's alerts), read from now; the awaitable raises ``DatabaseError``."""
+    sent = batch(db, [(READ_DAYS, [first, last])])
+
+    async def days() -> dict[str, dict[str, Spend]]:
+        found: dict[str, dict[str, Spend]] = {}
+        for row in (await sent)[0]:
+            spend = Spend(_number(row["usd"]), _number(row["neurons"]))
+            found.setdefault(str(row["day"]), {})[str(row["user"])] = spend
+        return found
+
+    return days()
 
 
 def status(limits: Limits, mine: Spend, day: str, now: float) -> dict[str, object]:
@@ -264,19 +283,23 @@ async def count(
     request_id: str,
     *,
     reserved: Spend | None = None,
-) -> None:
+) -> dict[str, Spend] | None:
     """Adds one answer to the user's and the account's day; runs after the
     reply. ``reserved``: what ``reserve`` put on the user's day for it, taken
-    back in the same transaction."""
+    back in the same transaction. Returns both rows' totals after it, by
+    user id (``ACCOUNT`` for the account's); None when the store failed
+    (logged)."""
     row = [spend.usd, spend.neurons]
     statements = [(ADD, [day, user, *row, day, ACCOUNT, *row])]
     if reserved is not None:
         statements.insert(0, (RELEASE, [day, user, reserved.usd, reserved.neurons]))
     try:
-        await batch(db, statements)
+        totals = (await batch(db, statements))[-1]
     except DatabaseError as exc:
         # After the reply: the request's log line is out, so this one says it.
         print(json.dumps({"request_id": request_id, "budget_error": f"count: {exc}"}))
+        return None
+    return {str(r["user"]): Spend(_number(r["usd"]), _number(r["neurons"])) for r in totals}
 
 
 def _number(value: object) -> float:

@@ -6,9 +6,12 @@ with the shadow trials' summary for an admin).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import urllib.parse
+from collections.abc import Awaitable
 from typing import Any
 
+from edgechat.alerts import ledger
 from edgechat.answer import trials
 from edgechat.answer.context import Context
 from edgechat.core.errors import BadRequest, NotFound, StoreUnavailable
@@ -16,6 +19,7 @@ from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import find
 from edgechat.core.ports import DatabaseError, KvError
 from edgechat.users import budget, usage
+from edgechat.users.identity import User
 from edgechat.web.steps import who
 
 __all__ = ["api_usage", "me"]
@@ -23,10 +27,10 @@ __all__ = ["api_usage", "me"]
 
 async def api_usage(ctx: Context) -> Reply:
     """The last ``?days=`` UTC days' (today alone by default) requests,
-    tokens, dollars and Neurons per day, user and model: the asking user's
-    own answers, or everyone's for an admin (``ADMINS``), who also gets
-    the shadow trials of those days (``shadow``: null for anyone else, or
-    without trials)."""
+    tokens, dollars and Neurons per day, user and model, and their spend
+    alerts: the asking user's own, or everyone's for an admin (``ADMINS``),
+    who also gets the shadow trials of those days (``shadow``: null for
+    anyone else, or without trials)."""
     user = await who(ctx)
     days = _usage_days(ctx.request.query)
     kv = ctx.platform.kv
@@ -35,14 +39,26 @@ async def api_usage(ctx: Context) -> Reply:
             public="Usage is counted in the CACHE KV namespace, which is not bound.",
             detail="no CACHE binding",
         )
-    dates = usage.usage_days(ctx.cooling.wall(), days)
-    counted = usage.read_days(kv, dates, (lambda _: True) if user.admin else user.id.__eq__)
+    span = usage.usage_days(ctx.cooling.wall(), days)
+    # The alerts' read is under way while KV is listed and the trials read.
+    alerts = _alerts(ctx, user, span[0], span[-1])
+    counted = usage.read_days(kv, span, (lambda _: True) if user.admin else user.id.__eq__)
     try:
-        body, shadow = await asyncio.gather(counted, _shadow(ctx, dates, admin=user.admin))
+        body, shadow = await asyncio.gather(counted, _shadow(ctx, span, admin=user.admin))
     except KvError as exc:
+        if alerts is not None:
+            with contextlib.suppress(DatabaseError):
+                await alerts  # under way already: let it settle, unused
         raise StoreUnavailable(detail=f"list: {exc}") from exc
     except DatabaseError as exc:
+        if alerts is not None:
+            with contextlib.suppress(DatabaseError):
+                await alerts  # under way already: let it settle, unused
         raise StoreUnavailable(detail=f"shadow trials: {exc}") from exc
+    try:
+        body["alerts"] = [] if alerts is None else await alerts
+    except DatabaseError as exc:
+        raise StoreUnavailable(detail=f"alerts: {exc}") from exc
     body["viewer"] = {"user": user.id, "admin": user.admin}
     body["shadow"] = shadow
     return json_reply(200, body)
@@ -64,6 +80,19 @@ async def _shadow(ctx: Context, days: list[str], *, admin: bool) -> dict[str, An
         rate=settings.shadow_rate,
         cap_usd=settings.shadow_daily_usd,
     )
+
+
+def _alerts(
+    ctx: Context, user: User, first: str, last: str
+) -> Awaitable[list[dict[str, object]]] | None:
+    """The spend alerts of the days shown, read from now: an admin sees
+    every alert, a user only those of their own budget (the account's and
+    the shadow trials' spend are the operator's). None without alerts
+    (``ALERT_WEBHOOK``) or their store: no query."""
+    db = ctx.platform.db
+    if db is None or ctx.settings.alert_webhook is None:
+        return None
+    return ledger.read(db, first, last, None if user.admin else user.id)
 
 
 def _usage_days(query: str) -> int:

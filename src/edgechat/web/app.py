@@ -16,6 +16,8 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 
+from edgechat.alerts import send
+from edgechat.alerts.rules import policy_of
 from edgechat.answer.candidates import Cooling
 from edgechat.answer.context import Context
 from edgechat.apis import openai as openai_api
@@ -213,33 +215,63 @@ async def scheduled(
 ) -> None:
     """A Cron Trigger's run (``[triggers] crons``): every user's history held
     to ``HISTORY_RETENTION_DAYS`` and every expired link's copy deleted
-    (``history.purge``), their images too (``files.purge``). Writes one log
-    line; raises when the settings, the database or the bucket fail, so the
-    platform records the run as failed."""
+    (``history.purge``), their images too (``files.purge``); then the spend
+    alerts reached without one yet, and those due again (``alerts.send.sweep``).
+    Writes one log line; raises when the settings, a database or the
+    bucket fail (after trying the rest), so the platform records the run as
+    failed."""
     started = time.monotonic()
     record: dict[str, object] = {
         "request_id": uuid.uuid4().hex,
         "event": "scheduled",
         "cron": cron,
     }
+    failure: Exception | None = None
     try:
         current = (settings or SettingsOnce()).get(schedule)
-        db = schedule.history
-        if db is None:
-            record["skipped"] = "no DB binding"
-        else:
-            days = current.history_retention_days
-            purged = await history.purge(db, now_ms, days)
-            # After the conversations: an image they named is unnamed now.
-            if schedule.files is not None:
-                gone, later = await files.purge(db, schedule.files, now_ms, days)
-                purged["files"] = gone
-                if later:
-                    purged["files_owners_left"] = later
-            record["purged"] = purged
-    except (EdgechatError, DatabaseError) as exc:
+        for step in (_purge, _alert):
+            try:
+                await step(schedule, current, now_ms, started, record)
+            except (EdgechatError, DatabaseError) as exc:
+                record.setdefault("error_detail", str(exc))
+                failure = failure or exc
+    except EdgechatError as exc:
         record["error_detail"] = str(exc)
         raise
     finally:
         record["duration_ms"] = round((time.monotonic() - started) * 1000, 1)
         print(json.dumps(record, separators=(",", ":")))
+    if failure is not None:
+        raise failure
+
+
+async def _purge(
+    schedule: Schedule, current: Settings, now_ms: int, started: float, record: dict[str, object]
+) -> None:
+    db = schedule.history
+    if db is None:
+        record["skipped"] = "no DB binding"
+        return
+    days = current.history_retention_days
+    purged = await history.purge(db, now_ms, days)
+    # After the conversations: an image they named is unnamed now.
+    if schedule.files is not None:
+        gone, later = await files.purge(db, schedule.files, now_ms, days)
+        purged["files"] = gone
+        if later:
+            purged["files_owners_left"] = later
+    record["purged"] = purged
+
+
+async def _alert(
+    schedule: Schedule, current: Settings, now_ms: int, started: float, record: dict[str, object]
+) -> None:
+    policy = policy_of(current)
+    if policy is None or schedule.db is None:
+        return
+
+    def clock() -> float:
+        # The run's time, moving on while it sends.
+        return now_ms / 1000 + (time.monotonic() - started)
+
+    record["alerts"] = await send.sweep(schedule.db, schedule.outbound, policy, clock)

@@ -296,6 +296,20 @@ def test_shadow_trials_are_off_by_default_and_read_when_set() -> None:
     assert settings(SHADOW_MODEL="kimi", SHADOW_RATE="0").shadow_rate == 0
 
 
+# --- spend alerts (ALERT_WEBHOOK, ALERT_AT, ALERT_FORMAT) -----------------------------
+
+HOOK = "https://hooks.slack.com/services/T000/B000/s3cretS3cret"
+
+
+def test_alert_settings_are_read() -> None:
+    s = settings(ALERT_WEBHOOK=f" {HOOK} ", ALERT_AT="10, 75,100", ALERT_FORMAT="Discord")
+    assert (s.alert_webhook, s.alert_at, s.alert_format) == (HOOK, (10, 75, 100), "discord")
+    assert Settings().alert_at == (50, 80, 100)
+    assert Settings().alert_webhook is None
+    assert settings(ALERT_WEBHOOK="http://127.0.0.1:8123/hook").alert_webhook is not None
+    assert settings(ALERT_AT="100").alert_at == (100,)
+
+
 @pytest.mark.parametrize(
     ("values", "message"),
     [
@@ -333,3 +347,67 @@ def test_shadow_settings_made_directly_are_checked_too() -> None:
         Settings(shadow_model="@cf/moonshotai/kimi-k2.6")  # an id: settings hold aliases
     with pytest.raises(ValueError, match="SHADOW_RATE must be a number from 0 to 1"):
         Settings(shadow_model="kimi", shadow_rate=2.0, shadow_daily_usd=1.0)
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"ALERT_WEBHOOK": "http://hooks.example.com/s3cretS3cret"},
+            "ALERT_WEBHOOK must be an https:// URL (http:// only for a local server)",
+        ),
+        (
+            {"ALERT_WEBHOOK": "ftp://hooks.example.com/s3cretS3cret"},
+            "ALERT_WEBHOOK must be an https:// URL (http:// only for a local server)",
+        ),
+        (
+            {"ALERT_WEBHOOK": "hooks.slack.com/s3cretS3cret"},
+            "ALERT_WEBHOOK must be an https:// URL (http:// only for a local server)",
+        ),
+        (
+            {"ALERT_WEBHOOK": "https://[::1/s3cretS3cret"},
+            "ALERT_WEBHOOK must be an https:// URL (http:// only for a local server)",
+        ),
+        (
+            {"ALERT_AT": "50,eighty"},
+            "ALERT_AT entry 2 must be a whole number of percent from 1 to 100",
+        ),
+        ({"ALERT_AT": "0,50"}, "ALERT_AT entry 1 must be a whole number of percent from 1 to 100"),
+        (
+            {"ALERT_AT": "50,101"},
+            "ALERT_AT entry 2 must be a whole number of percent from 1 to 100",
+        ),
+        ({"ALERT_AT": "50.5"}, "ALERT_AT entry 1 must be a whole number of percent from 1 to 100"),
+        ({"ALERT_AT": "-5"}, "ALERT_AT entry 1 must be a whole number of percent from 1 to 100"),
+        (
+            {"ALERT_AT": "50,,80"},
+            "ALERT_AT entry 2 must be a whole number of percent from 1 to 100",
+        ),
+        ({"ALERT_AT": "80,50"}, "ALERT_AT must list its percents in ascending order, each once"),
+        ({"ALERT_AT": "50,50,80"}, "ALERT_AT must list its percents in ascending order, each once"),
+        ({"ALERT_FORMAT": "teams"}, "ALERT_FORMAT must be one of auto, slack, discord, json"),
+    ],
+)
+def test_a_bad_alert_setting_names_the_variable_and_the_rule(
+    values: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)) as caught:
+        Settings.from_mapping(values)
+    assert "s3cret" not in str(caught.value)
+
+
+def test_directly_made_alert_settings_are_held_to_the_same_rules() -> None:
+    with pytest.raises(ValueError, match="ALERT_AT must list at least one percent"):
+        Settings(alert_at=())
+    with pytest.raises(ValueError, match="ALERT_AT entry 1"):
+        Settings(alert_at=(0,))
+    with pytest.raises(ValueError, match="ALERT_WEBHOOK must be an https:// URL"):
+        Settings(alert_webhook="http://example.com/x")
+    with pytest.raises(ValueError, match="ALERT_FORMAT"):
+        Settings(alert_format="teams")
+
+
+def test_the_webhook_is_never_shown() -> None:
+    s = settings(ALERT_WEBHOOK=HOOK)
+    assert "s3cret" not in repr(s)
+    assert next(v for v in VARIABLES if v.name == "ALERT_WEBHOOK").secret

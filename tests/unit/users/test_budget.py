@@ -14,6 +14,7 @@ from edgechat.core.errors import BudgetExhausted
 from edgechat.core.faults import UpstreamQuotaExhausted
 from edgechat.core.http import Incoming
 from edgechat.core.models import find
+from edgechat.core.ports import DatabaseError
 from edgechat.users import budget
 from edgechat.users.usage import NEURONS_PER_USD, day_of
 from edgechat.web import app
@@ -303,3 +304,41 @@ def test_a_batch_makes_every_table_it_is_given_when_one_is_missing() -> None:
     # Once made, one statement: no CREATE.
     run(budget.batch(db, [("SELECT count(*) AS n FROM spend", [])]))
     assert db.batches[-1] == ["SELECT count(*) AS n FROM spend"]
+
+
+def test_a_count_returns_the_totals_after_it() -> None:
+    # RETURNING on the upsert: what the answer crossed is known without a read.
+    db = FakeDb()
+    first = run(budget.count(db, DAY, "key:a", budget.Spend(0.5, 10.0), "r"))
+    assert first == {"key:a": budget.Spend(0.5, 10.0), "*": budget.Spend(0.5, 10.0)}
+    run(budget.count(db, DAY, "key:b", budget.Spend(0.25, 0.0), "r"))
+    after = run(budget.count(db, DAY, "key:a", budget.Spend(0.25, 5.0), "r"))
+    assert after == {"key:a": budget.Spend(0.75, 15.0), "*": budget.Spend(1.0, 15.0)}
+    assert len(db.batches) == 4  # the first made the table: one more batch
+
+
+def test_a_failed_count_returns_none() -> None:
+    db = FakeDb()
+    db.fail = True
+    assert run(budget.count(db, DAY, "key:a", budget.Spend(0.5, 1.0), "r")) is None
+
+
+def test_the_rows_of_several_days() -> None:
+    db = FakeDb()
+    assert run(budget.spent_on(db, "2026-12-01", DAY)) == {}
+    run(budget.count(db, "2026-12-01", "key:a", budget.Spend(0.5, 1.0), "r"))
+    run(budget.count(db, DAY, "key:a", budget.Spend(0.25, 2.0), "r"))
+    run(budget.count(db, "2026-12-03", "key:a", budget.Spend(9.0, 9.0), "r"))
+    assert run(budget.spent_on(db, "2026-12-01", DAY)) == {
+        "2026-12-01": {"key:a": budget.Spend(0.5, 1.0), "*": budget.Spend(0.5, 1.0)},
+        DAY: {"key:a": budget.Spend(0.25, 2.0), "*": budget.Spend(0.25, 2.0)},
+    }
+
+
+def test_a_batch_makes_the_tables_it_is_given() -> None:
+    db = FakeDb()
+    schema = ("CREATE TABLE IF NOT EXISTS t (x INTEGER)", "CREATE INDEX IF NOT EXISTS tx ON t (x)")
+    rows = run(budget.batch(db, [("INSERT INTO t VALUES (1) RETURNING x", [])], schema))
+    assert rows == [[{"x": 1}]]
+    with pytest.raises(DatabaseError, match="no such table: u"):
+        run(budget.batch(db, [("SELECT * FROM u", [])], schema))
