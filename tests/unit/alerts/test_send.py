@@ -13,6 +13,7 @@ import pytest
 
 from edgechat.alerts import ledger, send
 from edgechat.alerts.rules import SHADOW, Policy
+from edgechat.config.settings import Settings
 from edgechat.core.http import Incoming
 from edgechat.core.models import find
 from edgechat.core.ports import OutboundError
@@ -359,3 +360,31 @@ def test_a_cron_run_whose_alerts_fail_still_purges_and_fails(
     assert "purged" in record
     assert record["error_detail"].startswith("D1_ERROR")
     assert ledger.LEASE_S > 30
+
+
+def test_a_settled_shadow_trial_sends_the_alerts_of_the_trials_cap() -> None:
+    # The one count-then-alert of answers and trials (send.counted): a trial
+    # settles its reservation, and what it spent crosses SHADOW_DAILY_USD's
+    # thresholds like an answer crosses a user's budget.
+    settings = Settings(
+        alert_webhook=HOOK,
+        shadow_model="kimi",
+        shadow_rate=1.0,
+        shadow_daily_usd=1.0,
+    )
+    db, outbound, clock = FakeDb(), FakeOutbound(), Clock()
+    reserved = Spend(0.7, 0.0)
+    assert run(budget.reserve(db, DAY, budget.SHADOW, reserved, 1.0))
+    spent = Spend(0.6, 0.0)
+    run(
+        send.counted(
+            db, outbound, settings, DAY, budget.SHADOW, spent, clock, "rq", reserved=reserved
+        )
+    )
+    sent = [(post.body["kind"], post.body["threshold"]) for post in outbound.posts]
+    assert sent == [("shadow", 50)]
+    # Without trials running, the cap is not watched.
+    off = Settings(alert_webhook=HOOK, shadow_model="kimi", shadow_daily_usd=1.0)
+    quiet = FakeOutbound()
+    run(send.counted(FakeDb(), quiet, off, DAY, budget.SHADOW, Spend(0.9, 0), clock, "rq"))
+    assert quiet.posts == []
