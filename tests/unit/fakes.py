@@ -861,6 +861,8 @@ class FakePlatform:
     kv: FakeKv | None = None
     fetch: FakeFetch = field(default_factory=FakeFetch)
     outbound: FakeOutbound = field(default_factory=FakeOutbound)
+    # The binding for work after the reply, when a test tells it apart from ``ai``.
+    after_reply: FakeAi | None = None
     verifier: FakeVerifier = field(default_factory=lambda: FakeVerifier())
     db: FakeDb | None = None
     history: FakeDb | None = None
@@ -870,6 +872,10 @@ class FakePlatform:
 
     def var(self, name: str) -> object:
         return self.vars.get(name)
+
+    @property
+    def ai_after_reply(self) -> FakeAi:
+        return self.ai if self.after_reply is None else self.after_reply
 
     def wait_until(self, work: Any) -> None:
         self.background.append(asyncio.ensure_future(work))

@@ -192,9 +192,11 @@ class Trial:
         assert judge is not None  # the settings hold aliases of the catalog
         self._judge = judge
         # The challenger as the answering model was asked (the conversation's
-        # affinity included), but never a provider; the judge plainly.
-        self._sources = dataclasses.replace(sources, providers=None)
-        self._judge_sources = Sources(sources.ai, options, None, sources.redaction)
+        # affinity included), but never a provider; the judge plainly. Both
+        # after the reply, on a binding the client's leaving does not abort.
+        after = ctx.platform.ai_after_reply
+        self._sources = dataclasses.replace(sources, ai=after, providers=None)
+        self._judge_sources = Sources(after, options, None, sources.redaction)
 
     def after(self, answered: Answer) -> None:
         """After the reply: the trial, in the background, if the answer is

@@ -322,6 +322,12 @@ class Platform(Protocol):
     def ai(self) -> Ai: ...
 
     @property
+    def ai_after_reply(self) -> Ai:
+        """The AI binding for work after the reply (shadow trials): not
+        aborted with the client, whose signal may fire once the reply is out."""
+        ...
+
+    @property
     def rate_limiter(self) -> RateLimiter | None: ...
 
     @property

@@ -127,6 +127,7 @@ class WorkerPlatform:
         self._headers: dict[str, str] = Object.fromEntries(self._request.headers).to_py()
         client_signal = getattr(self._request, "signal", None)
         self.ai = BindingAi(getattr(env, "AI", None), client_signal, ctx)
+        self.ai_after_reply = BindingAi(getattr(env, "AI", None), None, ctx)
         self.fetch = BindingFetch(client_signal)
         self.outbound = OutboundFetch()
         self.verifier = WebCryptoVerifier()

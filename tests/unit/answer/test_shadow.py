@@ -244,6 +244,18 @@ def test_a_sampled_answer_is_tried_on_the_challenger_and_judged_after_the_reply(
     assert line["usd"] == pytest.approx(challenger_usd + judge_usd)
 
 
+def test_the_trial_asks_on_the_binding_the_client_s_leaving_does_not_abort() -> None:
+    # The request's binding is aborted with the client, whose signal may
+    # fire once the reply is out; the trial runs after it, on the other.
+    answering, after = script(), script()
+    where = platform(answering)
+    where.after_reply = after
+    status, _ = serve(where)
+    assert status == 200
+    assert answering.models_called == [GLM.id]
+    assert after.models_called == [KIMI.id, LLAMA.id]
+
+
 def test_the_judge_s_other_answers_are_no_verdict() -> None:
     db = FakeDb()
     serve(platform(script(judged="A, clearly"), db))
