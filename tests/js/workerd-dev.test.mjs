@@ -40,7 +40,7 @@ test("a Python Worker gets the dev flag, AI the emulator, and every path made ab
 
 test("the config's own vars stay in the config; local ones go to wrangler as secrets", () => {
   const { config } = deriveConfig(PROJECT, {});
-  assert.equal(config.vars.MODELS, "glm,kimi,llama");
+  assert.equal(config.vars.MODELS, "auto,glm,kimi,llama");
   const values = { A: "plain", B: "it's", C: "`x` and it's", PRESETS: '[{"name": "a"}]', D: "two\nlines" };
   assert.deepEqual(parseDotenv(formatDotenv({ A: "plain" })), { A: "plain" });
   const text = formatDotenv(values);
