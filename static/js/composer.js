@@ -157,7 +157,8 @@ export function renderTray() {
   );
   const why = state.problem ? [el("span", null, t[state.problem[0]](state.problem[1]))] : [];
   const model = chosenModel();
-  const seeing = models.find((m) => m.vision);
+  // A model that sees, by name (not auto, whose choice the switch would hide).
+  const seeing = models.find((m) => m.vision && m.alias !== "auto");
   if (state.pending.length && model?.vision === false) {
     why.push(el("span", null, t.noVision(model.label)));
     if (seeing)

@@ -100,11 +100,14 @@ def events_of(response: httpx.Response) -> list[Any]:
 
 def test_models_lists_the_allowed_models_by_id(client: openai.OpenAI) -> None:
     models = client.models.list()
-    assert [m.id for m in models] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, BGE_M3]
+    # auto first: MODELS lists it (wrangler.toml), and it is a name a client may send.
+    assert [m.id for m in models] == ["auto", GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, BGE_M3]
     for model in models:
         assert model.object == "model"
         assert isinstance(model.created, int)
-        assert model.owned_by in ("glm", "kimi", "llama", "baai")
+        # auto is edgechat's own routing; every other model its family's.
+        assert model.owned_by in ("edgechat", "glm", "kimi", "llama", "baai")
+    assert models.data[0].owned_by == "edgechat"
 
 
 def test_embeddings_with_the_official_client(server: Server, client: openai.OpenAI) -> None:

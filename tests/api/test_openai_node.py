@@ -54,7 +54,7 @@ def test_the_npm_client_reads_every_shape(servers: ServerPool) -> None:
         },
     )
     seen = run_client(SCRIPT, server)
-    assert seen["models"] == [GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, "@cf/baai/bge-m3"]
+    assert seen["models"] == ["auto", GLM, "@cf/moonshotai/kimi-k2.6", LLAMA, "@cf/baai/bge-m3"]
     assert "Hello from node" in seen["whole"]["content"]
     assert seen["whole"]["finish"] == "stop"
     assert seen["whole"]["usage"]["total_tokens"] > 0

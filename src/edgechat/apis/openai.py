@@ -86,7 +86,7 @@ def models_json(allowed: Sequence[str]) -> dict[str, Any]:
             "id": model.id,
             "object": "model",
             "created": CATALOG_CREATED,
-            "owned_by": model.family.lower(),
+            "owned_by": "edgechat" if model is AUTO else model.family.lower(),
         }
         for model in models
     ]
