@@ -46,6 +46,10 @@ class Deadlines:
         self.first_words_at = self.now()
         return round((self.first_words_at - self.started) * 1000, 1)
 
+    def elapsed_ms(self) -> float:
+        """Milliseconds since the answer began."""
+        return round((self.now() - self.started) * 1000, 1)
+
     def heard(self) -> float:
         self.last_chunk = now = self.now()
         return now

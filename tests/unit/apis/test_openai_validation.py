@@ -27,7 +27,7 @@ MARKER = "SECRET-MARKER-7f3a"
 SUPPORTED = (
     "model, messages, stream, stream_options, max_tokens, max_completion_tokens, "
     "temperature, top_p, stop, seed, response_format, tools, tool_choice, "
-    "reasoning_effort, frequency_penalty, presence_penalty, n, user, "
+    "reasoning_effort, frequency_penalty, presence_penalty, n, user, edgechat, "
     "parallel_tool_calls, store, metadata"
 )
 TOOL_CALL_SHAPE = (
