@@ -115,8 +115,8 @@ _SLOTS = "INSERT INTO comparison_slots (comparison, slot, model, state, request)
 async def create(
     db: Database, user: str, asked: Asked, now_ms: int, *, answering: str | None = None
 ) -> dict[str, Any]:
-    """A new comparison of ``asked``: what ``POST /api/comparisons``
-    answers (a blind one's slots name no model). ``answering``: the request
+    """A new comparison of ``asked``, as ``read`` would show it (a blind
+    one's slots name no model). ``answering``: the request
     that answers every slot itself (the OpenAI API's), so none is open."""
     cid = new_id()
     models = shown_order(asked)
@@ -129,16 +129,16 @@ async def create(
         (_SLOTS.format(rows=rows), [cid, *(m.id for m in models), answering]),
     ]
     await db.batch(statements)
-    return {
+    head = {
         "id": cid,
         "blind": asked.blind,
         "conversation": asked.conversation,
         "created": now_ms,
-        "slots": [
-            {"slot": k, "model": None if asked.blind else m.id, "state": state}
-            for k, m in enumerate(models)
-        ],
+        "choice": None,
     }
+    fresh = dict.fromkeys(_MEASURED)
+    slots = [{**fresh, "slot": k, "model": m.id, "state": state} for k, m in enumerate(models)]
+    return comparison_json(head, slots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -302,9 +302,19 @@ _READ = (
     "(SELECT f.choice FROM feedback f WHERE f.user = c.user AND f.id = c.id) AS choice "
     "FROM comparisons c WHERE c.id = ?1 AND c.user = ?2"
 )
+# What a slot's row keeps once its answer ends.
+_MEASURED = (
+    "ttft_ms",
+    "tokens_per_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "finish_reason",
+    "error",
+)
 _READ_SLOTS = (
-    "SELECT slot, model, state, ttft_ms, tokens_per_s, prompt_tokens, completion_tokens, "
-    "cost_usd, finish_reason, error FROM comparison_slots WHERE comparison = ?1 "
+    f"SELECT slot, model, state, {', '.join(_MEASURED)} FROM comparison_slots "
+    "WHERE comparison = ?1 "
     "AND EXISTS (SELECT 1 FROM comparisons WHERE id = ?1 AND user = ?2) ORDER BY slot"
 )
 
