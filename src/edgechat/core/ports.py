@@ -203,7 +203,8 @@ class KvError(Exception):
 
 
 class Database(Protocol):
-    """A D1 database (``USAGE_DB``): SQL with ``?`` parameters."""
+    """A D1 database (``USAGE_DB``, ``DB``): SQL with ``?`` parameters
+    (None binds NULL)."""
 
     def batch(
         self, statements: list[tuple[str, list[Any]]]

@@ -173,7 +173,7 @@ class BindingD1:
     ) -> Awaitable[list[list[dict[str, Any]]]]:
         try:
             prepared = [
-                self._prepare(sql).bind(*params) if params else self._prepare(sql)
+                self._prepare(sql).bind(*map(_bound, params)) if params else self._prepare(sql)
                 for sql, params in statements
             ]
             # Under way from here; settles to ``[results]`` or to the reason
@@ -183,6 +183,12 @@ class BindingD1:
         except JsException as exc:
             return _failed(DatabaseError(str(exc)))
         return _rows(settled)
+
+
+def _bound(value: Any) -> Any:
+    # Pyodide hands None to JavaScript as undefined, which D1's bind refuses
+    # ("Type 'undefined' not supported"): SQL's NULL is JS null.
+    return jsnull if value is None else value
 
 
 async def _rows(settled: Any) -> list[list[dict[str, Any]]]:
