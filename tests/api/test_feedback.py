@@ -161,7 +161,7 @@ def test_a_malformed_body_is_a_400_naming_the_field_never_echoing_it(
 
 def bradley_terry_by_hand(wins: int, losses: int) -> tuple[float, float]:
     """Two models, ``wins`` : ``losses`` between them, each with the prior's
-    one win and one loss against the anchor (θ = 0, rating 1000). The
+    one win and one loss against a reference model (θ = 0). The
     log-posterior is
 
         (w + 1) θa + (l + 1) θb - n log(e^θa + e^θb) - 2 log(1 + e^θa) - 2 log(1 + e^θb),
@@ -169,7 +169,7 @@ def bradley_terry_by_hand(wins: int, losses: int) -> tuple[float, float]:
     unchanged by swapping the models and negating θ, so at its one maximum
     θb = -θa = -t, where it is (w - l) t - n log(2 cosh t) - 4 log(2 cosh(t/2)),
     whose slope (w - l) - n tanh t - 2 tanh(t/2) is zero. Solved by bisection;
-    ratings are 1000 ± (400 / ln 10) t."""
+    ratings (their mean 1000, as θa + θb = 0) are 1000 ± (400 / ln 10) t."""
     games = wins + losses
     low, high = -10.0, 10.0
     for _ in range(200):
@@ -202,7 +202,7 @@ def test_the_leaderboards_ratings_match_the_hand_computed_ones(
     assert by_model[KIMI]["open"]["rating"] == pytest.approx(kimi_rating, abs=0.05)
     assert (by_model[GLM]["open"]["wins"], by_model[GLM]["open"]["losses"]) == (3, 1)
     assert by_model[GLM]["open"]["rating_low"] < glm_rating < by_model[GLM]["open"]["rating_high"]
-    # The blind tie is counted apart: both at the anchor.
+    # The blind tie is counted apart: both at the mean.
     assert by_model[GLM]["blind"]["ties"] == 1
     assert by_model[GLM]["blind"]["rating"] == pytest.approx(1000, abs=0.05)
     assert by_model[KIMI]["blind"]["rating"] == pytest.approx(1000, abs=0.05)

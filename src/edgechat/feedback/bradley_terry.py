@@ -9,20 +9,25 @@ convention of LMSYS's Chatbot Arena, where "both bad" is a tie too
 
 The fit is the posterior's maximum: the votes' likelihood times a prior
 of ``PRIOR_WINS`` wins and as many losses of every model against a fixed
-reference model of strength 1 (rating ``ANCHOR``). The prior keeps every
-rating finite (a model that never lost would otherwise rise without bound)
-and draws a model with few votes towards the anchor; against many votes
-it weighs next to nothing.
+reference model of strength 1. The prior keeps every rating finite (a
+model that never lost would otherwise rise without bound) and draws a
+model with few votes towards the others; against many votes it weighs
+next to nothing.
 
 The log-posterior is strictly concave in θ, so Newton's method, halving a
 step that would not climb, converges to its one maximum (a handful of steps
 for a few models: no per-vote work, and the counts come pre-summed per
-pair). The uncertainty is the curvature there: θ's covariance is the
-inverse of the negative Hessian (the observed information), and the
-interval is ``Z`` standard errors either side (95 %).
+pair).
 
-Ratings are on the Elo scale, ``ANCHOR + SCALE · log10(p_i)``: ``SCALE``
-points apart are 10 : 1 odds.
+Votes tell only how models compare, never how good they all are, so the
+ratings are centred: their mean is ``MEAN``. The uncertainty is the
+curvature at the maximum: θ's covariance is the inverse of the negative
+Hessian (the observed information), taken for each θ less the mean θ (the
+level, which only the prior pins, is left out); the interval is ``Z``
+standard errors either side (95 %).
+
+Ratings are on the Elo scale, ``MEAN + SCALE · log10(p_i / p̄)``:
+``SCALE`` points apart are 10 : 1 odds.
 """
 
 from __future__ import annotations
@@ -32,7 +37,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 __all__ = [
-    "ANCHOR",
+    "MEAN",
     "PRIOR_WINS",
     "SCALE",
     "TIE",
@@ -43,9 +48,9 @@ __all__ = [
     "log_posterior",
 ]
 
-ANCHOR = 1000.0
+MEAN = 1000.0
 SCALE = 400.0
-# Each model's virtual wins, and as many losses, against the anchor.
+# Each model's virtual wins, and as many losses, against the reference model.
 PRIOR_WINS = 1.0
 # What a tie is worth to each side, in wins.
 TIE = 0.5
@@ -163,7 +168,7 @@ def _inverse(matrix: Sequence[Sequence[float]]) -> list[list[float]]:
 
 
 def _elo(theta: float) -> float:
-    return ANCHOR + _PER_THETA * theta
+    return MEAN + _PER_THETA * theta
 
 
 def fit(pairs: Iterable[Pair]) -> dict[str, Rated]:
@@ -192,12 +197,19 @@ def fit(pairs: Iterable[Pair]) -> dict[str, Rated]:
             break
     _, information = _slope_and_information(votes, theta)
     covariance = _inverse(information)
+    size = len(names)
+    level = sum(theta) / size
+    row_means = [sum(row) / size for row in covariance]
+    all_mean = sum(row_means) / size
     rated = {}
     for k, name in enumerate(names):
-        spread = Z * math.sqrt(max(covariance[k][k], 0.0))
+        # The variance of θ_k less the mean θ: (P C P)_kk, P = I - 11ᵀ/n.
+        variance = covariance[k][k] - 2 * row_means[k] + all_mean
+        spread = Z * math.sqrt(max(variance, 0.0))
+        centred = theta[k] - level
         rated[name] = Rated(
-            round(_elo(theta[k]), 1),
-            round(_elo(theta[k] - spread), 1),
-            round(_elo(theta[k] + spread), 1),
+            round(_elo(centred), 1),
+            round(_elo(centred - spread), 1),
+            round(_elo(centred + spread), 1),
         )
     return rated

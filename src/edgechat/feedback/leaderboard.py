@@ -34,7 +34,7 @@ METHOD: Mapping[str, Any] = {
     "name": "bradley_terry",
     "fit": "newton",
     "scale": "elo",
-    "anchor": bradley_terry.ANCHOR,
+    "mean": bradley_terry.MEAN,
     "points_per_tenfold_odds": bradley_terry.SCALE,
     "prior_wins": bradley_terry.PRIOR_WINS,
     "prior_losses": bradley_terry.PRIOR_WINS,
