@@ -17,10 +17,12 @@ CREATE INDEX comparisons_by_user ON comparisons (user, created);
 -- One answer of a comparison: `slot` is its place in the order shown
 -- (shuffled when blind). `state`: open (not asked yet), answering (a request
 -- took it; each slot takes one), done or failed (`error`: the code). What it
--- measured is kept once it ends.
+-- measured is kept once it ends. `user` is the comparison's, so that the
+-- leaderboard's medians read one user's answers by an index.
 CREATE TABLE comparison_slots (
   comparison TEXT NOT NULL,
   slot INTEGER NOT NULL,
+  user TEXT NOT NULL,
   model TEXT NOT NULL, -- the model's id
   state TEXT NOT NULL,
   request TEXT, -- the request that answers it
@@ -34,6 +36,15 @@ CREATE TABLE comparison_slots (
   error TEXT,
   PRIMARY KEY (comparison, slot)
 ) WITHOUT ROWID;
+
+-- The leaderboard's medians: a model's latest finished answers, everyone's
+-- or one user's, read from the index alone (it holds what they measured).
+-- (`state` is in them as well: SQLite counts an index as covering only when it
+-- holds every column the query names, its own WHERE's included.)
+CREATE INDEX slots_done_by_model
+  ON comparison_slots (model, state, finished, ttft_ms, tokens_per_s) WHERE state = 'done';
+CREATE INDEX slots_done_by_user
+  ON comparison_slots (user, model, state, finished, ttft_ms, tokens_per_s) WHERE state = 'done';
 
 -- A user's feedback: a vote on one of their comparisons (`id` is the
 -- comparison's, `choice` a slot's number, 'tie' or 'both_bad'), or a rating
@@ -65,7 +76,9 @@ CREATE INDEX feedback_by_seq ON feedback (user, seq);
 
 -- The leaderboard's counts per user, UTC day and model, added to in the
 -- statements that keep a vote, an answer's outcome or a rating: the board
--- reads these few rows, never the votes themselves.
+-- reads these few rows, never the votes themselves. Each count is kept
+-- twice, in the user's row and in the account's (user '*', as the budget's
+-- spend): an admin's board of everyone reads the account's rows alone.
 --
 -- Each vote, per model of its finished answers (`blind` apart).
 CREATE TABLE board_votes (
@@ -107,17 +120,4 @@ CREATE TABLE board_models (
   up INTEGER NOT NULL,
   down INTEGER NOT NULL,
   PRIMARY KEY (user, day, model)
-) WITHOUT ROWID;
-
--- The finished answers' time to first token (metric 'ttft', ms) and tokens
--- per second ('tps') as histograms: `bucket` is floor(25 ln value), so a
--- median read from them is within 2 % of the true one.
-CREATE TABLE board_speed (
-  user TEXT NOT NULL,
-  day TEXT NOT NULL,
-  model TEXT NOT NULL,
-  metric TEXT NOT NULL,
-  bucket INTEGER NOT NULL,
-  n INTEGER NOT NULL,
-  PRIMARY KEY (user, day, model, metric, bucket)
 ) WITHOUT ROWID;

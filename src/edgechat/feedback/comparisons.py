@@ -7,7 +7,7 @@ then an ordinary ``POST /chat`` naming ``{"comparison": {"id", "slot"}}``:
 ``claim`` gives it the slot's model in the same statement that takes the
 slot (each slot takes one request, and only the comparison's user's), and
 ``record`` keeps how it ended, through ``waitUntil``, with the
-leaderboard's counts of it (``board_models``, ``board_speed``). A blind
+leaderboard's counts of it (``board_models``). A blind
 comparison's slots are in a random order and ``read`` names their models
 only once the comparison has its vote.
 
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -31,14 +30,13 @@ from edgechat.core.ids import CLIENT_ID_RULE, is_client_id, new_id, random_below
 from edgechat.core.models import AUTO, Model, lookup
 from edgechat.core.ports import Database, DatabaseError
 from edgechat.core.requests import MAX_COMPARED, MIN_COMPARED, Slot
+from edgechat.users.budget import ACCOUNT
 from edgechat.users.usage import day_of
 
 __all__ = [
-    "BUCKETS_PER_E",
     "Asked",
     "Claimed",
     "Ended",
-    "bucket",
     "claim",
     "create",
     "ended",
@@ -48,10 +46,6 @@ __all__ = [
 ]
 
 FIELDS = ("models", "blind", "conversation")
-
-# The speed histograms' resolution: a bucket is floor(BUCKETS_PER_E * ln x),
-# e^(1/25) = 4.1 % wide, so the middle of one is within 2 % of any value in it.
-BUCKETS_PER_E = 25
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,7 +103,9 @@ def shown_order(asked: Asked) -> tuple[Model, ...]:
 _CREATE = (
     "INSERT INTO comparisons (id, user, blind, conversation, created) VALUES (?1, ?2, ?3, ?4, ?5)"
 )
-_SLOTS = "INSERT INTO comparison_slots (comparison, slot, model, state, request) VALUES {rows}"
+_SLOTS = (
+    "INSERT INTO comparison_slots (comparison, slot, user, model, state, request) VALUES {rows}"
+)
 
 
 async def create(
@@ -121,12 +117,11 @@ async def create(
     cid = new_id()
     models = shown_order(asked)
     state = "open" if answering is None else "answering"
-    rows = ", ".join(
-        f"(?1, {k}, ?{2 + k}, '{state}', ?{2 + len(models)})" for k in range(len(models))
-    )
+    last = 3 + len(models)
+    rows = ", ".join(f"(?1, {k}, ?2, ?{3 + k}, '{state}', ?{last})" for k in range(len(models)))
     statements: list[tuple[str, list[Any]]] = [
         (_CREATE, [cid, user, int(asked.blind), asked.conversation, now_ms]),
-        (_SLOTS.format(rows=rows), [cid, *(m.id for m in models), answering]),
+        (_SLOTS.format(rows=rows), [cid, user, *(m.id for m in models), answering]),
     ]
     await db.batch(statements)
     head = {
@@ -224,11 +219,6 @@ def ended(outcome: Outcome) -> Ended:
     )
 
 
-def bucket(value: float) -> int:
-    """The speed histograms' bucket of ``value`` (> 0)."""
-    return math.floor(BUCKETS_PER_E * math.log(value))
-
-
 _RECORD = (
     "UPDATE comparison_slots SET state = ?3, finished = ?4, ttft_ms = ?5, tokens_per_s = ?6, "
     "prompt_tokens = ?7, completion_tokens = ?8, cost_usd = ?9, finish_reason = ?10, error = ?11 "
@@ -236,29 +226,22 @@ _RECORD = (
 )
 # The board's counts follow the slot's row, and only the change above: a
 # record that changed nothing (none could: only the request that took the
-# slot records it) counts nothing either.
-_THIS_END = (
-    "FROM comparison_slots s JOIN comparisons c ON c.id = s.comparison "
-    "WHERE s.comparison = ?1 AND s.slot = ?2 AND s.request = ?3 AND s.finished = ?4"
-)
+# slot records it) counts nothing either. Counted for the user and for the
+# account (``ACCOUNT``), in one statement.
 _COUNT_ANSWER = (
     "INSERT INTO board_models (user, day, model, answers, failed, priced, cost_usd, up, down) "
-    "SELECT c.user, ?5, s.model, s.state = 'done', s.state = 'failed', "
+    "SELECT w.who, ?5, s.model, s.state = 'done', s.state = 'failed', "
     "s.state = 'done' AND s.cost_usd IS NOT NULL, COALESCE(s.cost_usd, 0), 0, 0 "
-    f"{_THIS_END} "
+    "FROM comparison_slots s JOIN (SELECT ?6 AS who UNION ALL SELECT ?7) w "
+    "WHERE s.comparison = ?1 AND s.slot = ?2 AND s.request = ?3 AND s.finished = ?4 "
     "ON CONFLICT (user, day, model) DO UPDATE SET answers = answers + excluded.answers, "
     "failed = failed + excluded.failed, priced = priced + excluded.priced, "
     "cost_usd = cost_usd + excluded.cost_usd"
 )
-_COUNT_SPEED = (
-    "INSERT INTO board_speed (user, day, model, metric, bucket, n) "
-    f"SELECT c.user, ?5, s.model, ?6, ?7, 1 {_THIS_END} "
-    "ON CONFLICT (user, day, model, metric, bucket) DO UPDATE SET n = n + 1"
-)
 
 
 def record_statements(
-    comparison: str, slot: int, request_id: str, end: Ended, now_s: float
+    user: str, comparison: str, slot: int, request_id: str, end: Ended, now_s: float
 ) -> list[tuple[str, list[Any]]]:
     """The statements that keep ``end`` as the slot's, with its counts."""
     now_ms = int(now_s * 1000)
@@ -276,22 +259,17 @@ def record_statements(
         end.error,
         request_id,
     ]
-    this = [comparison, slot, request_id, now_ms, day_of(now_s)]
-    statements: list[tuple[str, list[Any]]] = [(_RECORD, row), (_COUNT_ANSWER, this)]
-    if end.done:
-        for metric, value in (("ttft", end.ttft_ms), ("tps", end.tokens_per_s)):
-            if value is not None and value > 0:
-                statements.append((_COUNT_SPEED, [*this, metric, bucket(value)]))
-    return statements
+    this = [comparison, slot, request_id, now_ms, day_of(now_s), user, ACCOUNT]
+    return [(_RECORD, row), (_COUNT_ANSWER, this)]
 
 
 async def record(
-    db: Database, comparison: str, slot: int, request_id: str, end: Ended, now_s: float
+    db: Database, user: str, comparison: str, slot: int, request_id: str, end: Ended, now_s: float
 ) -> None:
     """Keeps how the slot's answer ended; runs after the reply, so a failure
     is logged (its own line: the request's is out), never raised."""
     try:
-        await db.batch(record_statements(comparison, slot, request_id, end, now_s))
+        await db.batch(record_statements(user, comparison, slot, request_id, end, now_s))
     except DatabaseError as exc:
         line = {"request_id": request_id, "comparison_error": f"record: {exc}"}
         print(json.dumps(line, separators=(",", ":")))

@@ -4,30 +4,47 @@ votes and open ones counted apart; its 👍 share; the median time to first
 token and tokens per second of its comparison answers; dollars per 1,000
 of them.
 
-It reads the counts the writes keep (``board_*``, one row per user, day
-and model or pair), never the votes: four grouped queries in one batch,
-whose rows read grow with users, days and models, not with votes
+It reads the counts the writes keep (``board_*``: one row per day and
+model, or pair, for the user; everyone's in the account's rows, user
+``*``), never the votes: three grouped queries whose rows read grow with
+days and models, not with votes. The medians are those of each model's
+latest ``SAMPLE`` finished answers in the span (all of them when fewer),
+read from an index that holds what they measured: one query a model of
+the catalog, at most ``SAMPLE`` rows each. All in one batch
 (``bench/leaderboard.py`` measures 100,000 votes). The ratings are fitted
-to the pairs' counts (``bradley_terry``); medians come from the speed
-histograms (``comparisons.bucket``: within 2 %).
+to the pairs' counts (``bradley_terry``).
 """
 
 from __future__ import annotations
 
+import calendar
 import math
+import statistics
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from edgechat.core.models import find
+from edgechat.core.models import CATALOG, find
 from edgechat.core.ports import Database
 from edgechat.feedback import bradley_terry
 from edgechat.feedback.bradley_terry import Pair
-from edgechat.feedback.comparisons import BUCKETS_PER_E
+from edgechat.users.budget import ACCOUNT
 
-__all__ = ["DEFAULT_DAYS", "MAX_DAYS", "METHOD", "assemble", "board", "median", "statements"]
+__all__ = [
+    "DEFAULT_DAYS",
+    "MAX_DAYS",
+    "METHOD",
+    "SAMPLE",
+    "assemble",
+    "board",
+    "from_results",
+    "statements",
+]
 
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
+# The latest finished answers of a model its medians are taken from.
+SAMPLE = 1001
 
 # What the ratings are, as the response names them.
 METHOD: Mapping[str, Any] = {
@@ -45,50 +62,53 @@ METHOD: Mapping[str, Any] = {
 
 _VOTES = (
     "SELECT blind, model, SUM(votes) AS votes, SUM(wins) AS wins, SUM(losses) AS losses, "
-    "SUM(ties) AS ties, SUM(both_bad) AS both_bad FROM board_votes {where} GROUP BY blind, model"
+    "SUM(ties) AS ties, SUM(both_bad) AS both_bad FROM board_votes "
+    "WHERE user = ?1 AND day >= ?2 GROUP BY blind, model"
 )
 _PAIRS = (
     "SELECT blind, a, b, SUM(a_wins) AS a_wins, SUM(b_wins) AS b_wins, SUM(ties) AS ties "
-    "FROM board_pairs {where} GROUP BY blind, a, b"
+    "FROM board_pairs WHERE user = ?1 AND day >= ?2 GROUP BY blind, a, b"
 )
 _MODELS = (
     "SELECT model, SUM(answers) AS answers, SUM(failed) AS failed, SUM(priced) AS priced, "
     "SUM(cost_usd) AS cost_usd, SUM(up) AS up, SUM(down) AS down "
-    "FROM board_models {where} GROUP BY model"
+    "FROM board_models WHERE user = ?1 AND day >= ?2 GROUP BY model"
 )
+# A model's latest finished answers (the indexes slots_done_by_model and
+# slots_done_by_user hold these columns: no row of the table is read).
 _SPEED = (
-    "SELECT model, metric, bucket, SUM(n) AS n FROM board_speed {where} "
-    "GROUP BY model, metric, bucket"
+    "SELECT ttft_ms, tokens_per_s FROM comparison_slots "
+    "WHERE {user}model = ?1 AND state = 'done' AND finished >= ?2 "
+    "ORDER BY finished DESC LIMIT ?3"
 )
 
 
 def statements(first_day: str, user: str | None) -> list[tuple[str, list[Any]]]:
-    """The board's four queries: from ``first_day`` (UTC, ``YYYY-MM-DD``)
-    on, one user's counts or (None) everyone's."""
-    where = "WHERE day >= ?1" if user is None else "WHERE user = ?2 AND day >= ?1"
-    params: list[Any] = [first_day] if user is None else [first_day, user]
-    return [(sql.format(where=where), params) for sql in (_VOTES, _PAIRS, _MODELS, _SPEED)]
+    """The board's queries: from ``first_day`` (UTC, ``YYYY-MM-DD``) on, one
+    user's or (None) everyone's: the counts, then each catalog model's speeds."""
+    whose = ACCOUNT if user is None else user
+    counts = [(sql, [whose, first_day]) for sql in (_VOTES, _PAIRS, _MODELS)]
+    since_ms = calendar.timegm(time.strptime(first_day, "%Y-%m-%d")) * 1000
+    speed = _SPEED.format(user="" if user is None else "user = ?4 AND ")
+    extra = [] if user is None else [user]
+    return counts + [(speed, [model.id, since_ms, SAMPLE, *extra]) for model in CATALOG]
 
 
 async def board(db: Database, first_day: str, user: str | None) -> dict[str, Any]:
     """The leaderboard from ``first_day`` on: one user's or everyone's."""
-    votes, pairs, models, speed = await db.batch(statements(first_day, user))
-    return assemble(votes, pairs, models, speed)
+    return from_results(await db.batch(statements(first_day, user)))
 
 
-def median(histogram: Mapping[int, int]) -> float | None:
-    """The (lower) median of values counted in ``comparisons.bucket``'s
-    buckets: the middle of its bucket, within 2 % of the true value."""
-    total = sum(histogram.values())
-    if not total:
-        return None
-    rank = (total + 1) // 2
-    seen = 0
-    for bucket in sorted(histogram):
-        seen += histogram[bucket]
-        if seen >= rank:
-            return math.exp((bucket + 0.5) / BUCKETS_PER_E)
-    raise AssertionError("unreachable: the ranks add up to the total")
+def from_results(results: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
+    """The board from the rows of ``statements``' queries."""
+    votes, pairs, models, *speeds = results
+    paces = {model.id: rows for model, rows in zip(CATALOG, speeds, strict=True) if rows}
+    return assemble(votes, pairs, models, paces)
+
+
+def _median(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
+    values = [row[name] for row in rows if row[name] is not None]
+    return statistics.median(values) if values else None
 
 
 _NO_VOTES = {"votes": 0, "wins": 0, "losses": 0, "ties": 0, "both_bad": 0}
@@ -106,10 +126,11 @@ def assemble(
     votes: Sequence[Mapping[str, Any]],
     pairs: Sequence[Mapping[str, Any]],
     models: Sequence[Mapping[str, Any]],
-    speed: Sequence[Mapping[str, Any]],
+    speeds: Mapping[str, Sequence[Mapping[str, Any]]],
 ) -> dict[str, Any]:
-    """The board from its four queries' rows: ``{"method", "models": [...]}``,
-    best blind rating first (then open rating, then id)."""
+    """The board from its queries' rows (``speeds``: each model's latest
+    finished answers): ``{"method", "models": [...]}``, best blind rating
+    first (then open rating, then id)."""
     sides = ("blind", "open")
     counted: dict[str, dict[str, Mapping[str, Any]]] = {side: {} for side in sides}
     for row in votes:
@@ -123,17 +144,14 @@ def assemble(
             if bool(row["blind"]) == blind
         )
     per_model = {row["model"]: row for row in models}
-    histograms: dict[tuple[str, str], dict[int, int]] = {}
-    for row in speed:
-        histograms.setdefault((row["model"], row["metric"]), {})[int(row["bucket"])] = int(row["n"])
-    names = {*per_model, *counted["blind"], *counted["open"], *(m for m, _ in histograms)}
+    names = {*per_model, *counted["blind"], *counted["open"], *speeds}
     listed = []
     for name in names:
         row = per_model.get(name, {})
         up, down = int(row.get("up") or 0), int(row.get("down") or 0)
         priced = int(row.get("priced") or 0)
-        ttft = median(histograms.get((name, "ttft"), {}))
-        pace = median(histograms.get((name, "tps"), {}))
+        ttft = _median(speeds.get(name, ()), "ttft_ms")
+        pace = _median(speeds.get(name, ()), "tokens_per_s")
         known = find(name)
         listed.append(
             {

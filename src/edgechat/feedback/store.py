@@ -33,6 +33,7 @@ from edgechat.core.models import find
 from edgechat.core.ports import Database
 from edgechat.core.requests import MAX_COMPARED
 from edgechat.feedback.comparisons import choice_json, comparison_json
+from edgechat.users.budget import ACCOUNT
 from edgechat.users.usage import day_of
 
 __all__ = [
@@ -165,18 +166,18 @@ _VOTE = (
     "ON CONFLICT (user, id) DO NOTHING RETURNING seq"
 )
 # The vote's counts, from the row just written (``request``: this one), so
-# a vote refused above counts nothing. Each finished answer's model takes
-# part in the vote: the chosen one wins, the others lose, or all tie.
-_THIS_VOTE = (
-    "FROM feedback f JOIN comparisons c ON c.id = f.comparison "
-    "JOIN comparison_slots s ON s.comparison = c.id "
-    "WHERE f.user = ?1 AND f.id = ?2 AND f.request = ?3 AND s.state = 'done'"
-)
+# a vote refused above counts nothing; the user's and the account's
+# (``ACCOUNT``) in one statement. Each finished answer's model takes part
+# in the vote: the chosen one wins, the others lose, or all tie.
+_BOTH = "JOIN (SELECT ?1 AS who UNION ALL SELECT ?4) w"
 _COUNT_VOTE = (
     "INSERT INTO board_votes (user, day, blind, model, votes, wins, losses, ties, both_bad) "
-    "SELECT f.user, f.day, c.blind, s.model, 1, f.choice = CAST(s.slot AS TEXT), "
+    "SELECT w.who, f.day, c.blind, s.model, 1, f.choice = CAST(s.slot AS TEXT), "
     "f.choice NOT IN ('tie', 'both_bad') AND f.choice <> CAST(s.slot AS TEXT), "
-    f"f.choice = 'tie', f.choice = 'both_bad' {_THIS_VOTE} "
+    "f.choice = 'tie', f.choice = 'both_bad' "
+    "FROM feedback f JOIN comparisons c ON c.id = f.comparison "
+    f"JOIN comparison_slots s ON s.comparison = c.id {_BOTH} "
+    "WHERE f.user = ?1 AND f.id = ?2 AND f.request = ?3 AND s.state = 'done' "
     "ON CONFLICT (user, day, blind, model) DO UPDATE SET votes = votes + excluded.votes, "
     "wins = wins + excluded.wins, losses = losses + excluded.losses, "
     "ties = ties + excluded.ties, both_bad = both_bad + excluded.both_bad"
@@ -186,11 +187,11 @@ _COUNT_VOTE = (
 # vote did not choose between (a third one won) are not a pair of it.
 _COUNT_PAIRS = (
     "INSERT INTO board_pairs (user, day, blind, a, b, a_wins, b_wins, ties) "
-    "SELECT f.user, f.day, c.blind, s.model, t.model, f.choice = CAST(s.slot AS TEXT), "
+    "SELECT w.who, f.day, c.blind, s.model, t.model, f.choice = CAST(s.slot AS TEXT), "
     "f.choice = CAST(t.slot AS TEXT), f.choice IN ('tie', 'both_bad') "
     "FROM feedback f JOIN comparisons c ON c.id = f.comparison "
     "JOIN comparison_slots s ON s.comparison = c.id "
-    "JOIN comparison_slots t ON t.comparison = c.id AND s.model < t.model "
+    f"JOIN comparison_slots t ON t.comparison = c.id AND s.model < t.model {_BOTH} "
     "WHERE f.user = ?1 AND f.id = ?2 AND f.request = ?3 "
     "AND s.state = 'done' AND t.state = 'done' "
     "AND (f.choice IN ('tie', 'both_bad') "
@@ -213,7 +214,7 @@ def vote_statements(
 ) -> list[tuple[str, list[Any]]]:
     now_ms = int(now_s * 1000)
     slot = int(chosen.choice) if chosen.choice.isdigit() else None
-    this = [user, chosen.comparison, request_id]
+    this = [user, chosen.comparison, request_id, ACCOUNT]
     return [
         (_VOTE, [user, chosen.comparison, chosen.choice, day_of(now_s), now_ms, request_id, slot]),
         (_COUNT_VOTE, this),
@@ -280,11 +281,13 @@ async def _voted(db: Database, user: str, cid: str) -> dict[str, Any]:
 
 
 # A rating replaces the answer's earlier one: the earlier one leaves its
-# model's day first, the new one joins it (the day it was first given).
+# model's day first (the user's row and the account's), the new one joins
+# it (the day it was first given).
+_RATED = "SELECT 1 AS found FROM feedback WHERE user = ?1 AND id = ?2"
 _UNCOUNT_RATING = (
     "UPDATE board_models SET up = up - (f.rating = 'up'), down = down - (f.rating = 'down') "
     "FROM feedback f WHERE f.user = ?1 AND f.id = ?2 AND f.model IS NOT NULL "
-    "AND board_models.user = f.user AND board_models.day = f.day "
+    "AND board_models.user IN (f.user, ?3) AND board_models.day = f.day "
     "AND board_models.model = f.model"
 )
 _RATE = (
@@ -298,11 +301,30 @@ _RATE = (
 )
 _COUNT_RATING = (
     "INSERT INTO board_models (user, day, model, answers, failed, priced, cost_usd, up, down) "
-    "SELECT user, day, model, 0, 0, 0, 0, rating = 'up', rating = 'down' FROM feedback "
-    "WHERE user = ?1 AND id = ?2 AND model IS NOT NULL "
+    "SELECT w.who, f.day, f.model, 0, 0, 0, 0, f.rating = 'up', f.rating = 'down' "
+    "FROM feedback f JOIN (SELECT ?1 AS who UNION ALL SELECT ?3) w "
+    "WHERE f.user = ?1 AND f.id = ?2 AND f.model IS NOT NULL "
     "ON CONFLICT (user, day, model) DO UPDATE SET up = up + excluded.up, "
     "down = down + excluded.down"
 )
+
+
+def rate_statements(
+    user: str, given: Rating, now_s: float, request_id: str
+) -> list[tuple[str, list[Any]]]:
+    now_ms = int(now_s * 1000)
+    tags = json.dumps(list(given.tags))
+    row = [
+        *(user, given.id, given.conversation, given.node, given.model, given.rating, tags),
+        *(given.text, day_of(now_s), now_ms, request_id),
+    ]
+    key = [user, given.id, ACCOUNT]
+    return [
+        (_RATED, [user, given.id]),
+        (_UNCOUNT_RATING, key),
+        (_RATE, row),
+        (_COUNT_RATING, key),
+    ]
 
 
 async def rate(
@@ -310,14 +332,7 @@ async def rate(
 ) -> tuple[dict[str, Any], bool]:
     """Keeps the user's rating of one answer, replacing an earlier one:
     the rating as listed, and whether it is new."""
-    now_ms = int(now_s * 1000)
-    tags = json.dumps(list(given.tags))
-    row = [
-        *(user, given.id, given.conversation, given.node, given.model, given.rating, tags),
-        *(given.text, day_of(now_s), now_ms, request_id),
-    ]
-    key = [user, given.id]
-    _, written, _ = await db.batch([(_UNCOUNT_RATING, key), (_RATE, row), (_COUNT_RATING, key)])
+    earlier, _, written, _ = await db.batch(rate_statements(user, given, now_s, request_id))
     kept = written[0]
     item = {
         "kind": "rating",
@@ -331,7 +346,7 @@ async def rate(
         "created": kept["created"],
         "updated": kept["updated"],
     }
-    return item, kept["created"] == kept["updated"]
+    return item, not earlier
 
 
 _COLUMNS = (
@@ -424,15 +439,34 @@ async def export(db: Database, user: str) -> dict[str, Any]:
     return {"feedback": [item_json(row) for row in items], "comparisons": comparisons}
 
 
-# Everything of the user's, and the leaderboard's counts of it.
+# Everything of the user's, and the leaderboard's counts of it: taken out
+# of the account's counts first, then deleted.
+_VOTES_KEY = ("day", "blind", "model")
+_PAIRS_KEY = ("day", "blind", "a", "b")
+_MODELS_KEY = ("day", "model")
+
+
+def _uncount(table: str, key: tuple[str, ...], counts: tuple[str, ...]) -> str:
+    minus = ", ".join(f"{name} = {table}.{name} - u.{name}" for name in counts)
+    same = " AND ".join(f"{table}.{name} = u.{name}" for name in key)
+    return (
+        f"UPDATE {table} SET {minus} FROM {table} u "
+        f"WHERE u.user = ?1 AND {table}.user = ?2 AND {same}"
+    )
+
+
 _ERASE = (
+    _uncount("board_votes", _VOTES_KEY, ("votes", "wins", "losses", "ties", "both_bad")),
+    _uncount("board_pairs", _PAIRS_KEY, ("a_wins", "b_wins", "ties")),
+    _uncount(
+        "board_models", _MODELS_KEY, ("answers", "failed", "priced", "cost_usd", "up", "down")
+    ),
     "DELETE FROM comparison_slots WHERE comparison IN (SELECT id FROM comparisons WHERE user = ?1)",
     "DELETE FROM comparisons WHERE user = ?1",
     "DELETE FROM feedback WHERE user = ?1",
     "DELETE FROM board_votes WHERE user = ?1",
     "DELETE FROM board_pairs WHERE user = ?1",
     "DELETE FROM board_models WHERE user = ?1",
-    "DELETE FROM board_speed WHERE user = ?1",
 )
 
 
@@ -440,7 +474,7 @@ def erase_statements(user: str) -> Sequence[tuple[str, list[Any]]]:
     """The statements that delete all the user's comparisons and feedback,
     and every count the leaderboard holds of them (to run in one
     transaction with the rest of "Delete everything")."""
-    return [(sql, [user]) for sql in _ERASE]
+    return [(sql, [user, ACCOUNT] if "?2" in sql else [user]) for sql in _ERASE]
 
 
 async def erase(db: Database, user: str) -> None:

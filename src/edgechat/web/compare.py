@@ -168,8 +168,15 @@ class _SlotKeeper:
         self._kept = True
         end = comparisons.ended(outcome)
         ctx = self._ctx
+        assert ctx.user is not None
         return comparisons.record(
-            self._db, self.comparison, self._index, ctx.request_id, end, ctx.cooling.wall()
+            self._db,
+            ctx.user.id,
+            self.comparison,
+            self._index,
+            ctx.request_id,
+            end,
+            ctx.cooling.wall(),
         )
 
     def failed(self, model: Model, exc: Exception) -> None:

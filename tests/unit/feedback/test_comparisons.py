@@ -1,9 +1,8 @@
-"""A comparison's body rules, its order when blind, what an answer's
-outcome keeps, and the speed histograms' buckets."""
+"""A comparison's body rules, its order when blind, and what an answer's
+outcome keeps."""
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from typing import Any
 
@@ -12,8 +11,7 @@ import pytest
 from edgechat.answer.framing import Outcome
 from edgechat.core.errors import BadRequest
 from edgechat.core.faults import UpstreamBusy
-from edgechat.feedback import comparisons
-from edgechat.feedback.comparisons import Asked, Ended, bucket, ended, parse, shown_order
+from edgechat.feedback.comparisons import Asked, Ended, ended, parse, shown_order
 from tests.unit.fakes import model, usage
 
 ALLOWED = ("auto", "glm", "kimi", "llama")
@@ -99,13 +97,3 @@ def test_a_failed_answer_keeps_its_code_and_a_left_one_says_so() -> None:
     assert ended(failed) == Ended(False, error="model_busy")
     gone = Outcome(model=GLM, usage=usage(1, 1), client_gone=True)
     assert ended(gone) == Ended(False, error="client_closed")
-
-
-def test_a_bucket_holds_values_within_4_percent_and_its_middle_is_within_2() -> None:
-    for value in (1.0, 7.3, 120.5, 950.0, 31_000.0):
-        k = bucket(value)
-        low = math.exp(k / comparisons.BUCKETS_PER_E)
-        high = math.exp((k + 1) / comparisons.BUCKETS_PER_E)
-        assert low <= value < high
-        middle = math.exp((k + 0.5) / comparisons.BUCKETS_PER_E)
-        assert abs(middle - value) / value < 0.021

@@ -1,12 +1,11 @@
-"""The leaderboard from its counts: medians from the speed histograms,
-blind and open votes apart, the 👍 share, dollars per 1,000 answers, the
-order; and its queries, one user's or everyone's, on the migrations."""
+"""The leaderboard from its counts: blind and open votes apart, medians of
+the latest answers, the 👍 share, dollars per 1,000 answers, the order;
+and its queries, one user's or everyone's (the account's rows), on the
+migrations, the medians' sample bounded and read from an index alone."""
 
 from __future__ import annotations
 
 import asyncio
-import math
-import random
 import statistics
 from pathlib import Path
 
@@ -14,25 +13,17 @@ import pytest
 
 from edgechat.feedback import leaderboard
 from edgechat.feedback.bradley_terry import Pair, fit
-from edgechat.feedback.comparisons import bucket
 from tests.unit.fakes import FakeDb, model
 
 MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
 GLM, KIMI, LLAMA = model("glm").id, model("kimi").id, model("llama").id
 
 
-def test_a_median_from_the_histogram_is_within_2_percent() -> None:
-    draw = random.Random(7)
-    for _ in range(50):
-        values = [math.exp(draw.uniform(2, 9)) for _ in range(draw.randint(1, 40))]
-        histogram: dict[int, int] = {}
-        for value in values:
-            histogram[bucket(value)] = histogram.get(bucket(value), 0) + 1
-        true = statistics.median_low(values)
-        found = leaderboard.median(histogram)
-        assert found is not None
-        assert abs(found - true) / true < 0.021
-    assert leaderboard.median({}) is None
+def migrated() -> FakeDb:
+    db = FakeDb()
+    for path in sorted(MIGRATIONS.glob("*.sql")):
+        db.connection.executescript(path.read_text())
+    return db
 
 
 def test_the_board_counts_blind_and_open_apart_and_sums_each_model() -> None:
@@ -66,11 +57,14 @@ def test_the_board_counts_blind_and_open_apart_and_sums_each_model() -> None:
             "down": 0,
         },
     ]
-    speed = [
-        {"model": GLM, "metric": "ttft", "bucket": bucket(400.0), "n": 3},
-        {"model": GLM, "metric": "tps", "bucket": bucket(50.0), "n": 2},
-    ]
-    board = leaderboard.assemble(votes, pairs, models, speed)
+    speeds = {
+        GLM: [
+            {"ttft_ms": 300.0, "tokens_per_s": 40.0},
+            {"ttft_ms": 400.0, "tokens_per_s": None},
+            {"ttft_ms": 900.0, "tokens_per_s": 60.0},
+        ]
+    }
+    board = leaderboard.assemble(votes, pairs, models, speeds)
     assert [m["model"] for m in board["models"]] == [GLM, KIMI, LLAMA]
     glm, kimi, llama = board["models"]
     blind = fit([Pair(KIMI, GLM, 1, 2)])
@@ -93,24 +87,54 @@ def test_the_board_counts_blind_and_open_apart_and_sums_each_model() -> None:
     assert kimi["up_share"] is None
     assert glm["usd_per_1000"] == pytest.approx(2.0)
     assert kimi["usd_per_1000"] is None
-    assert glm["ttft_ms"] == pytest.approx(400, rel=0.021)
-    assert glm["tokens_per_s"] == pytest.approx(50, rel=0.021)
+    assert glm["ttft_ms"] == 400.0
+    assert glm["tokens_per_s"] == 50.0
+    assert kimi["ttft_ms"] is None
     assert (glm["answers"], glm["failed"]) == (3, 1)
     assert llama["answers"] == 0
     assert glm["label"] == model("glm").label
     assert board["method"]["name"] == "bradley_terry"
 
 
-def test_the_queries_read_one_users_counts_or_everyones_from_the_first_day() -> None:
-    db = FakeDb()
-    for path in sorted(MIGRATIONS.glob("*.sql")):
-        db.connection.executescript(path.read_text())
+def test_the_queries_read_one_users_counts_or_the_accounts_from_the_first_day() -> None:
+    db = migrated()
     insert = "INSERT INTO board_votes VALUES (?, ?, 0, ?, 1, 1, 0, 0, 0)"
-    for user, day in (("ann", "2026-12-01"), ("ann", "2026-12-07"), ("bob", "2026-12-07")):
+    for user, day in (("ann", "2026-12-01"), ("ann", "2026-12-07"), ("*", "2026-12-07")):
         db.connection.execute(insert, (user, day, GLM))
     ann = asyncio.run(leaderboard.board(db, "2026-12-02", "ann"))
     assert ann["models"][0]["open"]["wins"] == 1
     everyone = asyncio.run(leaderboard.board(db, "2026-12-02", None))
-    assert everyone["models"][0]["open"]["wins"] == 2
-    longer = asyncio.run(leaderboard.board(db, "2026-11-01", None))
-    assert longer["models"][0]["open"]["wins"] == 3
+    assert everyone["models"][0]["open"]["wins"] == 1
+    longer = asyncio.run(leaderboard.board(db, "2026-11-01", "ann"))
+    assert longer["models"][0]["open"]["wins"] == 2
+
+
+def test_the_medians_are_the_latest_answers_in_the_span_read_from_an_index() -> None:
+    db = migrated()
+    day_ms = 1_796_860_800_000  # 2026-12-10
+    rows = [
+        (f"c{k}", 0, "ann" if k % 2 else "bob", GLM, "done", day_ms + k, float(k), 10.0)
+        for k in range(leaderboard.SAMPLE + 500)
+    ]
+    rows.append(("old", 0, "ann", GLM, "done", day_ms - 86_400_000, 1e9, 1.0))
+    rows.append(("failed", 0, "ann", GLM, "failed", day_ms, None, None))
+    db.connection.executemany(
+        "INSERT INTO comparison_slots (comparison, slot, user, model, state, finished, ttft_ms, "
+        "tokens_per_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        rows,
+    )
+    everyone = asyncio.run(leaderboard.board(db, "2026-12-10", None))["models"]
+    newest = sorted(range(leaderboard.SAMPLE + 500), reverse=True)[: leaderboard.SAMPLE]
+    assert everyone[0]["ttft_ms"] == statistics.median(newest)
+    assert everyone[0]["tokens_per_s"] == 10.0
+    anns = asyncio.run(leaderboard.board(db, "2026-12-10", "ann"))["models"]
+    mine = [k for k in range(leaderboard.SAMPLE + 500) if k % 2][-leaderboard.SAMPLE :]
+    assert anns[0]["ttft_ms"] == statistics.median(mine)
+    # Every speed query reads its index alone (covering): no table row.
+    for whose in ("ann", None):
+        for statement, params in leaderboard.statements("2026-12-10", whose)[3:]:
+            bound = {str(k): v for k, v in enumerate(params, 1)}
+            plan = db.connection.execute("EXPLAIN QUERY PLAN " + statement, bound).fetchall()
+            used = " ".join(str(tuple(row)) for row in plan)
+            index = "slots_done_by_user" if whose else "slots_done_by_model"
+            assert f"COVERING INDEX {index}" in used, used

@@ -21,6 +21,8 @@ from tests.unit.fakes import FakeDb, model, usage
 MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
 GLM, KIMI, LLAMA = model("glm"), model("kimi"), model("llama")
 NOW = 1_795_000_000.0
+ANNS = "WHERE user = 'ann'"
+BOARDS = ("board_votes", "board_pairs", "board_models")
 
 
 def run[T](work: Any) -> T:
@@ -51,7 +53,7 @@ def comparison(db: FakeDb, user: str, *ends: bool | None, blind: bool = False) -
         outcome = Outcome(model=models[slot], usage=usage(10, 20), ttft_ms=100.0)
         outcome.ended_ms = 1100.0
         end = comparisons.ended(outcome) if done else comparisons.Ended(False, error="model_busy")
-        run(comparisons.record(db, cid, slot, "r", end, NOW))
+        run(comparisons.record(db, user, cid, slot, "r", end, NOW))
     return cid
 
 
@@ -94,13 +96,15 @@ def test_a_three_way_vote_counts_each_answer_and_the_pairs_it_orders(db: FakeDb)
     cid = comparison(db, "ann", True, True, True)
     voted = run(store.vote(db, "ann", Vote(cid, "1"), NOW, "v1"))
     assert voted["comparison"]["vote"] == 1
-    assert rows(db, "SELECT model, votes, wins, losses, ties FROM board_votes ORDER BY model") == [
+    assert rows(
+        db, f"SELECT model, votes, wins, losses, ties FROM board_votes {ANNS} ORDER BY model"
+    ) == [
         (LLAMA.id, 1, 0, 1, 0),
         (KIMI.id, 1, 1, 0, 0),
         (GLM.id, 1, 0, 1, 0),
     ]
     # Kimi over each other; GLM and Llama were not ordered between themselves.
-    assert rows(db, "SELECT a, b, a_wins, b_wins, ties FROM board_pairs ORDER BY a, b") == [
+    assert rows(db, f"SELECT a, b, a_wins, b_wins, ties FROM board_pairs {ANNS} ORDER BY a, b") == [
         (LLAMA.id, KIMI.id, 0, 1, 0),
         (KIMI.id, GLM.id, 1, 0, 0),
     ]
@@ -111,12 +115,14 @@ def test_a_tie_and_both_bad_tie_every_pair_of_the_finished_answers(db: FakeDb) -
     run(store.vote(db, "ann", Vote(tie, "tie"), NOW, "v1"))
     bad = comparison(db, "ann", True, True, blind=True)
     run(store.vote(db, "ann", Vote(bad, "both_bad"), NOW, "v2"))
-    assert rows(db, "SELECT blind, a, b, a_wins, b_wins, ties FROM board_pairs ORDER BY blind") == [
+    assert rows(
+        db, f"SELECT blind, a, b, a_wins, b_wins, ties FROM board_pairs {ANNS} ORDER BY blind"
+    ) == [
         (0, LLAMA.id, GLM.id, 0, 0, 1),
         (1, KIMI.id, GLM.id, 0, 0, 1),
     ]
     assert rows(
-        db, "SELECT blind, model, ties, both_bad FROM board_votes ORDER BY blind, model"
+        db, f"SELECT blind, model, ties, both_bad FROM board_votes {ANNS} ORDER BY blind, model"
     ) == [
         (0, LLAMA.id, 1, 0),
         (0, GLM.id, 1, 0),
@@ -133,13 +139,15 @@ def test_a_refused_vote_says_why_and_counts_nothing(db: FakeDb) -> None:
         run(store.vote(db, "ann", Vote(cid, "0"), NOW, "v1"))
     with pytest.raises(BadRequest):
         run(store.vote(db, "ann", Vote(comparison(db, "ann", True, True), "2"), NOW, "v1"))
-    assert rows(db, "SELECT COUNT(*) FROM board_votes") == [(0,)]
+    assert rows(db, "SELECT COUNT(*) FROM board_votes") == [(0,)]  # the account's neither
     assert rows(db, "SELECT COUNT(*) FROM feedback") == [(0,)]
     done = comparison(db, "ann", True, True)
     run(store.vote(db, "ann", Vote(done, "0"), NOW, "v2"))
     with pytest.raises(AlreadyVoted):
         run(store.vote(db, "ann", Vote(done, "1"), NOW, "v3"))
-    assert rows(db, "SELECT SUM(votes), SUM(wins) FROM board_votes") == [(2, 1)]
+    assert rows(db, f"SELECT SUM(votes), SUM(wins) FROM board_votes {ANNS}") == [(2, 1)]
+    # The account's rows say the same: Ann is everyone here.
+    assert rows(db, "SELECT SUM(votes), SUM(wins) FROM board_votes WHERE user = '*'") == [(2, 1)]
 
 
 def test_an_answer_still_under_way_asks_the_voter_to_retry_in_a_moment(db: FakeDb) -> None:
@@ -165,11 +173,12 @@ def test_a_rating_replaces_the_answers_earlier_one_and_moves_its_count(db: FakeD
         int(NOW * 1000),
         int(NOW * 1000) + 60_000,
     )
-    assert rows(db, "SELECT up, down FROM board_models") == [(0, 1)]
+    assert rows(db, f"SELECT up, down FROM board_models {ANNS}") == [(0, 1)]
     run(store.rate(db, "ann", Rating("c1", "n1", "down", None), NOW, "r3"))  # no model: not counted
-    assert rows(db, "SELECT up, down FROM board_models") == [(0, 0)]
+    assert rows(db, f"SELECT up, down FROM board_models {ANNS}") == [(0, 0)]
     run(store.rate(db, "bob", up, NOW, "r4"))
     assert rows(db, "SELECT user, up, down FROM board_models ORDER BY user") == [
+        ("*", 1, 0),
         ("ann", 0, 0),
         ("bob", 1, 0),
     ]
@@ -201,16 +210,15 @@ def test_erase_takes_everything_of_the_users_and_only_theirs(db: FakeDb) -> None
         cid = comparison(db, user, True, True)
         run(store.vote(db, user, Vote(cid, "0"), NOW, f"v-{user}"))
         run(store.rate(db, user, Rating("c1", "n1", "up", GLM.id), NOW, f"r-{user}"))
+    account = {t: rows(db, f"SELECT * FROM {t} WHERE user = 'bob'") for t in BOARDS}
     run(store.erase(db, "ann"))
-    for table in (
-        "comparisons",
-        "feedback",
-        "board_votes",
-        "board_pairs",
-        "board_models",
-        "board_speed",
-    ):
+    for table in ("comparisons", "feedback"):
         assert rows(db, f"SELECT DISTINCT user FROM {table}") == [("bob",)], table
+    for table in BOARDS:
+        assert rows(db, f"SELECT DISTINCT user FROM {table} ORDER BY user") == [("*",), ("bob",)]
+        # The account's counts are Bob's alone, as if Ann had never voted.
+        mine = [row[1:] for row in account[table]]
+        assert [row[1:] for row in rows(db, f"SELECT * FROM {table} WHERE user = '*'")] == mine
     assert rows(db, "SELECT COUNT(*) FROM comparison_slots") == [(2,)]
     kept = run(store.export(db, "bob"))
     assert [f["kind"] for f in kept["feedback"]] == ["vote", "rating"]

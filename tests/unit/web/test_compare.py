@@ -220,7 +220,7 @@ def test_a_vote_needs_two_finished_answers_and_is_given_once() -> None:
     status, refused = site.json("POST", "/api/feedback", {**vote, "choice": 1})
     assert (status, refused["error"]["code"]) == (409, "already_voted")
     counted = site.db.connection.execute(
-        "SELECT model, votes, wins, losses FROM board_votes ORDER BY model"
+        "SELECT model, votes, wins, losses FROM board_votes WHERE user = 'key:ann' ORDER BY model"
     ).fetchall()
     assert [tuple(row) for row in counted] == [(LLAMA, 1, 1, 0), (KIMI, 1, 0, 1)]
 
@@ -292,7 +292,8 @@ def test_ratings_are_each_users_own_replaced_not_added_and_counted() -> None:
     counted = site.db.connection.execute(
         "SELECT user, up, down FROM board_models ORDER BY user"
     ).fetchall()
-    assert [tuple(row) for row in counted] == [("key:ann", 0, 1), ("key:bob", 1, 0)]
+    # Each user's, and the account's (everyone's) beside them.
+    assert [tuple(row) for row in counted] == [("*", 1, 1), ("key:ann", 0, 1), ("key:bob", 1, 0)]
     status, mine = site.json("GET", "/api/feedback")
     assert status == 200
     assert [(f["node"], f["rating"]) for f in mine["feedback"]] == [("n1", "down")]
@@ -344,6 +345,10 @@ def test_my_data_holds_the_feedback_and_delete_everything_takes_it_and_its_count
     left = site.db.connection.execute
     assert left("SELECT COUNT(*) FROM feedback").fetchone()[0] == 0
     assert left("SELECT user FROM comparisons").fetchall()[0][0] == "key:bob"
-    for table in ("board_votes", "board_pairs", "board_models", "board_speed"):
+    for table in ("board_votes", "board_pairs", "board_models"):
         assert left(f"SELECT COUNT(*) FROM {table} WHERE user = 'key:ann'").fetchone()[0] == 0
+    # The account's counts are Bob's alone now (his comparison has no answer yet).
+    assert left("SELECT SUM(votes) FROM board_votes WHERE user = '*'").fetchone()[0] == 0
+    account = left("SELECT SUM(answers), SUM(up) FROM board_models WHERE user = '*'")
+    assert tuple(account.fetchone()) == (0, 0)
     assert site.json("GET", f"/api/comparisons/{other['id']}", user="bob")[0] == 200
