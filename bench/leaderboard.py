@@ -182,7 +182,7 @@ def main() -> None:
             for table in COUNTS:
                 connection.execute(f"CREATE INDEX {table}_by_day ON {table} (day)")
         print(
-            f"filling: {args.votes} comparisons, {args.users} users, {args.days} days",
+            f"filling: {args.votes} votes, {args.users} users, {args.days} days",
             file=sys.stderr,
         )
         db = FileDb(connection)
