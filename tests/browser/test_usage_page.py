@@ -1,19 +1,23 @@
 """The usage page (/usage): today and the last 30 days from ``/api/usage``,
-as uPlot charts and tables, in English and Chinese, light and dark, under
-the site's CSP; axe-core finds no WCAG 2.1 A/AA violation. The chat page
-never loads the charts' library."""
+as uPlot charts and tables, and the models' leaderboard from
+``/api/leaderboard``, in English and Chinese, light and dark, under the
+site's CSP; axe-core finds no WCAG 2.1 A/AA violation. The chat page never
+loads the charts' library."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import Chat, Relay
+from tests.browser.conftest import WATCH_CSP, Chat, Relay, next_client_address
 from tests.browser.test_accessibility import axe_violations
+from tests.harness import ROOT, Runner, start_runner
 
 GLM = "@cf/zai-org/glm-4.7-flash"
 
@@ -106,3 +110,79 @@ def test_the_chat_page_links_to_the_usage_page(chat: Chat) -> None:
 def test_the_chat_page_never_loads_the_usage_page_s_files(chat: Chat) -> None:
     chat.page.wait_for_load_state("networkidle")
     assert not [url for url in chat.log.requests if "uplot" in url.lower() or "usage" in url]
+
+
+# --- the leaderboard ----------------------------------------------------------------
+
+TOKEN = "ann-usage-token-58c2e1a09d7f3b46"
+BEARER = {"authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    folder = tmp_path_factory.mktemp("usage-board")
+    vars_file: Path = folder / "board.vars"
+    vars_file.write_text(f"API_KEYS=ann:{TOKEN}\nADMINS=ann\n")
+    with start_runner(
+        ROOT / "wrangler.toml", vars_file=vars_file, env={"EDGECHAT_AI_DELAY_MS": "0"}
+    ) as runner:
+        yield runner
+
+
+def voted(site: str, blind: bool, choice: int | str) -> None:
+    """A comparison of GLM and Kimi, both answered, and its vote."""
+    with httpx.Client(base_url=site, headers=BEARER, timeout=30.0) as http:
+        made = http.post("/api/comparisons", json={"models": ["glm", "kimi"], "blind": blind})
+        cid = made.json()["id"]
+        question = {"messages": [{"role": "user", "content": "Which?"}]}
+        for slot in (0, 1):
+            params = {"comparison": cid, "slot": slot}
+            with http.stream("POST", "/chat", json=question, params=params) as reply:
+                reply.read()
+        deadline = time.monotonic() + 15
+        while (
+            http.post("/api/feedback", json={"comparison": cid, "choice": choice}).status_code
+            != 201
+        ):
+            assert time.monotonic() < deadline, "the vote was never taken"
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_leaderboard_is_a_table_per_model_and_axe_finds_nothing(
+    browser: Any, new_chat: Any, keyed: Runner, scheme: str
+) -> None:
+    site = keyed.base_url
+    if scheme == "light":
+        voted(site, blind=False, choice=0)
+        voted(site, blind=True, choice="tie")
+    relay = Relay(site, next_client_address())
+    context = browser.new_context(color_scheme=scheme)
+    try:
+        context.add_init_script(WATCH_CSP)
+        context.add_init_script(f"localStorage.setItem('edgechat.token', {TOKEN!r})")
+        tab: Chat = new_chat(url=relay.url, context=context)
+        page = tab.page
+        page.goto(relay.url + "/usage")
+        board = page.get_by_role("table", name="The leaderboard, the last 30 days")
+        expect(board).to_be_visible()
+        glm = board.get_by_role("row", name="GLM 4.7 Flash", exact=False)
+        expect(glm.get_by_role("rowheader")).to_have_text("GLM 4.7 Flash")
+        # The open vote: GLM won once; the blind one tied, both at the mean.
+        expect(glm).to_contain_text("1 (1 / 0 / 0 / 0)")
+        expect(glm).to_contain_text("1000 (")
+        expect(page.get_by_text("Everyone's votes and ratings.")).to_be_visible()
+        expect(page.get_by_text("Ratings: Bradley", exact=False)).to_be_visible()
+        # An admin may name one user: their board alone.
+        page.get_by_label("User (empty: everyone)").fill("key:nobody")
+        page.get_by_role("button", name="Show").click()
+        expect(
+            board.get_by_role("cell", name="No comparison or rating in these days.")
+        ).to_be_visible()
+        expect(page.get_by_text("The votes and ratings of key:nobody.")).to_be_visible()
+        assert axe_violations(tab) == []
+        assert tab.csp_violations() == []
+        assert tab.log.page_errors == []
+    finally:
+        context.close()
+        relay.close()
