@@ -1,8 +1,9 @@
 // The usage page (/usage): today and the last 30 days from GET /api/usage?days=30,
-// per user and per model, as uPlot charts and tables, and the spend alerts of
-// those days. A user sees their own answers and their own budget's alerts, an
-// admin everyone's, every alert and the shadow trials (the server decides;
-// this page only shows).
+// per user and per model, as uPlot charts and tables; the spend alerts of those
+// days; and the leaderboard of the models from GET /api/leaderboard (votes,
+// ratings, speed and cost), as a table. A user sees their own answers, votes
+// and budget's alerts, an admin everyone's, every alert and the shadow trials
+// (the server decides; this page only shows).
 import uPlot from "/vendor/uplot/uPlot.js";
 import { applyStrings, initialLang, saveLang } from "./i18n.js";
 
@@ -76,6 +77,32 @@ const en = {
   pending: "Sending",
   failedNext: (error, at) => `Failed (${error}); next try ${at}`,
   gaveUp: (error) => `Failed (${error}); given up`,
+  boardTitle: "Which model serves best",
+  boardDays: "Days",
+  boardUser: "User (empty: everyone)",
+  boardShow: "Show",
+  boardTable: (days) => `The leaderboard, the last ${days} days`,
+  boardModel: "Model",
+  blindRating: "Blind rating (95 % interval)",
+  blindVotes: "Blind votes (won / lost / tie / both bad)",
+  openRating: "Open rating (95 % interval)",
+  openVotes: "Open votes (won / lost / tie / both bad)",
+  upShare: "👍 share",
+  medianTtft: "Median time to first token",
+  medianPace: "Median tokens per second",
+  perThousand: "Dollars per 1,000 answers",
+  boardNothing: "No comparison or rating in these days.",
+  boardYours: (user) => `Your own votes and ratings (${user}).`,
+  boardEveryone: "Everyone's votes and ratings.",
+  boardOf: (user) => `The votes and ratings of ${user}.`,
+  boardSignIn: "The leaderboard counts a signed-in user's votes: open the chat with a key, then come back.",
+  boardFailed: (status) => `The leaderboard could not be read (${status}).`,
+  boardMethod: (m) =>
+    `Ratings: Bradley–Terry, fitted by Newton's method; each model starts from ${m.prior_wins} win and ` +
+    `${m.prior_losses} loss against a reference model; a tie is half a win to each, "both bad" a tie. ` +
+    `The ratings of a board average ${m.mean}; ${m.points_per_tenfold_odds} points apart are 10 : 1 odds; ` +
+    `the interval is ${Math.round(m.interval * 100)} %. Blind votes and open ones are rated apart. ` +
+    `Speed and cost: the models' comparison answers (medians of the latest 1,001).`,
 };
 
 const zh = {
@@ -144,11 +171,37 @@ const zh = {
   pending: "发送中",
   failedNext: (error, at) => `失败（${error}），下次尝试 ${at}`,
   gaveUp: (error) => `失败（${error}），已放弃`,
+  boardTitle: "哪个模型更好",
+  boardDays: "天数",
+  boardUser: "用户（留空：所有人）",
+  boardShow: "显示",
+  boardTable: (days) => `排行榜，最近 ${days} 天`,
+  boardModel: "模型",
+  blindRating: "盲评分（95% 区间）",
+  blindVotes: "盲评投票（胜 / 负 / 平 / 都差）",
+  openRating: "公开评分（95% 区间）",
+  openVotes: "公开投票（胜 / 负 / 平 / 都差）",
+  upShare: "👍 占比",
+  medianTtft: "首个 token 的中位时间",
+  medianPace: "每秒 tokens 中位数",
+  perThousand: "每 1,000 个回答的美元",
+  boardNothing: "这些天没有对比或评价。",
+  boardYours: (user) => `你自己的投票和评价（${user}）。`,
+  boardEveryone: "所有人的投票和评价。",
+  boardOf: (user) => `${user} 的投票和评价。`,
+  boardSignIn: "排行榜只统计已登录用户的投票：请在对话页输入密钥后再回来。",
+  boardFailed: (status) => `无法读取排行榜（${status}）。`,
+  boardMethod: (m) =>
+    `评分：Bradley–Terry 模型，用牛顿法拟合；每个模型先有对参照模型的 ${m.prior_wins} 胜 ${m.prior_losses} 负；` +
+    `平局各算半胜，“都差”算平局。同一榜单的评分平均为 ${m.mean}；相差 ${m.points_per_tenfold_odds} 分即 10 : 1 的胜率；` +
+    `区间为 ${Math.round(m.interval * 100)}%。盲评与公开投票分开评分。速度与花费：各模型的对比回答（最近 1,001 个的中位数）。`,
 };
 
 const LANGS = { en, zh };
 let lang = initialLang();
 let body = null;
+// GET /api/leaderboard's answer: {status, board} once read.
+let board = null;
 const charts = [];
 
 const $ = (id) => document.getElementById(id);
@@ -156,11 +209,15 @@ const t = () => LANGS[lang] || en;
 const number = (n) => n.toLocaleString(lang === "zh" ? "zh-CN" : "en-US");
 const dollars = (n) => `$${n.toFixed(n > 0 && n < 0.01 ? 6 : 4)}`;
 
-async function load() {
-  const headers = { Accept: "application/json" };
+function headers() {
+  const sent = { Accept: "application/json" };
   const token = localStorage.getItem(TOKEN_KEY);
-  if (token) headers.Authorization = `Bearer ${token}`;
-  const reply = await fetch(`/api/usage?days=${DAYS}`, { headers });
+  if (token) sent.Authorization = `Bearer ${token}`;
+  return sent;
+}
+
+async function load() {
+  const reply = await fetch(`/api/usage?days=${DAYS}`, { headers: headers() });
   if (!reply.ok) {
     const error = $("error");
     error.hidden = false;
@@ -193,6 +250,97 @@ function render() {
   shadow(body.shadow);
   alertsTable($("alerts-table"), body.alerts);
   drawCharts();
+}
+
+// --- the leaderboard (GET /api/leaderboard) ------------------------------------------
+
+async function loadBoard() {
+  const days = $("board-days").value;
+  const user = $("board-user").value.trim();
+  const query = new URLSearchParams({ days });
+  if (user) query.set("user", user);
+  const reply = await fetch(`/api/leaderboard?${query}`, { headers: headers() });
+  board = { status: reply.status, body: reply.ok ? await reply.json() : null };
+  renderBoard();
+}
+
+function renderBoard() {
+  const section = $("board");
+  // Without the DB binding there is no leaderboard (404): no section.
+  section.hidden = !board || board.status === 404;
+  if (!board || section.hidden) return;
+  const status = $("board-status");
+  const node = $("board-table");
+  const found = board.body;
+  if (!found) {
+    status.textContent = board.status === 403 ? t().boardSignIn : t().boardFailed(board.status);
+    node.replaceChildren();
+    $("board-method").textContent = "";
+    return;
+  }
+  $("board-admin").hidden = !found.viewer.admin;
+  status.textContent =
+    found.user === null
+      ? t().boardEveryone
+      : found.user === found.viewer.user
+        ? t().boardYours(found.user)
+        : t().boardOf(found.user);
+  boardTable(node, found);
+  $("board-method").textContent = t().boardMethod(found.method);
+}
+
+const rating = (side) =>
+  side.rating === null
+    ? "—"
+    : `${Math.round(side.rating)} (${Math.round(side.rating_low)}–${Math.round(side.rating_high)})`;
+const votes = (side) => `${number(side.votes)} (${side.wins} / ${side.losses} / ${side.ties} / ${side.both_bad})`;
+const maybe = (value, write) => (value === null ? "—" : write(value));
+
+function boardTable(node, found) {
+  const caption = document.createElement("caption");
+  caption.textContent = t().boardTable(found.days);
+  const columns = [
+    t().boardModel,
+    t().blindRating,
+    t().blindVotes,
+    t().openRating,
+    t().openVotes,
+    t().upShare,
+    t().medianTtft,
+    t().medianPace,
+    t().perThousand,
+  ];
+  const head = document.createElement("thead");
+  head.append(line(columns, "th"));
+  const main = document.createElement("tbody");
+  if (found.models.length === 0) {
+    const cell = document.createElement("td");
+    cell.colSpan = columns.length;
+    cell.textContent = t().boardNothing;
+    const empty = document.createElement("tr");
+    empty.append(cell);
+    main.append(empty);
+  }
+  for (const model of found.models) {
+    const row = line([
+      rating(model.blind),
+      votes(model.blind),
+      rating(model.open),
+      votes(model.open),
+      maybe(model.up_share, (share) => `${Math.round(share * 100)} % (${model.up} / ${model.up + model.down})`),
+      maybe(model.ttft_ms, (ms) => `${number(Math.round(ms))} ms`),
+      maybe(model.tokens_per_s, (pace) => pace.toFixed(1)),
+      maybe(model.usd_per_1000, dollars),
+    ]);
+    // The model names its row (a row header), for screen readers' table navigation.
+    const name = document.createElement("th");
+    name.scope = "row";
+    name.textContent = model.label;
+    name.title = model.model;
+    row.prepend(name);
+    main.append(row);
+  }
+  node.replaceChildren(caption, head, main);
 }
 
 // What auto's answers cost beside the baseline model (GET /api/usage's auto).
@@ -510,6 +658,12 @@ $("lang").addEventListener("click", () => {
   lang = lang === "zh" ? "en" : "zh";
   saveLang(lang);
   render();
+  renderBoard();
+});
+$("board-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  loadBoard();
 });
 render();
 load();
+loadBoard();

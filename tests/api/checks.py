@@ -188,13 +188,15 @@ def post_chat(
     content: bytes | None = None,
     limit_s: float = 30.0,
     errors: str = "strict",
+    params: dict[str, Any] | None = None,
 ) -> Chat:
-    """POSTs to /chat and reads the whole answer, failing if it takes over ``limit_s``.
+    """POSTs to /chat (with ``params``: its query, a comparison's slot) and
+    reads the whole answer, failing if it takes over ``limit_s``.
 
     A stream is parsed as it arrives (``errors="replace"`` for one that
     relays invalid UTF-8)."""
     deadline = time.monotonic() + limit_s
-    kwargs: dict[str, Any] = {"headers": headers}
+    kwargs: dict[str, Any] = {"headers": headers, "params": params}
     if content is not None:
         kwargs["content"] = content
     else:

@@ -1,8 +1,8 @@
 """The usage page (/usage): today and the last 30 days from ``/api/usage``,
-as uPlot charts and tables, and the spend alerts of those days as a table,
-in English and Chinese, light and dark, under
-the site's CSP; axe-core finds no WCAG 2.1 A/AA violation. The chat page
-never loads the charts' library."""
+as uPlot charts and tables, the spend alerts of those days as a table, and
+the models' leaderboard from ``/api/leaderboard``, in English and Chinese,
+light and dark, under the site's CSP; axe-core finds no WCAG 2.1 A/AA
+violation. The chat page never loads the charts' library."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, WATCH_CSP, Chat, Relay, next_client_address
 from tests.browser.test_accessibility import axe_violations
-from tests.harness import ROOT, EmulatorControl, start_runner
+from tests.harness import ROOT, EmulatorControl, Runner, start_runner
 from tests.kit.conformance import Conformance
 
 GLM = "@cf/zai-org/glm-4.7-flash"
@@ -245,3 +245,79 @@ def test_the_usage_page_lists_the_spend_alerts_as_text(new_chat: Any, relay: Rel
     assert tab.page.title() != "1"
     assert axe_violations(tab) == []
     assert tab.log.page_errors == []
+
+
+# --- the leaderboard ----------------------------------------------------------------
+
+TOKEN = "ann-usage-token-58c2e1a09d7f3b46"
+BEARER = {"authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    folder = tmp_path_factory.mktemp("usage-board")
+    vars_file: Path = folder / "board.vars"
+    vars_file.write_text(f"API_KEYS=ann:{TOKEN}\nADMINS=ann\n")
+    with start_runner(
+        ROOT / "wrangler.toml", vars_file=vars_file, env={"EDGECHAT_AI_DELAY_MS": "0"}
+    ) as runner:
+        yield runner
+
+
+def voted(site: str, blind: bool, choice: int | str) -> None:
+    """A comparison of GLM and Kimi, both answered, and its vote."""
+    with httpx.Client(base_url=site, headers=BEARER, timeout=30.0) as http:
+        made = http.post("/api/comparisons", json={"models": ["glm", "kimi"], "blind": blind})
+        cid = made.json()["id"]
+        question = {"messages": [{"role": "user", "content": "Which?"}]}
+        for slot in (0, 1):
+            params = {"comparison": cid, "slot": slot}
+            with http.stream("POST", "/chat", json=question, params=params) as reply:
+                reply.read()
+        deadline = time.monotonic() + 15
+        while (
+            http.post("/api/feedback", json={"comparison": cid, "choice": choice}).status_code
+            != 201
+        ):
+            assert time.monotonic() < deadline, "the vote was never taken"
+            time.sleep(0.05)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_leaderboard_is_a_table_per_model_and_axe_finds_nothing(
+    browser: Any, new_chat: Any, keyed: Runner, scheme: str
+) -> None:
+    site = keyed.base_url
+    if scheme == "light":
+        voted(site, blind=False, choice=0)
+        voted(site, blind=True, choice="tie")
+    relay = Relay(site, next_client_address())
+    context = browser.new_context(color_scheme=scheme)
+    try:
+        context.add_init_script(WATCH_CSP)
+        context.add_init_script(f"localStorage.setItem('edgechat.token', {TOKEN!r})")
+        tab: Chat = new_chat(url=relay.url, context=context)
+        page = tab.page
+        page.goto(relay.url + "/usage")
+        board = page.get_by_role("table", name="The leaderboard, the last 30 days")
+        expect(board).to_be_visible()
+        glm = board.get_by_role("row", name="GLM 4.7 Flash", exact=False)
+        expect(glm.get_by_role("rowheader")).to_have_text("GLM 4.7 Flash")
+        # The open vote: GLM won once; the blind one tied, both at the mean.
+        expect(glm).to_contain_text("1 (1 / 0 / 0 / 0)")
+        expect(glm).to_contain_text("1000 (")
+        expect(page.get_by_text("Everyone's votes and ratings.")).to_be_visible()
+        expect(page.get_by_text("Ratings: Bradley", exact=False)).to_be_visible()
+        # An admin may name one user: their board alone.
+        page.get_by_label("User (empty: everyone)").fill("key:nobody")
+        page.get_by_role("button", name="Show").click()
+        expect(
+            board.get_by_role("cell", name="No comparison or rating in these days.")
+        ).to_be_visible()
+        expect(page.get_by_text("The votes and ratings of key:nobody.")).to_be_visible()
+        assert axe_violations(tab) == []
+        assert tab.csp_violations() == []
+        assert tab.log.page_errors == []
+    finally:
+        context.close()
+        relay.close()

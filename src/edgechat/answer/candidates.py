@@ -1,5 +1,6 @@
 """Who may answer a question, in order: the model asked for, the Workers AI
-fallback chain after it, then the providers' own APIs; minus the models that
+fallback chain after it, then the providers' own APIs (a comparison's
+answer: its model alone); minus the models that
 cannot read the request, those cooling down after saying they cannot answer
 now, and every Workers AI model while the account's daily allocation is
 used up (3036, 4006: until 00:00 UTC)."""
@@ -96,21 +97,17 @@ class Candidates:
     ) -> None:
         # Models that cannot read the request's parameters (tools on Llama)
         # are no fallback; the providers' APIs come after the Workers AI
-        # chain. Without ``fallback`` (a shadow trial's models) the model
-        # asked for is the only one.
-        fit = [
-            request.model,
-            *(
-                m
-                for m in settings.fallbacks_after(request.model)
-                if fallback and request.unfit(m) is None
-            ),
-            *(
+        # chain. Without ``fallback`` (a shadow trial's models) and for a
+        # comparison's answer (it measures its own model) the model asked
+        # for is the only one.
+        fit = [request.model]
+        if fallback and request.slot is None:
+            fit += [m for m in settings.fallbacks_after(request.model) if request.unfit(m) is None]
+            fit += [
                 provider.model
                 for provider in settings.providers
-                if fallback and providers and request.unfit(provider.model) is None
-            ),
-        ]
+                if providers and request.unfit(provider.model) is None
+            ]
         self._refusal: UpstreamQuotaExhausted | None = None
         resets = cooling.allocation_resets()
         if resets is not None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from edgechat.answer.candidates import Cooling
@@ -44,6 +45,10 @@ class Context:
     spent: tuple[Spend, Spend] | None = None
     # The last segment of a path routed by its prefix (``/s/<id>``).
     param: str = ""
+    # What else keeps the answer's outcome once it is known (a comparison's
+    # slot): the pipeline hands it the outcome however the answer ended,
+    # through ``waitUntil``.
+    after: Callable[[Outcome], Awaitable[None]] | None = None
 
     def emit(self, status: int) -> None:
         """Writes the request's log line."""

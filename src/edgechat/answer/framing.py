@@ -16,7 +16,12 @@ from edgechat.answer.moderation import Verdict
 from edgechat.core.errors import EdgechatError
 from edgechat.core.models import Model, Usage, cost_usd
 
-__all__ = ["Document", "Framing", "Outcome", "Whole"]
+__all__ = ["MIN_PACE_S", "Document", "Framing", "Outcome", "Whole"]
+
+# An answer whose words all came within this many seconds has no pace worth
+# a number (a whole JSON answer, a cached one): the page's stats line says
+# nothing either.
+MIN_PACE_S = 0.05
 
 
 @dataclass(slots=True)
@@ -28,8 +33,8 @@ class Outcome:
     usage: Usage | None = None
     finish_reason: str | None = None
     ttft_ms: float | None = None
-    # When the model's stream ended, in ms from the answer's start (with
-    # ``ttft_ms``, its pace: ``tokens_per_s``).
+    # From the question to the model's last byte, in milliseconds (with
+    # ``ttft_ms`` and the usage: the answer's tokens per second).
     ended_ms: float | None = None
     error: EdgechatError | None = None
     client_gone: bool = False
@@ -51,14 +56,13 @@ class Outcome:
         return cost_usd(self.model, self.usage)
 
     def tokens_per_s(self) -> float | None:
-        """Output tokens (reasoning included) a second, from the first words
-        to the stream's end; None when unknown or all came at once."""
+        """The answer's pace once its first words came: completion tokens
+        over the seconds after them (None: unknown, or too short to tell)."""
         if self.usage is None or self.ttft_ms is None or self.ended_ms is None:
             return None
         seconds = (self.ended_ms - self.ttft_ms) / 1000
-        if seconds <= 0:
-            return None
-        return round(self.usage["completion_tokens"] / seconds, 1)
+        tokens = self.usage["completion_tokens"]
+        return round(tokens / seconds, 2) if tokens and seconds >= MIN_PACE_S else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,9 +6,9 @@ The checks that may refuse a request - the input check (``MODERATION=input``)
 and the daily budgets (``budget``) - start with the model call, not before
 it, and nothing is released until they pass; a refusal aborts the call. What follows an answer
 (storing it in the cache, counting it for ``/api/usage`` and the budgets,
-the spend alerts it crossed, a shadow trial on a sampled answer: ``shadow``)
-runs through ``waitUntil``: the stream never
-waits on storage.
+the spend alerts it crossed, a shadow trial on a sampled answer: ``shadow``,
+and ``ctx.after``: a comparison's slot keeping its outcome, whatever it was)
+runs through ``waitUntil``: the stream never waits on storage.
 """
 
 from __future__ import annotations
@@ -30,26 +30,29 @@ from edgechat.answer.framing import Document, Framing, Outcome
 from edgechat.answer.providers import ProviderAi
 from edgechat.answer.upstream import Redaction
 from edgechat.config.settings import Settings
-from edgechat.core.errors import ContentRefused, ModerationUnavailable
+from edgechat.core.errors import ContentRefused, EdgechatError, ModerationUnavailable
 from edgechat.core.http import Reply, json_reply, stream_reply
 from edgechat.core.models import cost_usd
 from edgechat.core.ports import DatabaseError, Sink
 from edgechat.core.requests import ChatRequest
 from edgechat.users import budget, usage
 
-__all__ = ["ai_options", "answer", "document"]
+__all__ = ["ai_options", "answer", "complete", "document", "spend_check"]
 
 
 async def answer(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
 ) -> Reply:
     """The streamed reply to ``request``."""
-    answered, key, trial, headers = await _begin(ctx, request, framing, headers)
+    answered, key, trial, headers = await _kept_if_refused(
+        ctx, request, _begin(ctx, request, framing, headers)
+    )
 
     async def produce(sink: Sink) -> None:
         await answered.stream(sink)
         ctx.emit(200)
         _store_and_count(ctx, request, answered, key, trial)
+        _after(ctx, answered.outcome)
 
     return stream_reply(produce, headers)
 
@@ -58,10 +61,43 @@ async def document(
     ctx: Context, request: ChatRequest, framing: Document, headers: dict[str, str]
 ) -> Reply:
     """The whole answer to ``request`` as one document."""
-    answered, key, trial, headers = await _begin(ctx, request, framing, headers)
-    await answered.whole()
-    _store_and_count(ctx, request, answered, key, trial)
-    return json_reply(200, framing.result(answered.outcome), headers)
+    outcome, headers = await complete(ctx, request, framing, headers)
+    return json_reply(200, framing.result(outcome), headers)
+
+
+async def complete(
+    ctx: Context, request: ChatRequest, framing: Document, headers: dict[str, str]
+) -> tuple[Outcome, dict[str, str]]:
+    """The whole answer to ``request``, read: its outcome (``framing``
+    holds the rest) and the reply's headers; raises what ended it."""
+
+    async def whole() -> tuple[Outcome, dict[str, str]]:
+        answered, key, trial, reply_headers = await _begin(ctx, request, framing, headers)
+        await answered.whole()
+        _store_and_count(ctx, request, answered, key, trial)
+        _after(ctx, answered.outcome)
+        return answered.outcome, reply_headers
+
+    return await _kept_if_refused(ctx, request, whole())
+
+
+async def _kept_if_refused[T](ctx: Context, request: ChatRequest, work: Awaitable[T]) -> T:
+    """``work``; when it raises, the failed answer's outcome still goes to
+    ``ctx.after`` (a comparison's slot keeps why it failed)."""
+    try:
+        return await work
+    except Exception as exc:
+        outcome = ctx.outcome or Outcome(model=request.model)
+        if outcome.error is None:
+            failure = exc if isinstance(exc, EdgechatError) else EdgechatError(detail=repr(exc))
+            outcome.error = failure
+        _after(ctx, outcome)
+        raise
+
+
+def _after(ctx: Context, outcome: Outcome) -> None:
+    if ctx.after is not None:
+        ctx.platform.wait_until(ctx.after(outcome))
 
 
 async def _begin(
@@ -75,14 +111,16 @@ async def _begin(
         ctx.log["prompt"] = request.messages[-1].content
     refresh = "no-cache" in ctx.request.headers.get("cache-control", "").lower()
     options = ai_options(ctx, refresh=refresh)
+    # A comparison's answer is the model's own, never the cache's: its
+    # speed and cost are what the comparison keeps.
     key = (
         cache.cache_key(request, settings)
-        if platform.kv is not None and cache.wants_cache(request, settings)
+        if platform.kv is not None and request.slot is None and cache.wants_cache(request, settings)
         else None
     )
     answered, trial = _answer(ctx, request, framing, options, record=key is not None)
     guard = _input_check(ctx, request, options)
-    spent = _budget_check(ctx)
+    spent = spend_check(ctx, pinned=request.slot is not None)
     headers = {**headers, "X-Request-Id": ctx.request_id}
     if request.route is not None:
         # The reason is the operator's printable ASCII (config.routes).
@@ -253,9 +291,10 @@ async def _input_verdict(ctx: Context, guard: asyncio.Future[moderation.Verdict]
         raise ContentRefused(categories=verdict.categories)
 
 
-def _budget_check(ctx: Context) -> Coroutine[Any, Any, None] | None:
+def spend_check(ctx: Context, *, pinned: bool = False) -> Coroutine[Any, Any, None] | None:
     """The verdict on today's spend, its read under way; None without
-    limits or a store."""
+    limits or a store. ``pinned``: no provider may answer instead (a
+    comparison's models), so the account's limit refuses too."""
     db, limits = ctx.platform.db, ctx.settings.budget
     if db is None or not limits or ctx.user is None:
         return None
@@ -263,10 +302,13 @@ def _budget_check(ctx: Context) -> Coroutine[Any, Any, None] | None:
         limits = limits.for_user(ctx.user.id)  # a key's own limits (KEY_DAILY_*)
     now = ctx.cooling.wall()
     day = usage.day_of(now)
-    return _budget_verdict(ctx, budget.check(db, limits, day, ctx.user.id, now, ctx.spent))
+    read = budget.check(db, limits, day, ctx.user.id, now, ctx.spent)
+    return _budget_verdict(ctx, read, providers=bool(ctx.settings.providers) and not pinned)
 
 
-async def _budget_verdict(ctx: Context, read: Awaitable[budget.Verdict]) -> None:
+async def _budget_verdict(
+    ctx: Context, read: Awaitable[budget.Verdict], *, providers: bool
+) -> None:
     try:
         verdict = await read
     except DatabaseError as exc:
@@ -278,7 +320,7 @@ async def _budget_verdict(ctx: Context, read: Awaitable[budget.Verdict]) -> None
         ctx.log["budget"] = "account_limit"
         assert verdict.account.resets_at is not None
         ctx.cooling.exhaust(verdict.account.resets_at)
-        if not ctx.settings.providers:
+        if not providers:
             raise verdict.account
     if verdict.user is not None:
         ctx.log["budget"] = "user_limit"

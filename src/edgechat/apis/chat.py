@@ -5,7 +5,12 @@ for byte (relayed natively, see ``answer.delivery``), then exactly one ``done`` 
 The closing carries ``meta``'s ``request_id``: a relayed stream reaches the
 client before Python has looked at it, so a ``done``/``error`` forged inside
 it could arrive first; the request id (random, never sent upstream) is what
-tells a client the closing is edgechat's."""
+tells a client the closing is edgechat's.
+
+A comparison's answer says which (``comparison``: its id, slot and whether
+it is blind); a blind one's ``meta`` and ``done`` name no model and no cost
+(the price would tell the model), until the vote reveals them
+(``GET /api/comparisons/<id>``)."""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ from edgechat.answer.framing import Outcome, Whole
 from edgechat.core import sse
 from edgechat.core.errors import EdgechatError
 from edgechat.core.models import Model
-from edgechat.core.requests import Route
+from edgechat.core.requests import Route, Slot
 
 __all__ = ["ChatFraming"]
 
@@ -23,16 +28,32 @@ class ChatFraming:
     ping = sse.PING
     moderates_output = True
 
-    __slots__ = ("_request_id", "_route")
+    __slots__ = ("_comparison", "_request_id", "_route")
 
-    def __init__(self, request_id: str, route: Route | None = None) -> None:
+    def __init__(
+        self, request_id: str, route: Route | None = None, slot: Slot | None = None
+    ) -> None:
         self._request_id = request_id
         self._route = route
+        self._comparison = (
+            None
+            if slot is None
+            else {"id": slot.comparison, "slot": slot.index, "blind": slot.blind}
+        )
+
+    @property
+    def _blind(self) -> bool:
+        return self._comparison is not None and self._comparison["blind"] is True
 
     def opening(self, model: Model) -> bytes:
-        meta: dict[str, object] = {"request_id": self._request_id, "model": model.id}
+        meta: dict[str, object] = {
+            "request_id": self._request_id,
+            "model": None if self._blind else model.id,
+        }
         if self._route is not None:
             meta["route"] = self._route.to_json()
+        if self._comparison is not None:
+            meta["comparison"] = self._comparison
         return sse.event("meta", meta)
 
     def first_words(self, model: Model, data: bytes) -> bytes:
@@ -47,18 +68,21 @@ class ChatFraming:
 
     def closing(self, outcome: Outcome, between_events: bool) -> bytes:
         assert outcome.model is not None
+        blind = self._blind
         done: dict[str, object] = {
             "request_id": self._request_id,
-            "model": outcome.model.id,
+            "model": None if blind else outcome.model.id,
             "finish_reason": outcome.finish_reason,
             "usage": outcome.usage,
-            "cost_usd": outcome.cost_usd(),
+            "cost_usd": None if blind else outcome.cost_usd(),
             "ttft_ms": outcome.ttft_ms,
         }
         if outcome.fallback_from is not None:
             done["fallback_from"] = outcome.fallback_from.id
         if self._route is not None:
             done["route"] = self._route.to_json()
+        if self._comparison is not None:
+            done["comparison"] = self._comparison
         if outcome.cached:
             done["cached"] = True
         if outcome.moderation is not None:

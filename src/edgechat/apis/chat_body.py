@@ -6,12 +6,20 @@
 
 A ``preset`` names one of the operator's presets (``config.presets``): its
 system prompt replaces ``SYSTEM_PROMPT``, its model and temperature apply
-unless the body gives its own. The shared rules are ``body``'s.
+unless the body gives its own.
+
+``?comparison=<id>&slot=<n>`` (``read_slot``) makes the question one answer
+of a comparison (``POST /api/comparisons``). It is in the query, not the
+body, because it decides the rate limit, which is checked before a body is
+read: the comparison took this answer's token. The slot's model answers, so
+a body's ``model`` is only checked against it (and a preset's model does
+not apply); whether the model can read the question is checked once the
+slot's model is known. The shared rules are ``body``'s.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from edgechat.answer.affinity import MAX_CONVERSATION_CHARS
@@ -30,9 +38,13 @@ from edgechat.apis.body import (
 from edgechat.apis.fields import CHAT_FIELDS
 from edgechat.config.presets import Preset
 from edgechat.core.errors import BadRequest
-from edgechat.core.requests import ChatRequest, DocumentFile, Limits, Message
+from edgechat.core.ids import is_random_id
+from edgechat.core.requests import MAX_COMPARED, ChatRequest, DocumentFile, Limits, Message, Slot
 
-__all__ = ["parse_chat_request"]
+__all__ = ["SLOT_PARAMS", "parse_chat_request", "read_slot"]
+
+# The query parameters that name a comparison's slot.
+SLOT_PARAMS = ("comparison", "slot")
 
 
 _FIELD_SET = frozenset(CHAT_FIELDS)
@@ -47,8 +59,10 @@ def parse_chat_request(
     allowed_models: Sequence[str],
     default_model: str,
     presets: Sequence[Preset] = (),
+    slot: Slot | None = None,
 ) -> ChatRequest:
-    """Validate a ``/chat`` body; raises only ``PayloadTooLarge`` or ``BadRequest``."""
+    """Validate a ``/chat`` body (``slot``: the comparison's answer it is,
+    ``read_slot``); raises only ``PayloadTooLarge`` or ``BadRequest``."""
     data = read_object(body, limits, body_cap(limits, allowed_models))
     if not data.keys() <= _FIELD_SET:
         raise BadRequest(
@@ -60,19 +74,42 @@ def parse_chat_request(
     preset = _preset(data.get("preset"), presets)
     model, temperature = data.get("model"), read_temperature(data.get("temperature"))
     if preset is not None:
-        model = preset.model if model is None else model
+        if slot is None:
+            model = preset.model if model is None else model
         temperature = preset.temperature if temperature is None else temperature
+    chosen = read_model(model, allowed_models, default_model)
+    if slot is not None and model is not None:
+        slot = Slot(slot.comparison, slot.index, named=chosen)
     request = ChatRequest(
         messages=messages,
-        model=read_model(model, allowed_models, default_model),
+        model=chosen,
         temperature=temperature,
         max_tokens=read_max_tokens(data.get("max_tokens"), limits),
         reasoning=_reasoning(data.get("reasoning")),
         preset_prompt=None if preset is None else preset.system_prompt,
         session=_conversation(data.get("conversation")),
+        slot=slot,
     )
-    check_fit(request, allowed_models)
+    if slot is None:
+        check_fit(request, allowed_models)
     return request
+
+
+def read_slot(query: Mapping[str, str]) -> Slot | None:
+    """``?comparison=<id>&slot=<n>``: the comparison's answer a question is,
+    or None (neither given; other parameters are not ``/chat``'s concern)."""
+    given = [name for name in SLOT_PARAMS if name in query]
+    if not given:
+        return None
+    slots = ", ".join(str(k) for k in range(MAX_COMPARED))
+    if len(given) != len(SLOT_PARAMS):
+        raise BadRequest(public="A comparison's answer names both comparison and slot.")
+    cid, index = query["comparison"], query["slot"]
+    if not is_random_id(cid):
+        raise BadRequest(public="comparison must be the id POST /api/comparisons gave.")
+    if index not in {str(k) for k in range(MAX_COMPARED)}:
+        raise BadRequest(public=f"slot must be one of {slots}.")
+    return Slot(cid, int(index))
 
 
 def _conversation(value: Any) -> str | None:

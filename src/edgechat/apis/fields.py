@@ -42,6 +42,8 @@ OPENAI_FIELDS = (
     *(param.name for param in PARAMS),
     "n",
     "user",
+    # edgechat's own: {"compare_with": [models]} (apis.openai_body).
+    "edgechat",
     # Accepted and not acted on: they change nothing about the answer.
     "parallel_tool_calls",
     "store",
@@ -122,5 +124,9 @@ FIELD_NAMES = frozenset(
         "parameters",
         "include_usage",
         "json_schema",
+        "compare_with",
+        # POST /api/comparisons and POST /api/feedback (feedback.comparisons,
+        # feedback.store), read by the same JSON rules.
+        *("models", "blind", "comparison", "choice", "node", "rating", "tags"),
     )
 )

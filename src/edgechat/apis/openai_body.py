@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
@@ -23,8 +24,10 @@ from edgechat.apis.body import (
     read_temperature,
 )
 from edgechat.apis.fields import OPENAI_FIELDS, OPENAI_MESSAGE_FIELD_NAMES, OPENAI_MESSAGE_FIELDS
-from edgechat.core.errors import BadRequest
+from edgechat.core.errors import BadRequest, ModelNotFound
+from edgechat.core.models import AUTO, Model, lookup
 from edgechat.core.requests import (
+    MAX_COMPARED,
     PARAMS,
     ChatRequest,
     DocumentFile,
@@ -81,12 +84,17 @@ def openai_request(
     default_model: str,
 ) -> OpenAIRequest:
     """A Chat Completions body's fields, checked (both APIs end here)."""
-    n = data.get("n")
-    if n is not None and (type(n) is not int or n != 1):
-        raise BadRequest(public="n must be 1: edgechat returns one choice.")
     stream = data.get("stream")
     if stream is not None and type(stream) is not bool:
         raise BadRequest(public="stream must be true or false.")
+    compared = _compare_with(data.get("edgechat"), allowed_models, bool(stream))
+    n = data.get("n")
+    if n is not None and (type(n) is not int or n != 1 + len(compared)):
+        raise BadRequest(
+            public="n must be the number of models compared (model and edgechat.compare_with)."
+            if compared
+            else "n must be 1: edgechat returns one choice."
+        )
     include_usage = False
     options = data.get("stream_options")
     if options is not None:
@@ -113,7 +121,49 @@ def openai_request(
         session=user or None,
     )
     check_fit(chat, allowed_models)
-    return OpenAIRequest(chat=chat, stream=bool(stream), include_usage=include_usage)
+    if compared:
+        if chat.model is AUTO or chat.model in compared:
+            raise BadRequest(
+                public="model and edgechat.compare_with must name different models, not auto."
+            )
+        for other in compared:
+            check_fit(dataclasses.replace(chat, model=other), allowed_models)
+    return OpenAIRequest(
+        chat=chat, stream=bool(stream), include_usage=include_usage, compare_with=compared
+    )
+
+
+def _compare_with(value: Any, allowed_models: Sequence[str], stream: bool) -> tuple[Model, ...]:
+    """edgechat's extension, ``{"compare_with": [model, ...]}``: the models
+    that answer too (one or two, allowed, distinct, not ``auto``)."""
+    if value is None:
+        return ()
+    most = MAX_COMPARED - 1
+    if type(value) is not dict or value.keys() != {"compare_with"}:
+        raise BadRequest(public='edgechat must be {"compare_with": [model, ...]}.')
+    names = value["compare_with"]
+    if type(names) is not list or not 1 <= len(names) <= most:
+        raise BadRequest(
+            public=f"edgechat.compare_with must list 1 to {most} models to answer beside model."
+        )
+    if stream:
+        raise BadRequest(
+            public="edgechat.compare_with needs stream false: the answers come as one "
+            "completion's choices."
+        )
+    refusal = BadRequest(
+        public="edgechat.compare_with must name different models of GET /v1/models, not auto."
+    )
+    models: list[Model] = []
+    for name in names:
+        try:
+            model = lookup(name, allowed_models) if type(name) is str else None
+        except ModelNotFound:
+            model = None
+        if model is None or model is AUTO or model in models:
+            raise refusal
+        models.append(model)
+    return tuple(models)
 
 
 def _optional_bool(value: Any, where: str) -> bool:

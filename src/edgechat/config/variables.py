@@ -54,6 +54,9 @@ _MEDIA = "Images, documents and audio"
 _HISTORY = "Conversations on the server"
 
 
+_FEEDBACK = "Comparisons and feedback"
+
+
 _TIME = "Deadlines"
 
 
@@ -185,6 +188,12 @@ VARIABLES: tuple[Variable, ...] = (
         _HISTORY,
     ),
     Variable("MAX_SHARE_IMAGES", "20", "the images one share link copies", _HISTORY),
+    Variable(
+        "MAX_FEEDBACK_CHARS",
+        "500",
+        "the characters of a rating's text (POST /api/feedback)",
+        _FEEDBACK,
+    ),
     Variable(
         "HISTORY_RETENTION_DAYS",
         None,

@@ -14,6 +14,7 @@ into a plain ``EdgechatError`` (500). The tree (the ``UpstreamError`` branch liv
     │   ├── NotFound                   404 not_found
     │   ├── MethodNotAllowed           405 method_not_allowed     (+ Allow)
     │   ├── SignInRequired             403 sign_in_required       history without an identity
+    │   ├── AdminRequired              403 admin_required         another user's leaderboard
     │   ├── Gone                       410 gone                   a revoked share link
     │   ├── PreconditionFailed         412 version_conflict       a stale write (+ ETag)
     │   ├── PreconditionRequired       428 precondition_required  a write without If-Match
@@ -24,6 +25,9 @@ into a plain ``EdgechatError`` (500). The tree (the ``UpstreamError`` branch liv
     │   ├── FilesFull                  413 files_full             max_files_bytes
     │   ├── TooManyFiles               409 too_many_files         max_files
     │   ├── TooManyShareImages         409 too_many_share_images  max_share_images
+    │   ├── SlotAnswered               409 slot_answered          a comparison's slot asked twice
+    │   ├── AlreadyVoted               409 already_voted          a second vote on a comparison
+    │   ├── AnswerUnfinished           409 answer_unfinished      a vote for an answer not finished
     │   ├── PayloadTooLarge            413 payload_too_large
     │   │   └── BodyOverLimit          413 payload_too_large      a limit of /api/limits sizes it
     │   │       ├── ConversationTooLarge 413 payload_too_large    max_conversation_bytes
@@ -33,7 +37,8 @@ into a plain ``EdgechatError`` (500). The tree (the ``UpstreamError`` branch liv
     │   └── BudgetExhausted            429 budget_exhausted       a user's daily budget is spent
     ├── Misconfigured                  500 misconfigured          the operator's [vars] are invalid
     ├── StoreUnavailable               503 store_unavailable      KV failed where it was needed
-    │   └── HistoryUnavailable         503 store_unavailable      D1 failed on a conversation
+    │   ├── HistoryUnavailable         503 store_unavailable      D1 failed on a conversation
+    │   └── FeedbackUnavailable        503 store_unavailable      D1 failed on feedback
     ├── ModerationUnavailable          503 moderation_unavailable no verdict, MODERATION_FAIL=closed
     ├── IdentityUnavailable            503 identity_unavailable   Access's keys could not be read
     └── UpstreamError                  502 upstream_error         Workers AI failed us
@@ -78,6 +83,9 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 __all__ = [
+    "AdminRequired",
+    "AlreadyVoted",
+    "AnswerUnfinished",
     "ApiDisabled",
     "BadRequest",
     "BatchTooLarge",
@@ -87,6 +95,7 @@ __all__ = [
     "ContentRefused",
     "ConversationTooLarge",
     "EdgechatError",
+    "FeedbackUnavailable",
     "FileTooLarge",
     "FilesFull",
     "Forbidden",
@@ -104,6 +113,7 @@ __all__ = [
     "PreconditionRequired",
     "RateLimited",
     "SignInRequired",
+    "SlotAnswered",
     "StoreUnavailable",
     "TooManyConversations",
     "TooManyFiles",
@@ -292,6 +302,14 @@ class SignInRequired(ClientError):
     )
 
 
+class AdminRequired(ClientError):
+    """Only an admin (``ADMINS``) sees what other users did."""
+
+    status = 403
+    code = "admin_required"
+    public_message = "Only an admin (ADMINS) may see another user's votes and ratings."
+
+
 class Gone(ClientError):
     status = 410
     code = "gone"
@@ -430,6 +448,31 @@ class TooManyShareImages(UserLimit, ClientError):
     )
 
 
+class SlotAnswered(ClientError):
+    """A comparison's slot takes one answer, asked once: it was asked."""
+
+    status = 409
+    code = "slot_answered"
+    public_message = "This answer of the comparison was asked for already: each takes one request."
+
+
+class AlreadyVoted(ClientError):
+    status = 409
+    code = "already_voted"
+    public_message = "This comparison has its vote already: a comparison takes one."
+
+
+class AnswerUnfinished(ClientError):
+    """A vote chooses between answers that finished: the one chosen (or,
+    for a tie, two of them) has not, or failed."""
+
+    status = 409
+    code = "answer_unfinished"
+    public_message = (
+        "A vote chooses between answers that finished: this one has not finished, or failed."
+    )
+
+
 class ResetsAtMidnight:
     """A refusal that lasts until the next 00:00 UTC: ``resets_at`` (epoch
     seconds, set where a clock is at hand) goes into the body."""
@@ -487,6 +530,12 @@ class HistoryUnavailable(StoreUnavailable):
     local copy and tries again."""
 
     public_message = "The conversation store is not available right now. Please try again later."
+
+
+class FeedbackUnavailable(StoreUnavailable):
+    """D1 failed on a comparison, a vote, a rating or the leaderboard."""
+
+    public_message = "The feedback store is not available right now. Please try again later."
 
 
 class ModerationUnavailable(EdgechatError):

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from edgechat.core.errors import EdgechatError
+from edgechat.core.errors import BadRequest, EdgechatError
 from edgechat.core.ports import Sink
 
 # API replies are data, never documents: nothing may render, frame or sniff them.
@@ -117,3 +117,14 @@ def normalize_origin(text: str) -> str | None:
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         origin += f":{port}"
     return origin
+
+
+def whole_param(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    """A query parameter that is a whole number from ``low`` to ``high``
+    (``default`` when absent); raises ``BadRequest`` naming it."""
+    raw = query.get(name)
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 16 or not low <= int(raw) <= high:
+        raise BadRequest(public=f"{name} must be a whole number from {low} to {high}.")
+    return int(raw)

@@ -223,7 +223,8 @@ class KvError(Exception):
 
 
 class Database(Protocol):
-    """A D1 database (``USAGE_DB``): SQL with ``?`` parameters (None binds NULL)."""
+    """A D1 database (``USAGE_DB``, ``DB``): SQL with ``?`` parameters
+    (None binds NULL)."""
 
     def batch(
         self, statements: list[tuple[str, list[Any]]]

@@ -14,6 +14,8 @@ from typing import Any, Literal, NamedTuple
 from edgechat.core.models import EmbeddingModel, Model, WireFormat
 
 __all__ = [
+    "MAX_COMPARED",
+    "MIN_COMPARED",
     "PARAMS",
     "ChatRequest",
     "EmbeddingsRequest",
@@ -23,6 +25,7 @@ __all__ = [
     "Param",
     "Role",
     "Route",
+    "Slot",
 ]
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -80,6 +83,8 @@ class Limits:
     max_files_bytes: int = 200 << 20
     max_files: int = 2_000
     max_share_images: int = 20
+    # A rating's text (POST /api/feedback), in characters.
+    max_feedback_chars: int = 500
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():
@@ -174,6 +179,24 @@ class Route:
         return {"model": self.model, "reason": self.reason}
 
 
+# How many models one comparison asks.
+MIN_COMPARED = 2
+MAX_COMPARED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One answer of a comparison (``feedback.comparisons``): the
+    comparison's id and the slot's number; ``named``: the model the body
+    named (None: none), which must be the slot's; ``blind``: its model is
+    hidden until the vote (known once the slot is claimed)."""
+
+    comparison: str
+    index: int
+    named: Model | None = None
+    blind: bool = False
+
+
 @dataclass(frozen=True, slots=True)
 class ChatRequest:
     messages: tuple[Message, ...]
@@ -194,6 +217,9 @@ class ChatRequest:
     session: str | None = None
     # Where the question named ``auto``: the model routing chose, and why.
     route: Route | None = None
+    # A comparison's answer: its model answers or none does (no fallback, no
+    # cached answer), so that the comparison measures that model.
+    slot: Slot | None = None
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not
@@ -241,6 +267,10 @@ class OpenAIRequest:
     chat: ChatRequest
     stream: bool
     include_usage: bool
+    # edgechat's extension ``{"edgechat": {"compare_with": [...]}}``: the
+    # models that answer too, each a choice of one completion beside
+    # ``chat.model``'s (a comparison, ``feedback.comparisons``).
+    compare_with: tuple[Model, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

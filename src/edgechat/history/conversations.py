@@ -30,11 +30,11 @@ A user node's ``images`` name the images kept beside it (``files``,
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from edgechat.core.errors import BadRequest
+from edgechat.core.ids import is_client_id
 from edgechat.media.images import IMAGE_TYPES, MAX_IMAGE_SIDE
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_NODE_IMAGES", "check_conversation", "is_image_id"]
@@ -48,7 +48,6 @@ MAX_PRESET = 32
 MAX_TEXT = 1_000_000
 STATUSES = frozenset(("done", "stopped", "interrupted", "error"))
 MAX_NODE_IMAGES = 16
-_IMAGE_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 _TOP = (("id", "title", "updated", "nodes"), ("pick", "preset"))
 _NODE = (
@@ -168,7 +167,7 @@ def _moderation(value: Any, path: str) -> dict[str, Any]:
 
 def is_image_id(text: str) -> bool:
     """An image's id: what the page makes (a UUID), safe in a URL and an R2 key."""
-    return _IMAGE_ID.fullmatch(text) is not None and text not in (".", "..")
+    return is_client_id(text) and text not in (".", "..")
 
 
 def _images(value: Any, path: str) -> list[dict[str, Any]]:

@@ -2,10 +2,8 @@
 
 ``POST /api/shares`` copies the user's conversation **as it is now** (from
 ``history``'s row, in the same statement that checks it is theirs) into the
-``shares`` table under an id of 144 random bits (``secrets``, the
-runtime's ``crypto.getRandomValues`` under ``os.urandom``; ``secrets``
-is not imported: its ``random`` seeds itself at import, and a Worker takes
-no randomness at import time): later edits never reach the copy,
+``shares`` table under an id of 144 random bits (``core.ids``): later
+edits never reach the copy,
 and nobody finds a link by trying ids. A link lives ``days`` (default
 ``DEFAULT_DAYS``, at most ``MAX_SHARE_DAYS``); ``DELETE /api/shares/<id>``
 revokes it (the copy is deleted, the row stays so the link says it is gone).
@@ -19,13 +17,11 @@ trace in the sites it links to) and ``no-store`` (a revoke is immediate).
 
 from __future__ import annotations
 
-import base64
 import html
 import json
-import os
-import re
 from typing import Any
 
+from edgechat.core import ids
 from edgechat.core.errors import NotFound, TooManyShares, utc_iso
 from edgechat.core.ports import Database
 
@@ -46,8 +42,7 @@ __all__ = [
 ]
 
 DEFAULT_DAYS = 30
-ID_BYTES = 18  # 144 bits, 24 base64url characters
-_ID = re.compile(r"[A-Za-z0-9_-]{24}")
+ID_BYTES = ids.ID_BYTES
 DAY_MS = 86_400_000
 
 _CREATE = (
@@ -74,13 +69,9 @@ _READ = (
 )
 
 
-def new_id() -> str:
-    """144 random bits, base64url."""
-    return base64.urlsafe_b64encode(os.urandom(ID_BYTES)).decode()
-
-
-def is_share_id(text: str) -> bool:
-    return _ID.fullmatch(text) is not None
+# A link's id is one of core.ids' (144 random bits).
+new_id = ids.new_id
+is_share_id = ids.is_random_id
 
 
 async def create(

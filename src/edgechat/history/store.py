@@ -35,6 +35,7 @@ from edgechat.core.errors import (
     PreconditionRequired,
     TooManyConversations,
 )
+from edgechat.core.http import whole_param
 from edgechat.core.ports import Database
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "Precondition",
     "Quota",
     "erase",
+    "erase_statements",
     "etag",
     "expire",
     "export",
@@ -334,15 +336,6 @@ class Page:
         return ('{"conversations":[' + ",".join(items) + "]," + tail).encode()
 
 
-def _whole(query: dict[str, str], name: str, default: int, low: int, high: int) -> int:
-    raw = query.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit() or len(raw) > 16 or not low <= int(raw) <= high:
-        raise BadRequest(public=f"{name} must be a whole number from {low} to {high}.")
-    return int(raw)
-
-
 async def expire(db: Database, user: str, now_ms: int, days: int) -> None:
     """Deletes the user's conversations not written for ``days`` (rows,
     tombstones included), and the copies of their expired links."""
@@ -393,12 +386,17 @@ async def export(db: Database, user: str) -> bytes:
     return (head + ',"conversations":[' + ",".join(items) + '],"shares":' + tail + "}").encode()
 
 
-async def erase(db: Database, user: str, now_ms: int) -> None:
-    """Deletes all the user's conversations and share links, in one
-    transaction: each conversation's content goes, leaving a tombstone (its
-    id and version, nothing of what it said) so the user's other devices
+def erase_statements(user: str, now_ms: int) -> list[tuple[str, list[Any]]]:
+    """The statements that delete all the user's conversations and share
+    links: each conversation's content goes, leaving a tombstone (its id
+    and version, nothing of what it said) so the user's other devices
     delete their copies too; every link is deleted outright."""
-    await db.batch([(_ERASE, [user, now_ms]), (_ERASE_SHARES, [user])])
+    return [(_ERASE, [user, now_ms]), (_ERASE_SHARES, [user])]
+
+
+async def erase(db: Database, user: str, now_ms: int) -> None:
+    """``erase_statements``, in one transaction."""
+    await db.batch(erase_statements(user, now_ms))
 
 
 async def list_page(db: Database, user: str, query: dict[str, str]) -> Page:
@@ -413,9 +411,9 @@ async def list_page(db: Database, user: str, query: dict[str, str]) -> Page:
     if "bodies" in query and query["bodies"] not in ("0", "1", "true", "false"):
         raise BadRequest(public="bodies must be 1 or 0.")
     most = MAX_PAGE_WITH_BODIES if bodies else MAX_PAGE
-    limit = _whole(query, "limit", min(DEFAULT_PAGE, most), 1, most)
-    since = _whole(query, "since", 0, 0, LARGEST)
-    before = _whole(query, "before", LARGEST, 1, LARGEST)
+    limit = whole_param(query, "limit", min(DEFAULT_PAGE, most), 1, most)
+    since = whole_param(query, "since", 0, 0, LARGEST)
+    before = whole_param(query, "before", LARGEST, 1, LARGEST)
     sql = _LIST.format(
         body=", body" if bodies else "",
         live="" if "since" in query else " AND body IS NOT NULL",

@@ -1,6 +1,7 @@
 """The routes that answer a question: ``POST /chat`` and the OpenAI API's
 ``/v1/chat/completions``, ``/v1/responses``, ``/v1/embeddings`` and
-``/v1/models``, all over ``answer.pipeline``.
+``/v1/models``, all over ``answer.pipeline``; a comparison's answers go
+on through ``compare``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from edgechat.answer.context import Context
 from edgechat.apis import embeddings, responses
 from edgechat.apis import openai as openai_api
 from edgechat.apis.chat import ChatFraming
-from edgechat.apis.chat_body import parse_chat_request
+from edgechat.apis.chat_body import parse_chat_request, read_slot
 from edgechat.apis.embeddings_body import parse_embeddings_request
 from edgechat.apis.openai_body import parse_openai_request
 from edgechat.apis.responses_body import parse_responses_request
@@ -22,7 +23,8 @@ from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import Model
 from edgechat.core.requests import Limits, OpenAIRequest
 from edgechat.media import documents
-from edgechat.web.steps import allow_cors, question_body, route, who
+from edgechat.web import compare
+from edgechat.web.steps import allow_cors, query_params, question_body, route, who
 
 __all__ = ["chat", "completions", "v1_embeddings", "v1_models", "v1_responses"]
 
@@ -30,10 +32,15 @@ __all__ = ["chat", "completions", "v1_embeddings", "v1_models", "v1_responses"]
 async def chat(ctx: Context) -> Reply:
     settings = ctx.settings
     cors = allow_cors(ctx)
-    body = await question_body(ctx, await who(ctx))
+    user = await who(ctx)
+    # A comparison's answer: its rate-limit token was the comparison's.
+    slot = read_slot(query_params(ctx))
+    body = await question_body(ctx, user, rated=slot is None)
     request = parse_chat_request(
-        body, settings.limits, settings.models, settings.default_model, settings.presets
+        body, settings.limits, settings.models, settings.default_model, settings.presets, slot
     )
+    if request.slot is not None:
+        return await compare.answer_slot(ctx, request, cors)
     request = await documents.attach(ctx.platform.ai, request, settings.limits, settings.models)
     request = await route(ctx, request)
     return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id, request.route), cors)
@@ -51,8 +58,12 @@ async def _openai_question(
     its facts, the time it was asked and the CORS headers."""
     settings = ctx.settings
     cors = allow_cors(ctx)
-    body = await question_body(ctx, await who(ctx, api=True))
+    user = await who(ctx, api=True)
+    body = await question_body(ctx, user)
     parsed = parse(body, settings.limits, settings.models, settings.default_model)
+    if parsed.compare_with:
+        # A token for each other answer, and the checks, before any model is asked.
+        await compare.admit(ctx, user, 1 + len(parsed.compare_with), taken=1)
     chat = await documents.attach(ctx.platform.ai, parsed.chat, settings.limits, settings.models)
     chat = await route(ctx, chat)
     if chat is not parsed.chat:  # documents were attached, or auto routed
@@ -64,6 +75,8 @@ async def _openai_question(
 async def completions(ctx: Context) -> Reply:
     """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
     parsed, facts, created, cors = await _openai_question(ctx, parse_openai_request)
+    if parsed.compare_with:
+        return await compare.v1_compare(ctx, parsed, created, cors)
     if not parsed.stream:
         whole = openai_api.CompletionFraming(*facts, created=created)
         return await pipeline.document(ctx, parsed.chat, whole, cors)

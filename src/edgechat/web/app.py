@@ -6,7 +6,8 @@ The handlers are one module per capability: ``site`` (health, catalog,
 limits, presets, CORS preflight), ``answers`` (``/chat`` and ``/v1``'s
 answers), ``media`` (documents, speech, transcription), ``account`` (who
 asks, usage), ``history`` (conversations, share links, images on the
-server); ``steps`` holds what they all do first.
+server), ``compare`` (comparisons, votes and ratings, the leaderboard);
+``steps`` holds what they all do first.
 """
 
 from __future__ import annotations
@@ -30,6 +31,13 @@ from edgechat.history import store as history
 from edgechat.users.identity import AccessKeys
 from edgechat.web.account import api_usage, me
 from edgechat.web.answers import chat, completions, v1_embeddings, v1_models, v1_responses
+from edgechat.web.compare import (
+    api_leaderboard,
+    comparison_create,
+    comparison_get,
+    feedback_list,
+    feedback_post,
+)
 from edgechat.web.history import (
     api_conversations,
     api_shares,
@@ -76,6 +84,9 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/conversations": {"GET": api_conversations, "POST": conversations_batch},
     "/api/shares": {"GET": api_shares, "POST": share_create},
     "/api/my-data": {"GET": my_data, "DELETE": my_data_delete},
+    "/api/comparisons": {"POST": comparison_create, "OPTIONS": preflight},
+    "/api/feedback": {"GET": feedback_list, "POST": feedback_post, "OPTIONS": preflight},
+    "/api/leaderboard": {"GET": api_leaderboard},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
@@ -95,6 +106,7 @@ PREFIXED: Mapping[str, Mapping[str, Handler]] = {
         "DELETE": conversation_delete,
     },
     "/api/shares/": {"DELETE": share_revoke},
+    "/api/comparisons/": {"GET": comparison_get},
     "/api/files/": {"GET": file_get, "PUT": file_put},
     "/s/": {"GET": shared_page},
 }

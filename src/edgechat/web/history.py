@@ -1,15 +1,14 @@
 """Conversations on the server (``/api/conversations``, ``store``), share links
 (``/api/shares``, ``/s/<id>``, ``shares``), a user's images on the server
-(``/api/files``, ``files``) and everything a user keeps (``/api/my-data``).
+(``/api/files``, ``files``) and everything a user keeps (``/api/my-data``,
+their feedback and comparisons included).
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qsl
 
 from edgechat.answer.context import Context
 from edgechat.apis.body import json_object
@@ -31,14 +30,16 @@ from edgechat.core.errors import (
     UnsupportedMediaType,
 )
 from edgechat.core.http import API_HEADERS, Reply, json_reply
+from edgechat.core.ids import is_client_id
 from edgechat.core.ports import Blobs, Database, DatabaseError
 from edgechat.core.requests import Limits
+from edgechat.feedback import store as feedback
 from edgechat.history import files, shares
 from edgechat.history import store as history
 from edgechat.history.conversations import check_conversation, is_image_id
 from edgechat.media.images import IMAGE_TYPES
 from edgechat.web import guards
-from edgechat.web.steps import allow_cors, who
+from edgechat.web.steps import allow_cors, query_params, who
 
 __all__ = [
     "api_conversations",
@@ -56,10 +57,6 @@ __all__ = [
     "shared_image",
     "shared_page",
 ]
-
-
-# A conversation's id in a URL: the page's ids (UUIDs) and more, nothing to escape.
-_CONVERSATION_ID = re.compile(r"[A-Za-z0-9._-]{1,100}")
 
 
 # The field names a refusal of a conversation body may use to say where.
@@ -88,14 +85,6 @@ async def _history(ctx: Context) -> tuple[Database, str]:
     return db, user.id
 
 
-def _query(ctx: Context) -> dict[str, str]:
-    pairs = parse_qsl(ctx.request.query, keep_blank_values=True)
-    query = dict(pairs)
-    if len(query) != len(pairs):
-        raise BadRequest(public="A query parameter is given twice.")
-    return query
-
-
 def _now_ms(ctx: Context) -> int:
     return int(ctx.cooling.wall() * 1000)
 
@@ -108,7 +97,7 @@ async def api_conversations(ctx: Context) -> Reply:
     """``GET /api/conversations``: the user's conversations, newest write
     first (``history.list_page``)."""
     db, user = await _history(ctx)
-    query = _query(ctx)
+    query = query_params(ctx)
     days = ctx.settings.history_retention_days
     try:
         if days is not None:
@@ -121,7 +110,8 @@ async def api_conversations(ctx: Context) -> Reply:
 
 
 def _conversation_id(ctx: Context) -> str:
-    if _CONVERSATION_ID.fullmatch(ctx.param) is None:
+    # The page's ids (UUIDs) and more, nothing to escape (core.ids).
+    if not is_client_id(ctx.param):
         raise BadRequest(public="A conversation id is 1 to 100 letters, digits, '.', '_' or '-'.")
     return ctx.param
 
@@ -188,7 +178,7 @@ def _batch_id(item: Any) -> str | None:
     result says which conversation it is about (None: no id to say)."""
     conversation = item.get("conversation") if isinstance(item, dict) else None
     cid = conversation.get("id") if isinstance(conversation, dict) else None
-    return cid if isinstance(cid, str) and _CONVERSATION_ID.fullmatch(cid) else None
+    return cid if isinstance(cid, str) and is_client_id(cid) else None
 
 
 def _batch_write(item: Any, k: int) -> tuple[str, dict[str, Any], history.Precondition]:
@@ -269,15 +259,21 @@ async def conversation_delete(ctx: Context) -> Reply:
 
 
 async def my_data(ctx: Context) -> Reply:
-    """``GET /api/my-data``: everything the server holds of the user."""
+    """``GET /api/my-data``: everything the server holds of the user: their
+    conversations and links, their images' descriptions, their feedback and
+    comparisons."""
     db, user = await _history(ctx)
     try:
         body = await history.export(db, user)
         kept = await files.mine(db, user)
+        judged = await feedback.export(db, user)
     except DatabaseError as exc:
         raise _stored(exc) from exc
     # Each image's description; its bytes are at /api/files/<id>.
-    body = body[:-1] + b',"files":' + json.dumps(kept, separators=(",", ":")).encode() + b"}"
+    more = {"files": kept, **judged}
+    body = (
+        body[:-1] + b"," + json.dumps(more, ensure_ascii=False, separators=(",", ":"))[1:].encode()
+    )
     headers = {
         **API_HEADERS,
         "Content-Type": "application/json",
@@ -297,7 +293,9 @@ async def my_data_delete(ctx: Context) -> Reply:
     try:
         if ctx.platform.files is not None:
             await files.erase(db, ctx.platform.files, user)
-        await history.erase(db, user, _now_ms(ctx))
+        # Conversations, links, feedback and comparisons: one transaction.
+        erased = [*history.erase_statements(user, _now_ms(ctx)), *feedback.erase_statements(user)]
+        await db.batch(erased)
     except DatabaseError as exc:
         raise _stored(exc) from exc
     return Reply(204, {**API_HEADERS, "Cache-Control": "no-store", **ctx.reply_headers})
@@ -323,7 +321,7 @@ async def share_create(ctx: Context) -> Reply:
         if key not in ("conversation", "days", "images"):
             raise BadRequest(public="A share takes conversation, days and images only.")
     cid = data.get("conversation")
-    if not isinstance(cid, str) or _CONVERSATION_ID.fullmatch(cid) is None:
+    if not isinstance(cid, str) or not is_client_id(cid):
         raise BadRequest(public="conversation must be the id of one of your conversations.")
     days = data.get("days", shares.DEFAULT_DAYS)
     if type(days) is not int or not 1 <= days <= limits.max_share_days:

@@ -6,16 +6,19 @@ limit), then its body.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl
+
 from edgechat.answer import routing
 from edgechat.answer.context import Context
 from edgechat.apis.body import body_cap
+from edgechat.core.errors import BadRequest
 from edgechat.core.ports import DatabaseError
 from edgechat.core.requests import ChatRequest
 from edgechat.users import budget, identity, usage
 from edgechat.users.identity import User
 from edgechat.web import guards
 
-__all__ = ["allow_cors", "check_rate", "question_body", "route", "who"]
+__all__ = ["allow_cors", "check_rate", "query_params", "question_body", "route", "who"]
 
 
 async def who(ctx: Context, *, api: bool = False) -> User:
@@ -28,12 +31,23 @@ async def who(ctx: Context, *, api: bool = False) -> User:
     return ctx.user
 
 
-async def question_body(ctx: Context, user: User) -> bytes:
+async def question_body(ctx: Context, user: User, *, rated: bool = True) -> bytes:
     """The checks every POST of a question passes before it may cost
-    anything (who asks is checked by the caller), then its body."""
+    anything (who asks is checked by the caller), then its body. ``rated``
+    False: a comparison's answer, whose rate-limit token the comparison took."""
     guards.check_json(ctx.request)
-    await check_rate(ctx, user)
+    if rated:
+        await check_rate(ctx, user)
     return await ctx.platform.read_body(body_cap(ctx.settings.limits, ctx.settings.models))
+
+
+def query_params(ctx: Context) -> dict[str, str]:
+    """The request's query parameters; ``BadRequest`` for one given twice."""
+    pairs = parse_qsl(ctx.request.query, keep_blank_values=True)
+    query = dict(pairs)
+    if len(query) != len(pairs):
+        raise BadRequest(public="A query parameter is given twice.")
+    return query
 
 
 async def check_rate(ctx: Context, user: User) -> None:

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from edgechat.answer.delivery import MAX_HELD_BYTES, watch_interval
 from edgechat.answer.upstream import TAIL_BYTES
+from edgechat.apis.chat import ChatFraming
 from edgechat.config.settings import Settings
 from edgechat.core import sse
 from edgechat.core.faults import (
@@ -36,6 +37,7 @@ from edgechat.core.faults import (
     UpstreamTimeout,
 )
 from edgechat.core.models import Model, cost_usd
+from edgechat.core.requests import Slot
 from tests.kit.sse import MODEL, PING, Event, Parsed, parse
 from tests.kit.workers_ai import FALLBACK_CODES, NO_FALLBACK_CODES
 from tests.unit.fakes import (
@@ -1009,3 +1011,41 @@ def test_a_client_gone_during_a_heartbeat_cancels_a_silent_upstream() -> None:
     assert got.ai.calls[0].cancelled
     assert got.session.outcome.client_gone is True
     assert got.session.outcome.error is None  # it ended with the client, not a deadline
+
+
+# --- a comparison's answer: its model alone, and a blind one's events -----------------
+
+
+def test_a_comparisons_answer_does_not_fall_back() -> None:
+    ai = FakeAi({GLM.id: UpstreamBusy(detail="3040"), LLAMA.id: NATIVE_HELLO})
+    request = dataclasses.replace(chat_request(GLM), slot=Slot("c" * 24, 0))
+    session = AnswerUnderTest(request, FAST, ai, request_id="req-1")
+    with pytest.raises(UpstreamBusy):
+        asyncio.run(session.open())
+    assert ai.models_called == [GLM.id]
+
+
+@pytest.mark.parametrize("blind", [False, True])
+def test_a_blind_answers_meta_and_done_name_no_model_and_no_cost(blind: bool) -> None:
+    slot = Slot("c" * 24, 2, blind=blind)
+    framing = ChatFraming("req-1", None, slot)
+    ai = FakeAi({GLM.id: HELLO})
+    got = Answered(AnswerUnderTest(chat_request(GLM), FAST, ai, framing=framing), FakeSink(), ai)
+    asyncio.run(_pumped(got))
+    meta, done = got.parsed.meta, got.final.data
+    shown = {"id": "c" * 24, "slot": 2, "blind": blind}
+    assert meta == {"request_id": "req-1", "model": None if blind else GLM.id, "comparison": shown}
+    assert done["comparison"] == shown
+    assert done["model"] == (None if blind else GLM.id)
+    assert done["cost_usd"] == (None if blind else cost_usd(GLM, USAGE))
+    # What the page shows of a blind answer: its tokens and its time to first token.
+    assert done["usage"] == USAGE
+    assert done["ttft_ms"] is not None
+    # The outcome (what the comparison keeps) knows the model all along.
+    assert got.session.outcome.model is GLM
+    assert got.session.outcome.tokens_per_s() is None or got.session.outcome.tokens_per_s() > 0
+
+
+async def _pumped(got: Answered) -> None:
+    await got.session.open()
+    await asyncio.wait_for(got.session.stream(got.sink), HANG_S)

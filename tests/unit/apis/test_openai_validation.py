@@ -27,7 +27,7 @@ MARKER = "SECRET-MARKER-7f3a"
 SUPPORTED = (
     "model, messages, stream, stream_options, max_tokens, max_completion_tokens, "
     "temperature, top_p, stop, seed, response_format, tools, tool_choice, "
-    "reasoning_effort, frequency_penalty, presence_penalty, n, user, "
+    "reasoning_effort, frequency_penalty, presence_penalty, n, user, edgechat, "
     "parallel_tool_calls, store, metadata"
 )
 TOOL_CALL_SHAPE = (
@@ -939,3 +939,52 @@ def test_a_seed_javascript_cannot_hold_is_refused() -> None:
         "The request body has a number out of range: integers must be within 2^53 - 1 of zero, "
         "and decimals finite."
     )
+
+
+# --- edgechat.compare_with: a comparison through the OpenAI API -----------------------
+
+
+def test_compare_with_names_the_other_models_in_order() -> None:
+    parsed = parse(asks(model="glm", edgechat={"compare_with": ["llama", "kimi"]}, n=3))
+    assert [m.alias for m in parsed.compare_with] == ["llama", "kimi"]
+    assert parsed.chat.model.alias == "glm"
+    assert parse(asks(model="glm")).compare_with == ()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"edgechat": {"compare_with": []}},
+            "edgechat.compare_with must list 1 to 2 models to answer beside model.",
+        ),
+        (
+            {"edgechat": {"compare_with": ["kimi", "llama", "glm"]}},
+            "edgechat.compare_with must list 1 to 2 models to answer beside model.",
+        ),
+        ({"edgechat": {"MARKER": 1}}, 'edgechat must be {"compare_with": [model, ...]}.'),
+        (
+            {"edgechat": {"compare_with": ["MARKER"]}},
+            "edgechat.compare_with must name different models of GET /v1/models, not auto.",
+        ),
+        (
+            {"edgechat": {"compare_with": ["kimi", "kimi"]}},
+            "edgechat.compare_with must name different models of GET /v1/models, not auto.",
+        ),
+        (
+            {"edgechat": {"compare_with": ["glm"]}},
+            "model and edgechat.compare_with must name different models, not auto.",
+        ),
+        (
+            {"edgechat": {"compare_with": ["kimi"]}, "stream": True},
+            "edgechat.compare_with needs stream false: "
+            "the answers come as one completion's choices.",
+        ),
+        (
+            {"edgechat": {"compare_with": ["kimi"]}, "n": 1},
+            "n must be the number of models compared (model and edgechat.compare_with).",
+        ),
+    ],
+)
+def test_a_malformed_comparison_names_its_field(fields: dict[str, object], message: str) -> None:
+    assert refused(asks(model="glm", **fields)) == message

@@ -8,9 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from edgechat.apis.chat_body import parse_chat_request
+from edgechat.apis.chat_body import parse_chat_request, read_slot
+from edgechat.config.presets import Preset
 from edgechat.core.errors import BadRequest, EdgechatError, PayloadTooLarge
-from edgechat.core.requests import ChatRequest, Limits, Message
+from edgechat.core.requests import ChatRequest, Limits, Message, Slot
+from tests.kit.images import data_url, png
 
 ALLOWED = ("glm", "kimi", "llama")
 LIMITS = Limits()
@@ -345,3 +347,59 @@ def test_refusals_never_contain_the_content(content: str, index: int) -> None:
     ours = control.value.to_json()["error"]["message"]
     if len(content) >= 3 and content not in ours:  # shorter strings occur anywhere
         assert content not in public
+
+
+# --- a comparison's answer: ?comparison=<id>&slot=<n> ---------------------------------
+
+COMPARISON = "Q" * 24
+
+
+def test_a_slot_is_named_by_both_query_parameters() -> None:
+    assert read_slot({}) is None
+    assert read_slot({"other": "1"}) is None
+    assert read_slot({"comparison": COMPARISON, "slot": "2"}) == Slot(COMPARISON, 2)
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ({"comparison": COMPARISON}, "A comparison's answer names both comparison and slot."),
+        ({"slot": "0"}, "A comparison's answer names both comparison and slot."),
+        (
+            {"comparison": "MARKER", "slot": "0"},
+            "comparison must be the id POST /api/comparisons gave.",
+        ),
+        ({"comparison": COMPARISON, "slot": "3"}, "slot must be one of 0, 1, 2."),
+        ({"comparison": COMPARISON, "slot": "-0"}, "slot must be one of 0, 1, 2."),
+        ({"comparison": COMPARISON, "slot": "MARKER"}, "slot must be one of 0, 1, 2."),
+    ],
+)
+def test_a_malformed_slot_names_its_parameter(query: dict[str, str], message: str) -> None:
+    with pytest.raises(BadRequest) as refused_:
+        read_slot(query)
+    assert refused_.value.public_message == message
+
+
+def test_a_slots_body_keeps_the_model_it_names_and_takes_no_presets_model() -> None:
+    slot = Slot(COMPARISON, 1)
+    body = json.dumps({"messages": [user()], "preset": "coder"}).encode()
+    preset = Preset("coder", {"en": "Coder"}, "Write code.", model="kimi", temperature=0.1)
+    request = parse_chat_request(body, LIMITS, ALLOWED, "glm", (preset,), slot)
+    assert request.slot == slot  # no model named: the slot's answers
+    assert request.temperature == 0.1
+    assert request.preset_prompt == "Write code."
+    named = json.dumps({"messages": [user()], "model": "llama"}).encode()
+    request = parse_chat_request(named, LIMITS, ALLOWED, "glm", (), slot)
+    assert request.slot is not None
+    assert request.slot.named is not None
+    assert request.slot.named.alias == "llama"
+
+
+def test_whether_a_slots_model_can_read_the_question_waits_for_the_slot() -> None:
+    # GLM 4.7 Flash (the default) cannot see; the slot's model may.
+    part = {"type": "image_url", "image_url": {"url": data_url(png(4, 3), "image/png")}}
+    body = json.dumps({"messages": [{"role": "user", "content": [part]}]}).encode()
+    with pytest.raises(BadRequest):
+        parse_chat_request(body, LIMITS, ("glm", "kimi"), "glm")
+    request = parse_chat_request(body, LIMITS, ("glm", "kimi"), "glm", (), Slot(COMPARISON, 0))
+    assert request.slot == Slot(COMPARISON, 0)
