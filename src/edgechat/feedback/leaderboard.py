@@ -8,9 +8,11 @@ It reads the counts the writes keep (``board_*``: one row per day and
 model, or pair, for the user; everyone's in the account's rows, user
 ``*``), never the votes: three grouped queries whose rows read grow with
 days and models, not with votes. The medians are those of each model's
-latest ``SAMPLE`` finished answers in the span (all of them when fewer),
-read from an index that holds what they measured: one query a model of
-the catalog, at most ``SAMPLE`` rows each. All in one batch
+latest ``SAMPLE`` finished answers in the span (all of them when fewer;
+the lower of the middle two), taken in SQL from an index that holds what
+they measured: one query a model of the catalog, one row back each (a
+Worker on the Free plan has 10 ms of CPU: thousands of rows crossing into
+Python would spend them). All in one batch
 (``bench/leaderboard.py`` measures 100,000 votes). The ratings are fitted
 to the pairs' counts (``bradley_terry``).
 """
@@ -19,7 +21,6 @@ from __future__ import annotations
 
 import calendar
 import math
-import statistics
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -74,12 +75,22 @@ _MODELS = (
     "SUM(cost_usd) AS cost_usd, SUM(up) AS up, SUM(down) AS down "
     "FROM board_models WHERE user = ?1 AND day >= ?2 GROUP BY model"
 )
-# A model's latest finished answers (the indexes slots_done_by_model and
-# slots_done_by_user hold these columns: no row of the table is read).
-_SPEED = (
-    "SELECT ttft_ms, tokens_per_s FROM comparison_slots "
+# The medians of a model's latest finished answers (the indexes
+# slots_done_by_model and slots_done_by_user hold these columns: no row of
+# the table is read), the lower of the middle two; NULL without any.
+_SAMPLE = (
+    "WITH s AS (SELECT ttft_ms, tokens_per_s FROM comparison_slots "
     "WHERE {user}model = ?1 AND state = 'done' AND finished >= ?2 "
-    "ORDER BY finished DESC LIMIT ?3"
+    "ORDER BY finished DESC LIMIT ?3) "
+)
+_MIDDLE = (
+    "(SELECT {name} FROM s WHERE {name} IS NOT NULL ORDER BY {name} LIMIT 1 "
+    "OFFSET (SELECT (COUNT({name}) - 1) / 2 FROM s)) AS {name}"
+)
+_SPEED = (
+    _SAMPLE
+    + "SELECT "
+    + ", ".join(_MIDDLE.format(name=name) for name in ("ttft_ms", "tokens_per_s"))
 )
 
 
@@ -102,13 +113,12 @@ async def board(db: Database, first_day: str, user: str | None) -> dict[str, Any
 def from_results(results: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """The board from the rows of ``statements``' queries."""
     votes, pairs, models, *speeds = results
-    paces = {model.id: rows for model, rows in zip(CATALOG, speeds, strict=True) if rows}
+    paces = {
+        model.id: rows[0]
+        for model, rows in zip(CATALOG, speeds, strict=True)
+        if rows and rows[0]["ttft_ms"] is not None
+    }
     return assemble(votes, pairs, models, paces)
-
-
-def _median(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
-    values = [row[name] for row in rows if row[name] is not None]
-    return statistics.median(values) if values else None
 
 
 _NO_VOTES = {"votes": 0, "wins": 0, "losses": 0, "ties": 0, "both_bad": 0}
@@ -126,11 +136,11 @@ def assemble(
     votes: Sequence[Mapping[str, Any]],
     pairs: Sequence[Mapping[str, Any]],
     models: Sequence[Mapping[str, Any]],
-    speeds: Mapping[str, Sequence[Mapping[str, Any]]],
+    speeds: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """The board from its queries' rows (``speeds``: each model's latest
-    finished answers): ``{"method", "models": [...]}``, best blind rating
-    first (then open rating, then id)."""
+    """The board from its queries' rows (``speeds``: each model's median
+    ``ttft_ms`` and ``tokens_per_s``): ``{"method", "models": [...]}``, best
+    blind rating first (then open rating, then id)."""
     sides = ("blind", "open")
     counted: dict[str, dict[str, Mapping[str, Any]]] = {side: {} for side in sides}
     for row in votes:
@@ -150,8 +160,8 @@ def assemble(
         row = per_model.get(name, {})
         up, down = int(row.get("up") or 0), int(row.get("down") or 0)
         priced = int(row.get("priced") or 0)
-        ttft = _median(speeds.get(name, ()), "ttft_ms")
-        pace = _median(speeds.get(name, ()), "tokens_per_s")
+        ttft = speeds.get(name, {}).get("ttft_ms")
+        pace = speeds.get(name, {}).get("tokens_per_s")
         known = find(name)
         listed.append(
             {
