@@ -9,10 +9,11 @@ model, or pair, for the user; everyone's in the account's rows, user
 ``*``), never the votes: three grouped queries whose rows read grow with
 days and models, not with votes. The medians are those of each model's
 latest ``SAMPLE`` finished answers in the span (all of them when fewer;
-the lower of the middle two), taken in SQL from an index that holds what
-they measured: one query a model of the catalog, one row back each (a
-Worker on the Free plan has 10 ms of CPU: thousands of rows crossing into
-Python would spend them). All in one batch
+the lower of the middle two), read from an index that holds what they
+measured: one query a model of the catalog, each answering one row of two
+JSON arrays (a Worker on the Free plan has 10 ms of CPU: a thousand rows
+crossing into Python one by one would spend them; one string each is
+parsed in C). All in one batch
 (``bench/leaderboard.py`` measures 100,000 votes). The ratings are fitted
 to the pairs' counts (``bradley_terry``).
 """
@@ -20,7 +21,9 @@ to the pairs' counts (``bradley_terry``).
 from __future__ import annotations
 
 import calendar
+import json
 import math
+import statistics
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -45,7 +48,7 @@ __all__ = [
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
 # The latest finished answers of a model its medians are taken from.
-SAMPLE = 1001
+SAMPLE = 501
 
 # What the ratings are, as the response names them.
 METHOD: Mapping[str, Any] = {
@@ -59,6 +62,8 @@ METHOD: Mapping[str, Any] = {
     "tie": bradley_terry.TIE,
     "both_bad": "tie",
     "interval": 0.95,
+    # The speed medians: of each model's latest answers, at most this many.
+    "median_of_latest": SAMPLE,
 }
 
 _VOTES = (
@@ -75,22 +80,15 @@ _MODELS = (
     "SUM(cost_usd) AS cost_usd, SUM(up) AS up, SUM(down) AS down "
     "FROM board_models WHERE user = ?1 AND day >= ?2 GROUP BY model"
 )
-# The medians of a model's latest finished answers (the indexes
-# slots_done_by_model and slots_done_by_user hold these columns: no row of
-# the table is read), the lower of the middle two; NULL without any.
-_SAMPLE = (
-    "WITH s AS (SELECT ttft_ms, tokens_per_s FROM comparison_slots "
-    "WHERE {user}model = ?1 AND state = 'done' AND finished >= ?2 "
-    "ORDER BY finished DESC LIMIT ?3) "
-)
-_MIDDLE = (
-    "(SELECT {name} FROM s WHERE {name} IS NOT NULL ORDER BY {name} LIMIT 1 "
-    "OFFSET (SELECT (COUNT({name}) - 1) / 2 FROM s)) AS {name}"
-)
+# A model's latest finished answers, what they measured as two JSON arrays
+# (the indexes slots_done_by_model and slots_done_by_user hold these
+# columns: no row of the table is read, and the subquery streams into the
+# aggregate).
 _SPEED = (
-    _SAMPLE
-    + "SELECT "
-    + ", ".join(_MIDDLE.format(name=name) for name in ("ttft_ms", "tokens_per_s"))
+    "SELECT json_group_array(ttft_ms) AS ttft_ms, json_group_array(tokens_per_s) "
+    "AS tokens_per_s FROM (SELECT ttft_ms, tokens_per_s FROM comparison_slots "
+    "WHERE {user}model = ?1 AND state = 'done' AND finished >= ?2 "
+    "ORDER BY finished DESC LIMIT ?3)"
 )
 
 
@@ -113,12 +111,18 @@ async def board(db: Database, first_day: str, user: str | None) -> dict[str, Any
 def from_results(results: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """The board from the rows of ``statements``' queries."""
     votes, pairs, models, *speeds = results
-    paces = {
-        model.id: rows[0]
-        for model, rows in zip(CATALOG, speeds, strict=True)
-        if rows and rows[0]["ttft_ms"] is not None
-    }
+    paces = {}
+    for model, rows in zip(CATALOG, speeds, strict=True):
+        medians = {name: _median(rows[0][name]) for name in ("ttft_ms", "tokens_per_s")}
+        if medians["ttft_ms"] is not None:
+            paces[model.id] = medians
     return assemble(votes, pairs, models, paces)
+
+
+def _median(values: str) -> float | None:
+    """The lower median of a JSON array of numbers and nulls (None: no number)."""
+    numbers = [value for value in json.loads(values) if value is not None]
+    return statistics.median_low(numbers) if numbers else None
 
 
 _NO_VOTES = {"votes": 0, "wins": 0, "losses": 0, "ties": 0, "both_bad": 0}
