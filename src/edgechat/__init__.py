@@ -6,8 +6,9 @@ imports only packages below it, and packages on one line never import each
 other (``[tool.importlinter]`` in ``pyproject.toml`` checks it):
 
 - ``web``: the HTTP surface, a routing table and one handlers module per capability;
-- ``apis`` | ``history``: the APIs' shapes (each body's rules beside its
-  framing) | conversations, share links and images kept on the server;
+- ``apis`` | ``history`` | ``feedback``: the APIs' shapes (each body's rules
+  beside its framing) | conversations, share links and images kept on the
+  server | comparisons, votes, ratings and the leaderboard;
 - ``answer``: one question's answer, from the model call to the closing event;
 - ``config``: the operator's settings;
 - ``users`` | ``media``: who asks and what they spend | images, documents,

@@ -102,7 +102,7 @@ const en = {
     `${m.prior_losses} loss against a reference model; a tie is half a win to each, "both bad" a tie. ` +
     `The ratings of a board average ${m.mean}; ${m.points_per_tenfold_odds} points apart are 10 : 1 odds; ` +
     `the interval is ${Math.round(m.interval * 100)} %. Blind votes and open ones are rated apart. ` +
-    `Speed and cost: the models' comparison answers (medians of the latest 1,001).`,
+    `Speed and cost: the models' comparison answers (medians of the latest ${m.median_of_latest}).`,
 };
 
 const zh = {
@@ -194,7 +194,7 @@ const zh = {
   boardMethod: (m) =>
     `评分：Bradley–Terry 模型，用牛顿法拟合；每个模型先有对参照模型的 ${m.prior_wins} 胜 ${m.prior_losses} 负；` +
     `平局各算半胜，“都差”算平局。同一榜单的评分平均为 ${m.mean}；相差 ${m.points_per_tenfold_odds} 分即 10 : 1 的胜率；` +
-    `区间为 ${Math.round(m.interval * 100)}%。盲评与公开投票分开评分。速度与花费：各模型的对比回答（最近 1,001 个的中位数）。`,
+    `区间为 ${Math.round(m.interval * 100)}%。盲评与公开投票分开评分。速度与花费：各模型的对比回答（最近 ${m.median_of_latest} 个的中位数）。`,
 };
 
 const LANGS = { en, zh };

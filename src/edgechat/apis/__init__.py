@@ -5,4 +5,4 @@ Responses (``responses_body``, ``responses``), embeddings
 every field name in ``fields``.
 
 Imports ``answer`` (framings write what it hands them), ``config``,
-``media`` and ``core``; never ``history`` (its sibling) or ``web``."""
+``media`` and ``core``; never ``history`` or ``feedback`` (its siblings) or ``web``."""

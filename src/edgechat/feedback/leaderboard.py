@@ -8,9 +8,12 @@ It reads the counts the writes keep (``board_*``: one row per day and
 model, or pair, for the user; everyone's in the account's rows, user
 ``*``), never the votes: three grouped queries whose rows read grow with
 days and models, not with votes. The medians are those of each model's
-latest ``SAMPLE`` finished answers in the span (all of them when fewer),
-read from an index that holds what they measured: one query a model of
-the catalog, at most ``SAMPLE`` rows each. All in one batch
+latest ``SAMPLE`` finished answers in the span (all of them when fewer;
+the lower of the middle two), read from an index that holds what they
+measured: one query a model of the catalog, each answering one row of two
+JSON arrays (a Worker on the Free plan has 10 ms of CPU: a thousand rows
+crossing into Python one by one would spend them; one string each is
+parsed in C). All in one batch
 (``bench/leaderboard.py`` measures 100,000 votes). The ratings are fitted
 to the pairs' counts (``bradley_terry``).
 """
@@ -18,6 +21,7 @@ to the pairs' counts (``bradley_terry``).
 from __future__ import annotations
 
 import calendar
+import json
 import math
 import statistics
 import time
@@ -44,7 +48,7 @@ __all__ = [
 DEFAULT_DAYS = 30
 MAX_DAYS = 365
 # The latest finished answers of a model its medians are taken from.
-SAMPLE = 1001
+SAMPLE = 501
 
 # What the ratings are, as the response names them.
 METHOD: Mapping[str, Any] = {
@@ -58,6 +62,8 @@ METHOD: Mapping[str, Any] = {
     "tie": bradley_terry.TIE,
     "both_bad": "tie",
     "interval": 0.95,
+    # The speed medians: of each model's latest answers, at most this many.
+    "median_of_latest": SAMPLE,
 }
 
 _VOTES = (
@@ -74,12 +80,15 @@ _MODELS = (
     "SUM(cost_usd) AS cost_usd, SUM(up) AS up, SUM(down) AS down "
     "FROM board_models WHERE user = ?1 AND day >= ?2 GROUP BY model"
 )
-# A model's latest finished answers (the indexes slots_done_by_model and
-# slots_done_by_user hold these columns: no row of the table is read).
+# A model's latest finished answers, what they measured as two JSON arrays
+# (the indexes slots_done_by_model and slots_done_by_user hold these
+# columns: no row of the table is read, and the subquery streams into the
+# aggregate).
 _SPEED = (
-    "SELECT ttft_ms, tokens_per_s FROM comparison_slots "
+    "SELECT json_group_array(ttft_ms) AS ttft_ms, json_group_array(tokens_per_s) "
+    "AS tokens_per_s FROM (SELECT ttft_ms, tokens_per_s FROM comparison_slots "
     "WHERE {user}model = ?1 AND state = 'done' AND finished >= ?2 "
-    "ORDER BY finished DESC LIMIT ?3"
+    "ORDER BY finished DESC LIMIT ?3)"
 )
 
 
@@ -102,13 +111,18 @@ async def board(db: Database, first_day: str, user: str | None) -> dict[str, Any
 def from_results(results: Sequence[Sequence[Mapping[str, Any]]]) -> dict[str, Any]:
     """The board from the rows of ``statements``' queries."""
     votes, pairs, models, *speeds = results
-    paces = {model.id: rows for model, rows in zip(CATALOG, speeds, strict=True) if rows}
+    paces = {}
+    for model, rows in zip(CATALOG, speeds, strict=True):
+        medians = {name: _median(rows[0][name]) for name in ("ttft_ms", "tokens_per_s")}
+        if medians["ttft_ms"] is not None:
+            paces[model.id] = medians
     return assemble(votes, pairs, models, paces)
 
 
-def _median(rows: Sequence[Mapping[str, Any]], name: str) -> float | None:
-    values = [row[name] for row in rows if row[name] is not None]
-    return statistics.median(values) if values else None
+def _median(values: str) -> float | None:
+    """The lower median of a JSON array of numbers and nulls (None: no number)."""
+    numbers = [value for value in json.loads(values) if value is not None]
+    return statistics.median_low(numbers) if numbers else None
 
 
 _NO_VOTES = {"votes": 0, "wins": 0, "losses": 0, "ties": 0, "both_bad": 0}
@@ -126,11 +140,11 @@ def assemble(
     votes: Sequence[Mapping[str, Any]],
     pairs: Sequence[Mapping[str, Any]],
     models: Sequence[Mapping[str, Any]],
-    speeds: Mapping[str, Sequence[Mapping[str, Any]]],
+    speeds: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, Any]:
-    """The board from its queries' rows (``speeds``: each model's latest
-    finished answers): ``{"method", "models": [...]}``, best blind rating
-    first (then open rating, then id)."""
+    """The board from its queries' rows (``speeds``: each model's median
+    ``ttft_ms`` and ``tokens_per_s``): ``{"method", "models": [...]}``, best
+    blind rating first (then open rating, then id)."""
     sides = ("blind", "open")
     counted: dict[str, dict[str, Mapping[str, Any]]] = {side: {} for side in sides}
     for row in votes:
@@ -150,8 +164,8 @@ def assemble(
         row = per_model.get(name, {})
         up, down = int(row.get("up") or 0), int(row.get("down") or 0)
         priced = int(row.get("priced") or 0)
-        ttft = _median(speeds.get(name, ()), "ttft_ms")
-        pace = _median(speeds.get(name, ()), "tokens_per_s")
+        ttft = speeds.get(name, {}).get("ttft_ms")
+        pace = speeds.get(name, {}).get("tokens_per_s")
         known = find(name)
         listed.append(
             {

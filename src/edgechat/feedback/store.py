@@ -229,11 +229,15 @@ async def vote(
     leaderboard: the vote and the comparison it revealed. Raises
     ``NotFound`` (no such comparison of theirs), ``AlreadyVoted``,
     ``AnswerUnfinished`` or ``BadRequest`` (no such slot)."""
-    statements = vote_statements(user, chosen, now_s, request_id)
-    written = (await db.batch(statements))[0]
+    # The comparison, as the vote reveals it, read in the same batch (one
+    # round trip); a refused vote's reads go unused.
+    reads = [(sql, [user, chosen.comparison]) for sql in (_VOTED, _SLOTS)]
+    written, *_, head, slots = await db.batch(
+        [*vote_statements(user, chosen, now_s, request_id), *reads]
+    )
     if not written:
         await _vote_refused(db, user, chosen)
-    return await _voted(db, user, chosen.comparison)
+    return _voted(head[0], slots, chosen.comparison)
 
 
 async def _vote_refused(db: Database, user: str, chosen: Vote) -> None:
@@ -265,9 +269,7 @@ _SLOTS = (
 )
 
 
-async def _voted(db: Database, user: str, cid: str) -> dict[str, Any]:
-    head, slots = await db.batch([(_VOTED, [user, cid]), (_SLOTS, [user, cid])])
-    row = head[0]
+def _voted(row: Mapping[str, Any], slots: list[dict[str, Any]], cid: str) -> dict[str, Any]:
     item = {
         "kind": "vote",
         "comparison": cid,

@@ -61,7 +61,7 @@ from edgechat.web.media import (
     v1_speech,
     v1_transcriptions,
 )
-from edgechat.web.site import api_presets, healthz, limits, models, page, preflight
+from edgechat.web.site import api_presets, healthz, limits, models, page, preflight, preflight_for
 
 __all__ = ["ROUTES", "AccessKeys", "Cooling", "SettingsOnce", "handle", "scheduled"]
 
@@ -85,7 +85,11 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
     "/api/shares": {"GET": api_shares, "POST": share_create},
     "/api/my-data": {"GET": my_data, "DELETE": my_data_delete},
     "/api/comparisons": {"POST": comparison_create, "OPTIONS": preflight},
-    "/api/feedback": {"GET": feedback_list, "POST": feedback_post, "OPTIONS": preflight},
+    "/api/feedback": {
+        "GET": feedback_list,
+        "POST": feedback_post,
+        "OPTIONS": preflight_for("GET, HEAD, POST, OPTIONS"),
+    },
     "/api/leaderboard": {"GET": api_leaderboard},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},

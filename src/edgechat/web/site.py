@@ -4,6 +4,8 @@ catalog, the limits, the presets, and the CORS preflight.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 from edgechat.answer.context import Context
 from edgechat.config import presets
 from edgechat.core.errors import NotFound
@@ -11,7 +13,7 @@ from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import catalog_json
 from edgechat.web import guards
 
-__all__ = ["api_presets", "healthz", "limits", "models", "page", "preflight"]
+__all__ = ["api_presets", "healthz", "limits", "models", "page", "preflight", "preflight_for"]
 
 
 async def healthz(ctx: Context) -> Reply:
@@ -39,17 +41,26 @@ async def page(ctx: Context) -> Reply:
     raise NotFound(detail="index.html not among the static assets")
 
 
-async def preflight(ctx: Context) -> Reply:
-    origin = guards.cors_origin(ctx.request, ctx.settings)
-    if origin is None:
-        # Browsers only preflight cross-site requests; a same-origin one needs none.
-        return Reply(204, {"Allow": "POST, OPTIONS"})
-    return Reply(
-        204,
-        {
-            **guards.cors_headers(origin),
-            "Access-Control-Allow-Methods": "POST, OPTIONS",
-            "Access-Control-Allow-Headers": "content-type, authorization, cache-control",
-            "Access-Control-Max-Age": "600",
-        },
-    )
+def preflight_for(allow: str) -> Callable[[Context], Awaitable[Reply]]:
+    """A route's CORS preflight, ``allow`` its methods."""
+
+    async def preflight(ctx: Context) -> Reply:
+        origin = guards.cors_origin(ctx.request, ctx.settings)
+        if origin is None:
+            # Browsers only preflight cross-site requests; a same-origin one needs none.
+            return Reply(204, {"Allow": allow})
+        return Reply(
+            204,
+            {
+                **guards.cors_headers(origin),
+                "Access-Control-Allow-Methods": allow,
+                "Access-Control-Allow-Headers": "content-type, authorization, cache-control",
+                "Access-Control-Max-Age": "600",
+            },
+        )
+
+    return preflight
+
+
+# The preflight of a route that takes POST alone.
+preflight = preflight_for("POST, OPTIONS")

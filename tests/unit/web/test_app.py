@@ -677,3 +677,12 @@ def test_an_unexpected_exception_becomes_a_generic_500(
     assert where.ai.calls == []
     record = log_record(capsys)
     assert record["error_detail"] == "RuntimeError: RATE_LIMITER binding exploded"
+
+
+@pytest.mark.parametrize(
+    "path", sorted(path for path, methods in app.ROUTES.items() if "OPTIONS" in methods)
+)
+def test_a_preflight_allows_exactly_its_routes_methods(path: str) -> None:
+    reply = serve(incoming("OPTIONS", path), platform())
+    assert reply.status == 204
+    assert reply.headers["Allow"] == ", ".join(app._allowed(app.ROUTES[path]))

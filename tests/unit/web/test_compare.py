@@ -13,11 +13,21 @@ from typing import Any
 
 import pytest
 
+from edgechat.answer import cache
 from edgechat.core.faults import UpstreamBusy
 from edgechat.core.http import Incoming, Reply
 from edgechat.web import app
 from tests.kit.sse import parse
-from tests.unit.fakes import FakeAi, FakeDb, FakePlatform, FakeRateLimiter, FakeSink, model, usage
+from tests.unit.fakes import (
+    FakeAi,
+    FakeDb,
+    FakeKv,
+    FakePlatform,
+    FakeRateLimiter,
+    FakeSink,
+    model,
+    usage,
+)
 from tests.unit.fakes import openai_stream as openai
 
 MIGRATIONS = Path(__file__).resolve().parents[3] / "migrations"
@@ -62,6 +72,7 @@ class Deployment:
         user: str | None = "ann",
         query: str = "",
         headers: Mapping[str, str] | None = None,
+        kv: FakeKv | None = None,
     ) -> tuple[Reply, bytes]:
         sent = {"content-type": "application/json", "cf-connecting-ip": "203.0.113.9"}
         if user is not None:
@@ -75,6 +86,7 @@ class Deployment:
             rate_limiter=self.limiter,
             history=self.db,
             db=self.usage_db,
+            kv=kv,
         )
 
         async def run() -> tuple[Reply, bytes]:
@@ -352,3 +364,59 @@ def test_my_data_holds_the_feedback_and_delete_everything_takes_it_and_its_count
     account = left("SELECT SUM(answers), SUM(up) FROM board_models WHERE user = '*'")
     assert tuple(account.fetchone()) == (0, 0)
     assert site.json("GET", f"/api/comparisons/{other['id']}", user="bob")[0] == 200
+
+
+def test_a_comparisons_answer_is_never_the_caches_and_never_stored_there() -> None:
+    site = Deployment(CACHE_MODE="all")
+    kv = FakeKv()
+    made = site.compare("glm", "kimi")
+    reply, raw = site.call(
+        "POST",
+        "/chat",
+        {"messages": [{"role": "user", "content": "Cache me?"}]},
+        query=f"comparison={made['id']}&slot=0",
+        kv=kv,
+    )
+    assert reply.status == 200
+    assert "X-Edgechat-Cache" not in reply.headers
+    assert not [key for key in (*kv.items, *kv.gets) if key.startswith(cache.KEY_PREFIX)]
+    assert parse(raw).final.name == "done"
+
+
+def test_v1_compare_answers_a_choice_per_model_and_a_failed_one_says_so() -> None:
+    ai = FakeAi(
+        {GLM: UpstreamBusy(detail="busy"), KIMI: openai(("content", "Kimi's."), usage=usage(3, 2))}
+    )
+    site = Deployment(ai)
+    body = {
+        "model": "glm",
+        "messages": [{"role": "user", "content": "Which?"}],
+        "edgechat": {"compare_with": ["kimi"]},
+    }
+    status, done = site.json("POST", "/v1/chat/completions", body)
+    assert status == 200, done
+    failed, answered = done["choices"]
+    assert (failed["index"], failed["model"], failed["finish_reason"]) == (0, GLM, "error")
+    assert failed["message"] == {"role": "assistant", "content": None}
+    assert failed["edgechat"]["error"]["code"] == "model_busy"
+    assert (answered["index"], answered["model"]) == (1, KIMI)
+    assert answered["message"]["content"] == "Kimi's."
+    assert answered["edgechat"]["usage"]["completion_tokens"] == 2
+    assert done["usage"]["completion_tokens"] == 2
+    assert site.slots() == [(0, GLM, "failed", "model_busy"), (1, KIMI, "done", None)]
+    # A token for each answer, taken before any model was asked.
+    assert len(site.limiter.keys) == 2
+
+
+def test_v1_compare_with_every_answer_failing_is_the_first_ones_error() -> None:
+    ai = FakeAi({GLM: UpstreamBusy(detail="busy"), KIMI: UpstreamBusy(detail="busy")})
+    site = Deployment(ai)
+    body = {
+        "model": "glm",
+        "messages": [{"role": "user", "content": "Which?"}],
+        "edgechat": {"compare_with": ["kimi"]},
+    }
+    status, refused = site.json("POST", "/v1/chat/completions", body)
+    assert status == 503
+    assert refused["error"]["code"] == "model_busy"
+    assert [row[2] for row in site.slots()] == ["failed", "failed"]
