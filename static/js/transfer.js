@@ -214,7 +214,8 @@ function tooDeep(data, max) {
  * what the page's export leaves out (an image's bytes are not in either).
  */
 function fromServer(data) {
-  fields(data, "$", ["format", "version", "user", "conversations"], ["shares", "files"]);
+  // The votes and ratings kept with them are the server's record: the chats come back, they do not.
+  fields(data, "$", ["format", "version", "user", "conversations"], ["shares", "files", "feedback", "comparisons"]);
   if (!Array.isArray(data.conversations)) throw new ImportError("field", "$.conversations");
   const conversations = data.conversations.map((c, k) => {
     const path = `$.conversations[${k}]`;

@@ -94,6 +94,7 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_files_bytes": 200 << 20,
         "max_files": 2_000,
         "max_share_images": 20,
+        "max_feedback_chars": 500,
     }
 
 
