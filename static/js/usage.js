@@ -297,8 +297,6 @@ const votes = (side) => `${number(side.votes)} (${side.wins} / ${side.losses} / 
 const maybe = (value, write) => (value === null ? "—" : write(value));
 
 function boardTable(node, found) {
-  const caption = document.createElement("caption");
-  caption.textContent = t().boardTable(found.days);
   const columns = [
     t().boardModel,
     t().blindRating,
@@ -310,37 +308,26 @@ function boardTable(node, found) {
     t().medianPace,
     t().perThousand,
   ];
-  const head = document.createElement("thead");
-  head.append(line(columns, "th"));
-  const main = document.createElement("tbody");
-  if (found.models.length === 0) {
-    const cell = document.createElement("td");
-    cell.colSpan = columns.length;
-    cell.textContent = t().boardNothing;
-    const empty = document.createElement("tr");
-    empty.append(cell);
-    main.append(empty);
-  }
-  for (const model of found.models) {
-    const row = line([
-      rating(model.blind),
-      votes(model.blind),
-      rating(model.open),
-      votes(model.open),
-      maybe(model.up_share, (share) => `${Math.round(share * 100)} % (${model.up} / ${model.up + model.down})`),
-      maybe(model.ttft_ms, (ms) => `${number(Math.round(ms))} ms`),
-      maybe(model.tokens_per_s, (pace) => pace.toFixed(1)),
-      maybe(model.usd_per_1000, dollars),
-    ]);
-    // The model names its row (a row header), for screen readers' table navigation.
-    const name = document.createElement("th");
-    name.scope = "row";
-    name.textContent = model.label;
-    name.title = model.model;
-    row.prepend(name);
-    main.append(row);
-  }
-  node.replaceChildren(caption, head, main);
+  fill(
+    node,
+    t().boardTable(found.days),
+    columns,
+    t().boardNothing,
+    found.models.map((model) => ({
+      name: model.label,
+      title: model.model,
+      cells: [
+        rating(model.blind),
+        votes(model.blind),
+        rating(model.open),
+        votes(model.open),
+        maybe(model.up_share, (share) => `${Math.round(share * 100)} % (${model.up} / ${model.up + model.down})`),
+        maybe(model.ttft_ms, (ms) => `${number(Math.round(ms))} ms`),
+        maybe(model.tokens_per_s, (pace) => pace.toFixed(1)),
+        maybe(model.usd_per_1000, dollars),
+      ],
+    })),
+  );
 }
 
 // What auto's answers cost beside the baseline model (GET /api/usage's auto).
@@ -397,28 +384,24 @@ function shadow(summary) {
     [t().failedTrials, number(summary.failed)],
     [t().shadowSpent, `${dollars(spent)} / ${cap === null ? "—" : dollars(cap)}`],
   ]);
-  const table = $("shadow-table");
-  const caption = document.createElement("caption");
-  caption.textContent = t().shadowTable;
-  const head = document.createElement("thead");
-  head.append(line([t().answers, t().ttft, t().pace, t().dollars], "th"));
-  const main = document.createElement("tbody");
-  for (const [side, medians] of [
+  const sides = [
     [t().primarySide, summary.primary],
     [t().challengerSide(summary.challenger_model), summary.challenger],
-  ]) {
-    const row = line([
-      medians.ttft_ms === null ? "—" : `${number(Math.round(medians.ttft_ms))} ms`,
-      medians.tokens_per_s === null ? "—" : number(medians.tokens_per_s),
-      medians.usd === null ? "—" : dollars(medians.usd),
-    ]);
-    const name = document.createElement("th");
-    name.scope = "row";
-    name.textContent = side;
-    row.prepend(name);
-    main.append(row);
-  }
-  table.replaceChildren(caption, head, main);
+  ];
+  fill(
+    $("shadow-table"),
+    t().shadowTable,
+    [t().answers, t().ttft, t().pace, t().dollars],
+    "",
+    sides.map(([side, medians]) => ({
+      name: side,
+      cells: [
+        maybe(medians.ttft_ms, (ms) => `${number(Math.round(ms))} ms`),
+        maybe(medians.tokens_per_s, number),
+        maybe(medians.usd, dollars),
+      ],
+    })),
+  );
   $("shadow-note").textContent = summary.complete ? "" : t().shadowIncomplete;
 }
 
@@ -527,7 +510,11 @@ function when(iso) {
   });
 }
 
-/** A table of text cells under a caption, or one row saying there is nothing. */
+/**
+ * A table of text cells under a caption, or one row saying there is nothing.
+ * A row is its cells, or {name, title?, cells}: then its name heads it (a row
+ * header, for screen readers' table navigation).
+ */
 function fill(node, title, columns, nothing, rows) {
   const caption = document.createElement("caption");
   caption.textContent = title;
@@ -542,8 +529,18 @@ function fill(node, title, columns, nothing, rows) {
     empty.append(cell);
     main.append(empty);
   }
-  for (const cells of rows) main.append(line(cells));
+  for (const row of rows) main.append(Array.isArray(row) ? line(row) : headed(row));
   node.replaceChildren(caption, head, main);
+}
+
+function headed({ name, title, cells }) {
+  const row = line(cells);
+  const header = document.createElement("th");
+  header.scope = "row";
+  header.textContent = name;
+  if (title) header.title = title;
+  row.prepend(header);
+  return row;
 }
 
 function line(cells, kind = "td") {

@@ -259,7 +259,6 @@ class Answer:
             raise
         finally:
             self._between_events = delivery.between_events
-        self.outcome.ended_ms = deadlines.elapsed_ms()
         self.outcome.usage = reader.usage
         self.outcome.finish_reason = reader.finish_reason
         self.outcome.ended_ms = deadlines.elapsed_ms()

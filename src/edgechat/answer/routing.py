@@ -147,19 +147,17 @@ def choose(
     candidates = _fitting(request, allowed, tokens)
     if not candidates:
         raise _nothing_fits(request, allowed, tokens)
+
+    def first(names: Sequence[str]) -> Model | None:
+        return next((candidates[name] for name in names if name in candidates), None)
+
     for rule in _matching(request, routes, tokens):
-        model = next((candidates[name] for name in rule.use if name in candidates), None)
+        model = first(rule.use)
+        if model is not None and tier is not None and model.alias not in tier.use:
+            model = first(tier.use)
         if model is None:
             continue
-        reason = rule.reason
-        if tier is not None and model.alias not in tier.use:
-            cheaper = next((candidates[name] for name in tier.use if name in candidates), None)
-            if cheaper is None:
-                continue
-            model = cheaper
-            reason = f"{reason}; {tier.at}% of budget spent"
-        elif tier is not None:
-            reason = f"{reason}; {tier.at}% of budget spent"
+        reason = rule.reason if tier is None else f"{rule.reason}; {tier.at}% of budget spent"
         return _routed(request, model, reason)
     # No rule's models fit: the cheapest that does, under the tier if any.
     pool = [candidates[name] for name in tier.use if name in candidates] if tier else []

@@ -101,14 +101,14 @@ def read_slot(query: Mapping[str, str]) -> Slot | None:
     given = [name for name in SLOT_PARAMS if name in query]
     if not given:
         return None
-    slots = ", ".join(str(k) for k in range(MAX_COMPARED))
     if len(given) != len(SLOT_PARAMS):
         raise BadRequest(public="A comparison's answer names both comparison and slot.")
     cid, index = query["comparison"], query["slot"]
     if not is_random_id(cid):
         raise BadRequest(public="comparison must be the id POST /api/comparisons gave.")
-    if index not in {str(k) for k in range(MAX_COMPARED)}:
-        raise BadRequest(public=f"slot must be one of {slots}.")
+    slots = [str(k) for k in range(MAX_COMPARED)]
+    if index not in slots:
+        raise BadRequest(public=f"slot must be one of {', '.join(slots)}.")
     return Slot(cid, int(index))
 
 

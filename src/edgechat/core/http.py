@@ -119,6 +119,19 @@ def normalize_origin(text: str) -> str | None:
     return origin
 
 
+# The largest seq a list's query names: below 2^53 - 1, past which Pyodide
+# hands the binding a BigInt, which D1 refuses.
+LARGEST_SEQ = 2**52
+
+
+def seq_window(query: Mapping[str, str]) -> tuple[int, int]:
+    """A list paged by seq, newest write first: ``since`` (only what was
+    written after that seq; 0: everything) and ``before`` (the previous
+    page's ``next``; the largest seq: from the newest)."""
+    since = whole_param(query, "since", 0, 0, LARGEST_SEQ)
+    return since, whole_param(query, "before", LARGEST_SEQ, 1, LARGEST_SEQ)
+
+
 def whole_param(query: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
     """A query parameter that is a whole number from ``low`` to ``high``
     (``default`` when absent); raises ``BadRequest`` naming it."""

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from edgechat.core.errors import AlreadyVoted, AnswerUnfinished, BadRequest, NotFound
-from edgechat.core.http import whole_param
+from edgechat.core.http import seq_window, whole_param
 from edgechat.core.ids import CLIENT_ID_RULE, is_client_id, is_random_id
 from edgechat.core.models import find
 from edgechat.core.ports import Database
@@ -61,8 +61,6 @@ RATING_FIELDS = ("conversation", "node", "rating", "model", "tags", "text")
 
 MAX_PAGE = 200
 DEFAULT_PAGE = 50
-# Below 2^53 - 1 (``history.store``'s reason).
-LARGEST = 2**52
 
 
 @dataclass(frozen=True, slots=True)
@@ -392,8 +390,7 @@ async def list_page(db: Database, user: str, query: Mapping[str, str]) -> dict[s
         if name not in ("since", "before", "limit", "conversation"):
             raise BadRequest(public="The list takes since, before, limit and conversation only.")
     limit = whole_param(query, "limit", DEFAULT_PAGE, 1, MAX_PAGE)
-    since = whole_param(query, "since", 0, 0, LARGEST)
-    before = whole_param(query, "before", LARGEST, 1, LARGEST)
+    since, before = seq_window(query)
     params: list[Any] = [user, since, before, limit + 1]
     conversation = query.get("conversation")
     if conversation is not None:

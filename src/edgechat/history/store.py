@@ -35,7 +35,7 @@ from edgechat.core.errors import (
     PreconditionRequired,
     TooManyConversations,
 )
-from edgechat.core.http import whole_param
+from edgechat.core.http import seq_window, whole_param
 from edgechat.core.ports import Database
 
 __all__ = [
@@ -62,9 +62,6 @@ __all__ = [
 MAX_PAGE = 200
 MAX_PAGE_WITH_BODIES = 50
 DEFAULT_PAGE = 50
-# The largest seq a query names: below 2^53 - 1, past which Pyodide hands
-# the binding a BigInt, which D1 refuses.
-LARGEST = 2**52
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,8 +409,7 @@ async def list_page(db: Database, user: str, query: dict[str, str]) -> Page:
         raise BadRequest(public="bodies must be 1 or 0.")
     most = MAX_PAGE_WITH_BODIES if bodies else MAX_PAGE
     limit = whole_param(query, "limit", min(DEFAULT_PAGE, most), 1, most)
-    since = whole_param(query, "since", 0, 0, LARGEST)
-    before = whole_param(query, "before", LARGEST, 1, LARGEST)
+    since, before = seq_window(query)
     sql = _LIST.format(
         body=", body" if bodies else "",
         live="" if "since" in query else " AND body IS NOT NULL",
