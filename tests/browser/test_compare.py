@@ -66,7 +66,10 @@ def test_two_models_stream_side_by_side_and_the_vote_keeps_the_chosen_answer(
     wait_answers(chat)
     # Side by side: the same row, the second to the right.
     left, right = glm.bounding_box(), kimi.bounding_box()
-    assert left and right and abs(left["y"] - right["y"]) < 2 and right["x"] > left["x"] + left["width"]
+    assert left
+    assert right
+    assert abs(left["y"] - right["y"]) < 2
+    assert right["x"] > left["x"] + left["width"]
     expect(glm.locator(".answer")).to_contain_text("glm-4.7-flash")
     expect(kimi.locator(".answer")).to_contain_text("kimi-k2.6")
     for col in (glm, kimi):
@@ -74,15 +77,21 @@ def test_two_models_stream_side_by_side_and_the_vote_keeps_the_chosen_answer(
         expect(col.locator(".stats")).to_contain_text("tokens")
         expect(col.locator(".stats")).to_contain_text("$")
     calls = ai.wait_for_calls(2)
-    assert sorted(c["model"] for c in calls) == ["@cf/moonshotai/kimi-k2.6", "@cf/zai-org/glm-4.7-flash"]
+    assert sorted(c["model"] for c in calls) == [
+        "@cf/moonshotai/kimi-k2.6",
+        "@cf/zai-org/glm-4.7-flash",
+    ]
 
     with page.expect_response("**/api/feedback") as voted:
         kimi.get_by_role("button", name="This one is better (answer 2)").click()
     assert voted.value.status == 201
     choice = voted.value.request.post_data_json
-    assert choice["choice"] == 1 and isinstance(choice["comparison"], str)
+    assert choice["choice"] == 1
+    assert isinstance(choice["comparison"], str)
     expect(kimi.get_by_text("Chosen")).to_be_visible()
-    expect(comparison(chat).get_by_role("status")).to_contain_text("Vote counted: answer 2 is better.")
+    expect(comparison(chat).get_by_role("status")).to_contain_text(
+        "Vote counted: answer 2 is better."
+    )
     expect(page.get_by_role("button", name="Tie")).to_have_count(0)
 
     # The chosen answer is the conversation's, the other its other version.
@@ -169,7 +178,9 @@ def test_one_failing_answer_shows_its_error_and_the_others_can_still_be_voted_on
     expect(failed.get_by_role("button", name="This one is better (answer 3)")).to_have_count(0)
     for k, model in ((1, "glm-4.7-flash"), (2, "kimi-k2.6")):
         expect(comparison(chat).locator(".answer").nth(k - 1)).to_contain_text(model)
-        expect(chat.page.get_by_role("button", name=f"This one is better (answer {k})")).to_be_visible()
+        expect(
+            chat.page.get_by_role("button", name=f"This one is better (answer {k})")
+        ).to_be_visible()
     with chat.page.expect_response("**/api/feedback") as voted:
         chat.page.get_by_role("button", name="This one is better (answer 1)").click()
     assert voted.value.status == 201
@@ -181,7 +192,9 @@ def test_a_refused_comparison_says_why_and_asks_no_model(chat: Chat, ai: Emulato
     body = {"error": {"code": "budget_exhausted", "message": "Budget used up."}}
     page.route(
         "**/api/comparisons",
-        lambda route: route.fulfill(status=429, content_type="application/json", body=json.dumps(body)),
+        lambda route: route.fulfill(
+            status=429, content_type="application/json", body=json.dumps(body)
+        ),
     )
     compare_mode(chat)
     chat.send("Too expensive")
@@ -204,17 +217,26 @@ def test_one_stop_stops_every_stream(chat: Chat, ai: EmulatorControl) -> None:
     expect(comparison(chat).get_by_role("status")).to_contain_text("nothing to vote on")
 
 
-def test_a_thumbs_down_with_a_reason_is_kept_after_a_reload(chat: Chat, ai: EmulatorControl) -> None:
+def test_a_thumbs_down_with_a_reason_is_kept_after_a_reload(
+    chat: Chat, ai: EmulatorControl
+) -> None:
     page = chat.page
     answer = chat.ask("Rate me")
-    good, bad = answer.get_by_role("button", name="Good answer"), answer.get_by_role("button", name="Bad answer")
+    good, bad = (
+        answer.get_by_role("button", name="Good answer"),
+        answer.get_by_role("button", name="Bad answer"),
+    )
     expect(good).to_have_attribute("aria-pressed", "false")
     with page.expect_response("**/api/feedback") as rated:
         bad.click()
     first = rated.value.request.post_data_json
-    assert first["rating"] == "down" and first["model"] == "@cf/zai-org/glm-4.7-flash"
-    assert first["conversation"] and first["node"].startswith("n")
-    expect(answer.get_by_role("button", name="Bad answer")).to_have_attribute("aria-pressed", "true")
+    assert first["rating"] == "down"
+    assert first["model"] == "@cf/zai-org/glm-4.7-flash"
+    assert first["conversation"]
+    assert first["node"].startswith("n")
+    expect(answer.get_by_role("button", name="Bad answer")).to_have_attribute(
+        "aria-pressed", "true"
+    )
     form = answer.get_by_role("form", name="Bad answer")
     reasons = form.get_by_role("group", name="What was wrong? (optional)")
     expect(reasons.get_by_role("checkbox", name="Inaccurate")).to_be_focused()
@@ -231,12 +253,18 @@ def test_a_thumbs_down_with_a_reason_is_kept_after_a_reload(chat: Chat, ai: Emul
 
     page.reload()
     answer = chat.last_answer()
-    expect(answer.get_by_role("button", name="Bad answer")).to_have_attribute("aria-pressed", "true")
-    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "false")
+    expect(answer.get_by_role("button", name="Bad answer")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute(
+        "aria-pressed", "false"
+    )
     expect(answer.locator(".rated")).to_have_text("Incomplete")
     # A 👍 replaces it.
     answer.get_by_role("button", name="Good answer").click()
-    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute("aria-pressed", "true")
+    expect(answer.get_by_role("button", name="Good answer")).to_have_attribute(
+        "aria-pressed", "true"
+    )
     expect(answer.locator(".rated")).to_have_count(0)
 
 
