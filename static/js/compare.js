@@ -83,6 +83,10 @@ const TEXT = {
 
 const text = () => TEXT[state.lang] || TEXT.en;
 
+// The bar of models above the composer, while compare mode is on.
+const bar = el("fieldset", "compare-bar");
+bar.id = "compare-bar";
+
 function headers() {
   const out = { "Content-Type": "application/json", Accept: "application/json" };
   const token = localStorage.getItem(TOKEN_KEY);
@@ -115,7 +119,7 @@ function savedChoice() {
 export function toggleCompare() {
   if (state.compareMode) {
     state.compareMode = null;
-    ui.compareBar?.remove();
+    bar.remove();
     ui.compareToggle.setAttribute("aria-pressed", "false");
     ui.model.disabled = !state.models.length;
     ui.input.focus();
@@ -126,7 +130,7 @@ export function toggleCompare() {
   // The picker's one model does not apply while compare mode is on.
   ui.model.disabled = true;
   renderBar();
-  ui.compareBar.querySelector("input")?.focus();
+  bar.querySelector("input")?.focus();
 }
 
 /** The bar in the page's language (app.js calls it when the language changes). */
@@ -134,8 +138,6 @@ export function renderBar() {
   const mode = state.compareMode;
   if (!mode) return;
   const T = text();
-  const bar = ui.compareBar || el("fieldset", "compare-bar");
-  bar.id = "compare-bar";
   const legend = el("legend", null, T.legend);
   const boxes = choices().map((m) => {
     const label = el("label", "toggle");
