@@ -409,7 +409,9 @@ def run(
             cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
             if compare:
                 page.locator("#compare-toggle").click()
-                for box in page.locator("#compare-bar input[value]").all():
+                boxes = page.locator("#compare-bar input[value]")
+                expect(boxes).to_have_count(compare)  # compare.js has arrived
+                for box in boxes.all():
                     box.check()
             page.locator("#input").fill("Write a long answer")
             settled_ms = page.evaluate(SETTLE) if settle else 0.0

@@ -16,11 +16,20 @@
 
 import { refusal, request, streamAnswer } from "./answer.js";
 import { modelLabel, placeQuestion, setBusy } from "./composer.js";
-import { answerView, errorText, renderConversation, showEnded, showStreaming } from "./conversation.js";
+import {
+  answerView,
+  errorText,
+  keepView,
+  renderAllActions,
+  renderConversation,
+  renderFooters,
+  showEnded,
+  showStreaming,
+} from "./conversation.js";
 import { button, el, ui } from "./dom.js";
 import { renderSidebar } from "./sidebar.js";
 import { state, store, TOKEN_KEY } from "./state.js";
-import { addVersion, thread, tip } from "./tree.js";
+import { addVersion, nodeKey, nodes, reveal, thread, tip } from "./tree.js";
 
 const SAVED_KEY = "edgechat.compare";
 const NARROW = matchMedia("(max-width: 640px)");
@@ -272,8 +281,9 @@ async function ask(question) {
   state.active = null;
   setBusy(false);
   store.touch(conversation);
+  renderAllActions();
   if (state.compare?.id === comparison.id) {
-    renderConversation();
+    refresh();
     announce(finished().length >= 2 ? T.allIn : T.noVote);
   }
 }
@@ -301,11 +311,21 @@ function canVote() {
   return !state.active && c.voted === null && finished().length >= 2;
 }
 
-/** The comparison on screen: its answers in columns (tabs when narrow), and the vote. */
+/**
+ * The comparison on screen: its answers in columns (tabs when narrow), and
+ * the vote. Built once (again only for another width or language): the
+ * end of the streams and the vote change it in place (refresh), so three
+ * long answers are not laid out anew.
+ */
 function render() {
   const c = state.compare;
-  const T = text();
   const narrow = NARROW.matches;
+  if (c.root && c.narrow === narrow && c.lang === state.lang) {
+    for (const view of c.views) keepView(view);
+    refresh();
+    return c.root;
+  }
+  const T = text();
   const root = el("section", "compare");
   root.setAttribute("aria-label", T.comparison);
   const cols = el("div", "compare-cols");
@@ -313,22 +333,19 @@ function render() {
   const tabs = el("div", "compare-tabs");
   tabs.setAttribute("role", "tablist");
   tabs.setAttribute("aria-label", T.answers);
-  c.tabs = [];
-  c.panels = [];
-  const voting = canVote();
+  Object.assign(c, { root, narrow, lang: state.lang, tabs: [], panels: [], views: [], columns: [] });
   c.messages.forEach((message, k) => {
     const view = answerView(c.conversation, message);
-    const name = columnName(k);
-    view.root.setAttribute("aria-label", name);
     const col = el("div", "compare-col");
     col.id = `compare-${k}`;
-    const title = el("h3", null, name);
+    const title = el("h3");
     title.id = `compare-${k}-head`;
+    const chosen = el("span", "tag", T.chosen);
     const head = el("div", "compare-head");
-    head.append(title);
-    if (c.voted !== null && chosenIndex() === k) head.append(el("span", "tag", T.chosen));
+    head.append(title, chosen);
+    const better = button("btn btn-small vote-one", T.better, () => vote(c.slots[k].slot), T.betterLabel(k + 1));
     if (narrow) {
-      const tab = el("button", "compare-tab", name);
+      const tab = el("button", "compare-tab");
       tab.type = "button";
       tab.id = `compare-${k}-tab`;
       tab.setAttribute("role", "tab");
@@ -345,28 +362,41 @@ function render() {
       col.setAttribute("role", "group");
       col.setAttribute("aria-labelledby", title.id);
     }
-    col.append(head, view.root);
-    if (voting && message.status === "done") {
-      col.append(button("btn btn-small vote-one", T.better, () => vote(c.slots[k].slot), T.betterLabel(k + 1)));
-    }
+    col.append(head, view.root, better);
     c.panels.push(col);
+    c.views.push(view);
+    c.columns.push({ title, chosen, better });
     cols.append(col);
   });
+  c.both = el("div", "compare-vote");
+  c.both.setAttribute("role", "group");
+  c.both.setAttribute("aria-label", T.vote);
+  c.both.append(
+    button("btn btn-small", T.tie, () => vote("tie")),
+    button("btn btn-small", T.bothBad, () => vote("both_bad")),
+  );
   if (narrow) root.append(tabs);
-  root.append(cols);
-  if (voting) {
-    const row = el("div", "compare-vote");
-    row.setAttribute("role", "group");
-    row.setAttribute("aria-label", T.vote);
-    row.append(
-      button("btn btn-small", T.tie, () => vote("tie")),
-      button("btn btn-small", T.bothBad, () => vote("both_bad")),
-    );
-    root.append(row);
-  }
-  root.append(c.status);
+  root.append(cols, c.both, c.status);
+  refresh();
   showTab(c.tab, false);
   return root;
+}
+
+// Names (a blind comparison's once voted), the chosen mark, and the vote's buttons while it may be given.
+function refresh() {
+  const c = state.compare;
+  if (!c.root) return;
+  const voting = canVote();
+  const chosen = c.voted === null ? -1 : chosenIndex();
+  c.columns.forEach((column, k) => {
+    const name = columnName(k);
+    column.title.textContent = name;
+    if (c.tabs[k]) c.tabs[k].textContent = name;
+    c.views[k].root.setAttribute("aria-label", name);
+    column.chosen.hidden = chosen !== k;
+    column.better.hidden = !voting || c.messages[k].status !== "done";
+  });
+  c.both.hidden = !voting;
 }
 
 function showTab(k, focus) {
@@ -429,27 +459,42 @@ async function vote(choice) {
   }
   const { comparison } = await res.json();
   c.voted = choice;
-  reveal(comparison);
+  const conversation = kept(c.conversation);
+  name(comparison, conversation);
   const k = chosenIndex();
-  c.question.pick = c.question.next.indexOf(c.messages[k]);
-  c.tab = k;
-  store.touch(c.conversation);
-  renderConversation();
+  reveal(conversation, kept(c.messages[k], conversation));
+  store.touch(conversation);
+  refresh();
+  renderFooters();
   const what = choice === "tie" ? T.votedTie : choice === "both_bad" ? T.votedBad : T.votedFor(k + 1);
   const names = c.slots.map((_, j) => columnName(j)).join(", ");
   announce(`${T.voted(what)} ${c.blind ? T.were(names) : ""}`.trim());
   ui.input.focus();
 }
 
+// The conversation, or one of its messages, as the store holds it now: a
+// signed-in user's sync may have taken in the server's copy meanwhile (the
+// same message then has the same role and text, tree.js nodeKey).
+function kept(node, conversation) {
+  if (!conversation) return store.conversations.find((x) => x.id === node.id) || node;
+  let same = null;
+  for (const n of nodes(conversation)) {
+    if (n === node) return n;
+    if (!same && nodeKey(n) === nodeKey(node)) same = n;
+  }
+  return same || node;
+}
+
 // The vote's reply names every model (a blind comparison's too) and its cost.
-function reveal(comparison) {
+function name(comparison, conversation) {
   const c = state.compare;
   if (!Array.isArray(comparison?.slots)) return;
   c.slots = c.slots.map((slot) => comparison.slots.find((s) => s.slot === slot.slot) || slot);
   c.slots.forEach((slot, k) => {
-    const m = c.messages[k];
-    if (!slot.model || !m.stats) return;
-    m.stats.model = slot.model;
-    if (typeof slot.cost_usd === "number") m.stats.cost_usd = slot.cost_usd;
+    for (const m of new Set([c.messages[k], kept(c.messages[k], conversation)])) {
+      if (!slot.model || !m.stats) continue;
+      m.stats.model = slot.model;
+      if (typeof slot.cost_usd === "number") m.stats.cost_usd = slot.cost_usd;
+    }
   });
 }

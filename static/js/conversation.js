@@ -123,6 +123,9 @@ export function answerView(conversation, message) {
   return view;
 }
 
+/** A view drawn before, on screen again (compare.js keeps its columns). */
+export const keepView = (view) => views.set(view.message, view);
+
 /** The user's ratings, by `<conversation>/<node>` (feedback.js writes them). */
 export function ratings() {
   if (!state.ratings) {
@@ -268,6 +271,11 @@ function rateButtons(view) {
 }
 
 export const rerenderActions = (view) => renderActions(view);
+
+/** Every message's actions, as a page no longer busy offers them. */
+export function renderAllActions() {
+  for (const view of views.values()) renderActions(view);
+}
 
 function versionSteps(m, index, count, busy) {
   const { t } = state;
