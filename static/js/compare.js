@@ -26,7 +26,7 @@ import {
   showEnded,
   showStreaming,
 } from "./conversation.js";
-import { button, el, ui } from "./dom.js";
+import { button, el, stylesheet, ui } from "./dom.js";
 import { renderSidebar } from "./sidebar.js";
 import { state, store, TOKEN_KEY } from "./state.js";
 import { addVersion, nodeKey, nodes, reveal, thread, tip } from "./tree.js";
@@ -91,6 +91,8 @@ const TEXT = {
 };
 
 const text = () => TEXT[state.lang] || TEXT.en;
+
+stylesheet("../compare.css");
 
 // The bar of models above the composer, while compare mode is on.
 const bar = el("fieldset", "compare-bar");

@@ -8,7 +8,7 @@
 // Fetched at the first click on 👍 or 👎 (on-demand.js).
 
 import { ratingKey, ratings, renderConversation, rerenderActions } from "./conversation.js";
-import { button, el, ui } from "./dom.js";
+import { button, el, stylesheet, ui } from "./dom.js";
 import { RATINGS_KEY, state, TOKEN_KEY } from "./state.js";
 import { nodeKey } from "./tree.js";
 
@@ -37,6 +37,8 @@ const TEXT = {
 };
 
 const text = () => TEXT[state.lang] || TEXT.en;
+
+stylesheet("../compare.css");
 
 function headers() {
   const out = { "Content-Type": "application/json", Accept: "application/json" };
