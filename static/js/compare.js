@@ -260,13 +260,17 @@ async function ask(question) {
   announce(T.answering(messages.length));
   const sees = models.every((alias) => state.models.find((m) => m.alias === alias)?.vision !== false);
   const { body, headers: sent } = await request(conversation, history, { sees });
-  // The columns on screen are drawn once a frame, each only when it changed.
+  // One column is drawn a frame, the one that has waited longest (a Set
+  // keeps the order they changed in): three growing answers then cost a
+  // frame about what one does, each still drawn every few frames.
   const changed = new Set();
   let frame = 0;
   const draw = () => {
     frame = 0;
-    for (const m of changed) showStreaming(m);
-    changed.clear();
+    const [next] = changed;
+    changed.delete(next);
+    showStreaming(next);
+    if (changed.size) frame = requestAnimationFrame(draw);
   };
   await Promise.all(
     messages.map(async (message, k) => {
