@@ -173,7 +173,9 @@ export function parseLimits(data) {
     "max_batch_conversations",
     "max_feedback_chars",
   ];
-  return Object.fromEntries(names.filter((n) => data[n] > 0).map((name) => [name, data[name]]));
+  return Object.fromEntries(
+    names.filter((n) => Number.isInteger(data[n]) && data[n] > 0).map((name) => [name, data[name]]),
+  );
 }
 
 // --- images
