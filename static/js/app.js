@@ -66,7 +66,7 @@ async function startSync() {
   });
   // Their 👍/👎 follow them too.
   const { pull } = await import("./feedback.js");
-  await pull();
+  await pull(me.user);
 }
 
 function pageKey(e) {

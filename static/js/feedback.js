@@ -153,9 +153,11 @@ function openReasons(view) {
   boxes[0].focus();
 }
 
-/** A signed-in user's ratings from the server, since the last pull (app.js calls it on load). */
-export async function pull() {
-  const since = Number(localStorage.getItem(SEQ_KEY)) || 0;
+/** `user`'s ratings from the server, since the last pull (app.js calls it on load, once signed in). */
+export async function pull(user) {
+  // The last seq seen is the user's own: another account in this browser starts from 0.
+  const seqKey = `${SEQ_KEY}.${user}`;
+  const since = Number(localStorage.getItem(seqKey)) || 0;
   let seq = since;
   let before = null;
   let changed = false;
@@ -183,6 +185,6 @@ export async function pull() {
     if (page.next === null || page.next === undefined) break;
     before = page.next;
   }
-  localStorage.setItem(SEQ_KEY, String(seq));
+  localStorage.setItem(seqKey, String(seq));
   if (changed && !state.active) renderConversation();
 }
