@@ -379,7 +379,7 @@ export function errorText(error = {}) {
   return error.retryAfter ? `${base} ${t.waitSeconds(error.retryAfter)}` : base;
 }
 
-export function statsLine(s) {
+function statsLine(s) {
   const { t } = state;
   const line = el("div", "stats");
   // auto's choice reads "auto → GLM 4.7 Flash: short question"; a blind comparison's names none.
