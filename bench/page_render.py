@@ -13,13 +13,19 @@ page's own long-task observer saw.
     npm run bench:page        (runs page_weight.py, then this)
     .venv/bin/python bench/page_render.py [--tokens 4000] [--delay-ms 2] [--page-at REV]
     .venv/bin/python bench/page_render.py --against /tmp/base-checkout --rounds 3
+    .venv/bin/python bench/page_render.py --compare 3 --tokens 2000
+
+``--compare N`` asks N models at once in compare mode (issue 39): N answers
+of ``--tokens`` each stream side by side, every one through its own
+``/chat?comparison=…&slot=…``, from a runner whose models are N
+OpenAI-style ones (so the emulator streams the same chunks to each).
 
 ``--page-at REV`` serves the page's files as they were at a git revision,
 for a before/after on the same machine. ``--against CHECKOUT [--rounds N]``
 runs this page and another checkout's (its ``static/vendor/`` built) N times
 each, alternating, and prints them side by side.
 
-The target (issue 12) is no task over 50 ms; the script reports against it
+The target (issues 12 and 39) is no task over 50 ms; the script reports against it
 and exits 0 either way, since a shared machine can stall any one task.
 """
 
@@ -140,6 +146,31 @@ SETTLE = """() => new Promise((resolve) => {
   };
   requestIdleCallback(check);
 })"""
+
+# Compare mode's done: every answer of the comparison has ended (and its math
+# and diagrams are drawn), then a moment for the last of it.
+WAIT_COMPARE_DONE = """(count) => new Promise((resolve) => {
+  const done = () => {
+    const answers = [...document.querySelectorAll(".compare article.assistant")];
+    return answers.length === count && answers.every((a) =>
+      a.getAttribute("aria-busy") === "false" &&
+      !a.querySelector(".math:not([data-typeset])") &&
+      !a.querySelector(".diagram:not([data-drawn=ok]):not([data-drawn=error])"));
+  };
+  const finish = () => setTimeout(resolve, 300);
+  if (done()) return finish();
+  new MutationObserver((_, observer) => {
+    if (done()) {
+      observer.disconnect();
+      finish();
+    }
+  }).observe(document.getElementById("messages"), {
+    attributes: true, childList: true, subtree: true,
+  });
+})"""
+
+# Compare mode's runner: N OpenAI-style models, so each answers with the scripted chunks.
+COMPARE_MODELS = ["glm", "kimi", "glm-5.3-flash"]
 
 LONG_TASKS = """
 window.__longTasks = [];
@@ -339,6 +370,7 @@ def run(
     shape: str = "mixed",
     static: Path | None = None,
     settle: bool = True,
+    compare: int = 0,
 ) -> dict[str, Any]:
     pieces = answer_tokens(tokens, shape)
     chunks: list[object] = []
@@ -357,7 +389,13 @@ def run(
             "EDGECHAT_AI_LOG": str(Path(folder) / "calls.jsonl"),
             "EDGECHAT_AI_DELAY_MS": "0",
         }
-        with start_runner(ROOT / "wrangler.toml", env=env) as runner, sync_playwright() as pw:
+        vars_file = None
+        if compare:
+            models = ",".join(COMPARE_MODELS[:compare])
+            vars_file = Path(folder) / "compare.vars"
+            vars_file.write_text(f'MODELS="{models}"\nFALLBACK_CHAIN="glm"\n')
+        runner_started = start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env)
+        with runner_started as runner, sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.add_init_script(LONG_TASKS)
@@ -369,6 +407,12 @@ def run(
             expect(page.locator("#model")).to_be_enabled()
             cdp = page.context.new_cdp_session(page)
             cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
+            if compare:
+                page.locator("#compare-toggle").click()
+                boxes = page.locator("#compare-bar input[value]")
+                expect(boxes).to_have_count(compare)  # compare.js has arrived
+                for box in boxes.all():
+                    box.check()
             page.locator("#input").fill("Write a long answer")
             settled_ms = page.evaluate(SETTLE) if settle else 0.0
             browser.start_tracing(page=page, categories=RENDER_CATEGORIES)
@@ -380,7 +424,7 @@ def run(
             page.locator("#input").press("Enter")
             # One protocol call that the page answers when the answer is done
             # (no polling from here while it streams).
-            page.evaluate(WAIT_DONE)
+            page.evaluate(WAIT_COMPARE_DONE, compare) if compare else page.evaluate(WAIT_DONE)
             answer = page.locator("article.assistant").last
             elapsed = page.evaluate("performance.now()") - started
             script_ms = (metric(cdp, "ScriptDuration") - script_before) * 1000
@@ -392,13 +436,18 @@ def run(
             if os.environ.get("EDGECHAT_BENCH_TRACE"):
                 Path(os.environ["EDGECHAT_BENCH_TRACE"]).write_text(json.dumps(trace))
             observed = page.evaluate("window.__longTasks")
-            status = answer.locator(".stats").inner_text()
+            status = (
+                " | ".join(page.locator(".compare .stats").all_inner_texts())
+                if compare
+                else answer.locator(".stats").inner_text()
+            )
             browser.close()
     tasks, tooling = main_thread_tasks(trace)
     frame_wall, frame_cpu = frame_tasks(trace)
     return {
         "settled_ms": settled_ms,
         "tokens": len(pieces),
+        "answers": max(compare, 1),
         "chars": len("".join(pieces)),
         "stream_s": elapsed / 1000,
         "script_ms": script_ms,
@@ -425,8 +474,9 @@ def report(r: dict[str, Any]) -> None:
     over = r["over_target"]
     if r["settled_ms"]:
         print(f"the page settled {r['settled_ms']:.0f} ms after it loaded; then the question")
+    at_once = f"{r['answers']} answers at once (compare mode), each " if r["answers"] > 1 else ""
     print(
-        f"streamed {r['tokens']:,} tokens ({r['chars']:,} characters of Markdown) in "
+        f"streamed {at_once}{r['tokens']:,} tokens ({r['chars']:,} characters of Markdown) in "
         f"{r['stream_s']:.1f} s; the page's stats line: {r['stats']}"
     )
     print(
@@ -522,6 +572,13 @@ def main() -> int:
     )
     parser.add_argument("--rounds", type=int, default=2, help="pairs of runs with --against")
     parser.add_argument(
+        "--compare",
+        type=int,
+        choices=[0, 2, 3],
+        default=0,
+        help="ask 2 or 3 models at once in compare mode, each streaming --tokens",
+    )
+    parser.add_argument(
         "--no-settle",
         action="store_true",
         help="ask at once after the load, while the page may still be warming up",
@@ -536,7 +593,14 @@ def main() -> int:
     if args.against:
         side_by_side(args)
         return 0
-    r = run(args.tokens, args.delay_ms, args.page_at, args.shape, settle=not args.no_settle)
+    r = run(
+        args.tokens,
+        args.delay_ms,
+        args.page_at,
+        args.shape,
+        settle=not args.no_settle,
+        compare=args.compare,
+    )
     if args.page_at:
         print(f"the page of {args.page_at}")
     report(r)

@@ -36,6 +36,8 @@ STATIC_IMPORT = re.compile(r"""^\s*import\s+(?:[^'"]*?\sfrom\s+)?["']([^"']+)["'
 # `import("./x.js")`, or `onDemand("./x.js")` (static/js/on-demand.js, which
 # imports the path it is given at the first use).
 DYNAMIC_IMPORT = re.compile(r"""(?:import|onDemand)\(\s*["']([^"'$`]+)["']\s*\)""")
+# `stylesheet("../x.css")` (static/js/dom.js): a stylesheet that comes with the module adding it.
+STYLESHEET = re.compile(r"""\bstylesheet\(\s*["']([^"']+\.css)["']\s*\)""")
 
 
 def gz(path: Path) -> int:
@@ -105,6 +107,12 @@ def main() -> int:
         if feature.name == "render.js":
             continue
         pieces = [p for p in sorted(graph(feature)) if p not in first]
+        sheets = {
+            (path.parent / sheet).resolve()
+            for path in pieces
+            for sheet in STYLESHEET.findall(path.read_text(encoding="utf-8"))
+        }
+        pieces += sorted(sheets)
         section(f"on demand: js/{feature.name} at its first use", pieces)
 
     katex = [

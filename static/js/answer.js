@@ -20,10 +20,7 @@ export async function answer(conversation, { fresh = false } = {}) {
   setBusy(true);
   renderSidebar();
   renderConversation();
-  const { body, headers } = await request(history, alias, sees, fresh);
-  if (conversation.preset) body.preset = conversation.preset;
-  const { id } = conversation; // names the conversation for the prompt cache
-  if (typeof id === "string" && id && id.length <= 128) body.conversation = id;
+  const { body, headers } = await request(conversation, history, { alias, sees, fresh });
   let frame = 0;
   const onText = () => {
     frame ||= requestAnimationFrame(() => {
@@ -58,7 +55,8 @@ function place(conversation, message) {
   return history;
 }
 
-async function request(history, alias, sees, fresh) {
+/** The /chat request of a question: `history` (the thread up to it) of `conversation`. */
+export async function request(conversation, history, { alias, sees = true, fresh = false } = {}) {
   await state.limitsReady;
   const urls = new Map();
   if (sees)
@@ -74,17 +72,21 @@ async function request(history, alias, sees, fresh) {
   if (fresh) headers["Cache-Control"] = "no-cache";
   const token = localStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
+  if (conversation.preset) body.preset = conversation.preset;
+  const { id } = conversation; // names the conversation for the prompt cache
+  if (typeof id === "string" && id && id.length <= 128) body.conversation = id;
   return { body, headers };
 }
 
 // Never rejects: the status says how it ended, and what came before an error stands.
-export async function streamAnswer(message, { body, headers, signal }, onText = () => {}) {
+// `url`: a comparison's answer is /chat?comparison=<id>&slot=<n>.
+export async function streamAnswer(message, { body, headers, signal, url = "/chat" }, onText = () => {}) {
   const started = performance.now();
   let firstAt = 0;
   let final = null;
   let requestId;
   try {
-    const res = await fetch("/chat", { method: "POST", headers, body: JSON.stringify(body), signal });
+    const res = await fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
     if (!res.ok) return await refused(message, res);
     await readEvents(res.body, (name, data) => {
       if (final) return;
@@ -119,15 +121,15 @@ export async function streamAnswer(message, { body, headers, signal }, onText = 
   }
 }
 
-async function refused(message, res) {
+/** The error of a refused request, as a message keeps it (conversation.js errorText words it). */
+export async function refusal(res) {
   let error = {};
   try {
     error = (await res.json()).error || {};
   } catch {
     // not JSON
   }
-  message.status = "error";
-  message.error = {
+  return {
     code: error.code,
     status: res.status,
     message: typeof error.message === "string" ? error.message : "",
@@ -135,6 +137,11 @@ async function refused(message, res) {
     categories: error.categories,
     ...(typeof error.resets_at === "string" ? { resetsAt: error.resets_at } : {}),
   };
+}
+
+async function refused(message, res) {
+  message.status = "error";
+  message.error = await refusal(res);
 }
 
 function finish(message, data, seconds) {

@@ -30,6 +30,7 @@ const dictation = onDemand("./dictation.js");
 const transfer = onDemand("./import-export.js");
 const searching = onDemand("./search-dialog.js");
 const openSearch = searching.call("openSearch");
+const comparing = onDemand("./compare.js");
 
 function applyLang() {
   const { lang } = state;
@@ -45,6 +46,7 @@ function applyLang() {
   renderConversation();
   renderTray();
   dictation.loaded?.renderMic();
+  comparing.loaded?.renderBar();
   state.relabel?.();
   if (ui.searchDialog.open) searching.loaded?.runSearch();
 }
@@ -62,6 +64,9 @@ async function startSync() {
     renderSidebar();
     if (!state.active) renderConversation();
   });
+  // Their 👍/👎 follow them too.
+  const { pull } = await import("./feedback.js");
+  await pull(me.user);
 }
 
 function pageKey(e) {
@@ -110,6 +115,7 @@ ui.backdrop.addEventListener("click", closeSidebar);
 
 ui.attach.addEventListener("click", () => ui.attachFile.click());
 ui.mic.addEventListener("click", dictation.call("toggleDictation"));
+ui.compareToggle.addEventListener("click", comparing.call("toggleCompare"));
 ui.attachFile.addEventListener("change", () => {
   attach(ui.attachFile.files);
   ui.attachFile.value = "";

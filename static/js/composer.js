@@ -14,7 +14,17 @@ export function send(text) {
     state.attaching.then(() => send(text));
     return;
   }
+  // Compare mode (compare.js, once turned on) asks its models instead.
+  if (state.compareMode) {
+    state.compareMode.send(text);
+    return;
+  }
   if (state.pending.length && chosenModel()?.vision === false) return; // the tray says why
+  answer(placeQuestion(text));
+}
+
+/** The composer's question (its text, images and documents) added to the current conversation. */
+export function placeQuestion(text) {
   const conversation = store.current || store.create();
   const last = tip(conversation);
   // After an unanswered question (an import can end so), a new version of it: roles alternate.
@@ -43,7 +53,7 @@ export function send(text) {
   ui.input.value = "";
   resizeInput();
   state.stick = true;
-  answer(conversation);
+  return conversation;
 }
 
 // Enter confirming an IME candidate must not send.

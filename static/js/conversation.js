@@ -8,12 +8,14 @@ import { categoryNames } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
 import { onDemand } from "./on-demand.js";
 import { renderPresets } from "./presets.js";
-import { state, store } from "./state.js";
-import { addVersion, dropVersion, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
+import { RATINGS_KEY, state, store } from "./state.js";
+import { addVersion, dropVersion, nodeKey, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
 
 // Read aloud (speech.js) comes with the first click on it; until then nothing is being read.
 const speech = onDemand("./speech.js");
 const isReading = (m) => Boolean(speech.loaded?.isReading(m));
+// 👍/👎 with a reason (feedback.js) comes with the first click on one.
+const feedback = onDemand("./feedback.js");
 
 const views = new Map();
 
@@ -23,11 +25,16 @@ export function renderConversation() {
   views.clear();
   const conversation = store.current;
   const messages = conversation ? thread(conversation) : [];
+  // A comparison's answers side by side (compare.js), in place of the one picked.
+  const { compare } = state;
+  const comparing = compare?.conversation === conversation && compare.messages.includes(messages.at(-1));
+  if (comparing) messages.pop();
   const articles = messages.map((m, k) => {
     const view = messageView(conversation, m, k === messages.length - 1);
     views.set(m, view);
     return view.root;
   });
+  if (comparing) articles.push(compare.render());
   ui.empty.hidden = articles.length > 0;
   ui.messages.replaceChildren(ui.empty, ...articles);
   renderPresets();
@@ -109,11 +116,35 @@ function regenerate() {
   answer(conversation, { fresh: true });
 }
 
-function messageView(conversation, message, isLast) {
+/** One answer of a comparison, its view kept like the thread's (compare.js places it). */
+export function answerView(conversation, message) {
+  const view = messageView(conversation, message, false, true);
+  views.set(message, view);
+  return view;
+}
+
+/** A view drawn before, on screen again (compare.js keeps its columns). */
+export const keepView = (view) => views.set(view.message, view);
+
+/** The user's ratings, by `<conversation>/<node>` (feedback.js writes them). */
+export function ratings() {
+  if (!state.ratings) {
+    try {
+      state.ratings = JSON.parse(localStorage.getItem(RATINGS_KEY) || "{}") || {};
+    } catch {
+      state.ratings = {};
+    }
+  }
+  return state.ratings;
+}
+
+export const ratingKey = (conversation, message) => `${conversation.id}/${nodeKey(message)}`;
+
+function messageView(conversation, message, isLast, compare = false) {
   const { t } = state;
   const root = el("article", `msg ${message.role}`);
   root.setAttribute("aria-label", message.role === "user" ? t.you : t.assistant);
-  const view = { root, conversation, message, isLast };
+  const view = { root, conversation, message, isLast, compare };
   view.actions = el("div", "actions");
   if (message.role === "user") {
     view.bubble = el("div", "bubble", message.content);
@@ -155,7 +186,8 @@ function messageView(conversation, message, isLast) {
   view.dots = el("div", "dots", "•••");
   view.dots.setAttribute("aria-hidden", "true");
   view.footer = el("div", "footer");
-  root.append(view.flag, view.reasoning, view.answer, view.dots, view.footer, view.actions);
+  view.feedback = el("div", "feedback");
+  root.append(view.flag, view.reasoning, view.answer, view.dots, view.footer, view.actions, view.feedback);
   updateView(view, true);
   return view;
 }
@@ -193,7 +225,7 @@ function renderActions(view) {
   const parts = [];
   const busy = Boolean(state.active);
   const { index, count } = versionOf(conversation, m);
-  if (count > 1) parts.push(versionSteps(m, index, count, busy));
+  if (count > 1 && !view.compare) parts.push(versionSteps(m, index, count, busy));
   if (m.status !== "streaming" && m.content && !view.answer?.hidden) {
     const copy = button(
       "btn-small btn-ghost action",
@@ -218,7 +250,31 @@ function renderActions(view) {
     read.setAttribute("aria-pressed", String(isReading(m)));
     parts.push(read);
   }
+  if (m.role === "assistant" && m.status === "done" && !view.compare && conversation.id)
+    parts.push(...rateButtons(view));
   view.actions.replaceChildren(...parts);
+}
+
+function rateButtons(view) {
+  const { t } = state;
+  const mine = ratings()[ratingKey(view.conversation, view.message)];
+  const parts = [
+    ["up", "👍", t.goodAnswer],
+    ["down", "👎", t.badAnswer],
+  ].map(([rating, face, label]) => {
+    const rate = button("btn-small btn-ghost action rate", face, () => feedback.call("rate")(view, rating), label);
+    rate.setAttribute("aria-pressed", String(mine?.rating === rating));
+    return rate;
+  });
+  if (mine?.tags?.length) parts.push(el("span", "rated", mine.tags.map((tag) => t.reasons[tag] || tag).join(", ")));
+  return parts;
+}
+
+export const rerenderActions = (view) => renderActions(view);
+
+/** Every message's actions, as a page no longer busy offers them. */
+export function renderAllActions() {
+  for (const view of views.values()) renderActions(view);
 }
 
 function versionSteps(m, index, count, busy) {
@@ -310,7 +366,7 @@ function renderFooter(view) {
   view.footer.replaceChildren(...parts);
 }
 
-function errorText(error = {}) {
+export function errorText(error = {}) {
   const { t } = state;
   if (error.code === "content_refused") return t.refused(categoryNames(error.categories, t));
   const base = t.errors[error.code] || t.errors[error.status] || error.message || t.errors[500];
@@ -326,8 +382,8 @@ function errorText(error = {}) {
 function statsLine(s) {
   const { t } = state;
   const line = el("div", "stats");
-  // auto's choice reads "auto → GLM 4.7 Flash: short question".
-  const bits = [s.route ? t.routed(modelLabel(s.model), s.route.reason) : modelLabel(s.model)];
+  // auto's choice reads "auto → GLM 4.7 Flash: short question"; a blind comparison's names none.
+  const bits = s.model ? [s.route ? t.routed(modelLabel(s.model), s.route.reason) : modelLabel(s.model)] : [];
   if (Number.isFinite(s.ttft_ms)) bits.push(`${Math.round(s.ttft_ms)} ms ${t.ttft}`);
   if (s.tps) bits.push(`${s.tps.toFixed(1)} ${t.perSecond}`);
   if (s.usage) bits.push(`${s.usage.total_tokens} ${t.tokens}`);

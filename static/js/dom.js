@@ -17,3 +17,13 @@ export function button(className, text, onClick, label) {
   if (label) b.setAttribute("aria-label", label);
   return b;
 }
+
+/** The page's stylesheet at `path` (from static/js/), added once: the styles of code loaded on demand. */
+export function stylesheet(path) {
+  const href = new URL(path, import.meta.url).href;
+  if ([...document.styleSheets].some((sheet) => sheet.href === href)) return;
+  const link = el("link");
+  link.rel = "stylesheet";
+  link.href = href;
+  document.head.append(link);
+}

@@ -171,8 +171,11 @@ export function parseLimits(data) {
     "max_document_tokens",
     "max_batch_bytes",
     "max_batch_conversations",
+    "max_feedback_chars",
   ];
-  return Object.fromEntries(names.filter((n) => data[n] > 0).map((name) => [name, data[name]]));
+  return Object.fromEntries(
+    names.filter((n) => Number.isInteger(data[n]) && data[n] > 0).map((name) => [name, data[name]]),
+  );
 }
 
 // --- images

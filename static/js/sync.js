@@ -22,7 +22,7 @@ import { button, el, ui } from "./dom.js";
 import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
 import { dropFilesOf, imagesFrom, keptImage } from "./store.js";
-import { fromFlat, nodes } from "./tree.js";
+import { fnv, fromFlat, nodes } from "./tree.js";
 
 const SYNC_KEY = "edgechat.sync.v1";
 const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
@@ -141,17 +141,7 @@ export function batches(pending, limits) {
 function outgoing(c) {
   const body = toFlat(c);
   const text = JSON.stringify(body);
-  return { body, text, sum: hash(text) };
-}
-
-/** FNV-1a of a string, to tell whether a conversation changed since it was sent. */
-function hash(text) {
-  let h = 0x811c9dc5;
-  for (let k = 0; k < text.length; k++) {
-    h ^= text.charCodeAt(k);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0).toString(36) + text.length.toString(36);
+  return { body, text, sum: fnv(text) };
 }
 
 function loadState(user) {

@@ -537,3 +537,36 @@ def test_my_data_downloads_what_the_server_keeps_deletes_it_all_and_imports_back
     wait_for_server(site, holding("Kept until I delete my data"), "the imported conversation")
     assert laptop.csp_violations() == []
     assert laptop.log.page_errors == []
+
+
+def test_a_signed_in_users_rating_and_its_reason_follow_them_to_another_device(
+    signed_in: Any, site: str
+) -> None:
+    laptop: Chat = signed_in()
+    synced(laptop)
+    answer = laptop.ask("Rate me everywhere")
+    wait_for_server(site, holding("Rate me everywhere"), "the conversation")
+    answer.get_by_role("button", name="Bad answer").click()
+    form = answer.get_by_role("form", name="Bad answer")
+    form.get_by_role("checkbox", name="Slow").check()
+    # A signed-in user may say more, within the server's limit.
+    words = form.get_by_role("textbox", name="Tell us more (optional)")
+    expect(words).to_have_attribute("maxlength", "500")
+    words.fill("It took a while.")
+    with laptop.page.expect_response("**/api/feedback") as sent:
+        form.get_by_role("button", name="Send").click()
+    assert sent.value.status == 200
+    assert sent.value.request.post_data_json["text"] == "It took a while."
+
+    phone: Chat = signed_in()
+    synced(phone)
+    answer = phone.last_answer()
+    expect(answer).to_contain_text("Rate me everywhere", timeout=15_000)
+    expect(answer.get_by_role("button", name="Bad answer")).to_have_attribute(
+        "aria-pressed", "true"
+    )
+    expect(answer.locator(".rated")).to_have_text("Slow")
+    answer.get_by_role("button", name="Bad answer").click()
+    expect(answer.get_by_role("textbox", name="Tell us more (optional)")).to_have_value(
+        "It took a while."
+    )

@@ -123,6 +123,11 @@ describe("requestMessages", () => {
     }
   });
 
+  test("parseLimits keeps the feedback text's limit when the server names it", () => {
+    assert.equal(parseLimits({ ...LIMITS, max_feedback_chars: 500 }).max_feedback_chars, 500);
+    assert.equal(parseLimits({ ...LIMITS, max_feedback_chars: "500" }).max_feedback_chars, undefined);
+  });
+
   test("documents go as file parts after the images, and count towards max_documents", () => {
     const doc = (id, name) => ({ id, name, type: "text/plain", size: 3, tokens: 1 });
     const urls = new Map([

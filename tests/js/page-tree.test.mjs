@@ -6,7 +6,9 @@ import { describe, test } from "node:test";
 import {
   addVersion,
   dropVersion,
+  fnv,
   fromList,
+  nodeKey,
   nodes,
   parentOf,
   reveal,
@@ -103,5 +105,17 @@ describe("tree", () => {
     assert.equal(thread(deep).length, 20000);
     assert.equal([...nodes(deep)].length, 20000);
     assert.equal(reveal(deep, tip(deep)), true);
+  });
+
+  test("nodeKey() names a message by its role and text: the same on every device, a server-valid id", () => {
+    const a = { ...assistant("Paris."), stats: { model: "glm" }, next: [], pick: 0 };
+    const copy = fromList({}, [user("Capital?"), assistant("Paris.")]).next[0].next[0];
+    assert.equal(nodeKey(a), nodeKey(copy));
+    assert.notEqual(nodeKey(a), nodeKey(assistant("Paris!")));
+    assert.notEqual(nodeKey(a), nodeKey(user("Paris.")));
+    // The feedback API's ids: 1 to 100 letters, digits, ".", "_", "-".
+    for (const text of ["", "x".repeat(100000), "你好"]) assert.match(nodeKey(user(text)), /^[A-Za-z0-9._-]{1,100}$/);
+    assert.equal(fnv("abc"), fnv("abc"));
+    assert.notEqual(fnv("abc"), fnv("abd"));
   });
 });
