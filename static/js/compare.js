@@ -221,14 +221,14 @@ async function ask(question) {
   } catch {
     res = null;
   }
-  if (!res?.ok) {
+  const comparison = res?.ok ? await res.json().catch(() => null) : null;
+  if (!Array.isArray(comparison?.slots)) {
     // Refused before any model was asked: the question stays in the composer.
     state.active = null;
     setBusy(false);
     if (!controller.signal.aborted) warn(errorText(res ? await refusal(res) : { offline: true }));
     return;
   }
-  const comparison = await res.json();
   const conversation = placeQuestion(question);
   const asking = tip(conversation);
   const slots = comparison.slots;
