@@ -138,6 +138,14 @@ export function ratings() {
   return state.ratings;
 }
 
+/** Forgets this browser's ratings and where their sync stands ("Delete everything" in My data). */
+export function forgetRatings() {
+  state.ratings = {};
+  for (const key of Object.keys(localStorage)) {
+    if (key === RATINGS_KEY || key.startsWith("edgechat.ratings.")) localStorage.removeItem(key);
+  }
+}
+
 export const ratingKey = (conversation, message) => `${conversation.id}/${nodeKey(message)}`;
 
 function messageView(conversation, message, isLast, compare = false) {

@@ -1,10 +1,12 @@
 // "My data": what the server keeps of a signed-in user, downloaded as one
 // JSON file (GET /api/my-data, which "Import chats" reads back) or deleted
-// for good (DELETE /api/my-data: conversations, their images, share links).
+// for good (DELETE /api/my-data: conversations, their images, share links,
+// votes and ratings; this browser's ratings are forgotten with them).
 // A delete leaves tombstones, so this browser and the user's other devices
 // delete their copies as they sync. Loaded on the first click of the
 // sidebar's "My data" (sync.js).
 
+import { forgetRatings } from "./conversation.js";
 import { button, el } from "./dom.js";
 import { download } from "./import-export.js";
 import { state } from "./state.js";
@@ -93,6 +95,7 @@ function make(sync) {
     ask(false);
     if (!done) return say(words().failed, true);
     say(words().erased);
+    forgetRatings(); // the server's copies went with the rest
     sync.run(); // the tombstones delete this browser's copies
   });
   const close = button("btn btn-ghost", "", () => box.close());

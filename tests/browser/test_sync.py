@@ -496,6 +496,10 @@ def test_my_data_downloads_what_the_server_keeps_deletes_it_all_and_imports_back
     assert "Kept until I delete my data" in titles
     assert image["id"] in {f["id"] for f in exported["files"]}
 
+    # A rating this browser keeps goes with the server's copy.
+    laptop.page.evaluate(
+        "localStorage.setItem('edgechat.ratings.v1', JSON.stringify({'c/n': {rating: 'up'}}))"
+    )
     mine.get_by_role("button", name="Delete everything…").click()
     expect(mine).to_contain_text("for good")
     mine.get_by_role("button", name="Delete everything", exact=True).click()
@@ -503,6 +507,7 @@ def test_my_data_downloads_what_the_server_keeps_deletes_it_all_and_imports_back
         "Deleted: the server keeps nothing of yours now."
     )
     assert server_conversations(site) == []
+    assert laptop.page.evaluate("localStorage.getItem('edgechat.ratings.v1')") is None
     assert httpx.get(site + f"/api/files/{image['id']}", headers=BEARER).status_code == 404
     assert httpx.get(link).status_code in (404, 410)
     # This browser and the other device delete their copies as they sync.
