@@ -44,6 +44,7 @@ from edgechat.core.ports import (
     Sink,
     Streams,
     TimedOut,
+    VectorsError,
 )
 from edgechat.core.requests import ChatRequest, Message
 from tests.kit import upstream as wire
@@ -785,6 +786,116 @@ class FakeBlobs:
         return page, str(after) if after < len(names) else None
 
 
+# The properties the VECTORS index has metadata indexes on (wrangler.toml):
+# Vectorize filters on nothing else.
+INDEXED = frozenset({"kind", "owner", "base", "scope"})
+
+
+class FakeVectors:
+    """``ports.Vectors`` in a dict: cosine scores, namespaces, and filters with
+    Vectorize's operators on the indexed properties only (a filter on another
+    raises ``VectorsError``, as the index would refuse it). Every call is
+    recorded in ``calls`` (method, and a query's namespace, filter, top_k).
+    With ``lagging`` a mutation waits in ``pending`` until ``apply()``, as
+    the real index applies them seconds later; ``fail`` makes every call
+    raise ``VectorsError``."""
+
+    def __init__(self, *, lagging: bool = False) -> None:
+        self.vectors: dict[str, dict[str, Any]] = {}
+        self.pending: list[Callable[[], None]] = []
+        self.lagging = lagging
+        self.fail = False
+        self.calls: list[dict[str, Any]] = []
+
+    def _record(self, method: str, **details: Any) -> None:
+        self.calls.append({"method": method, **details})
+        if self.fail:
+            raise VectorsError(f"{method}: Vectorize is down (scripted)")
+
+    def _mutate(self, change: Callable[[], None]) -> None:
+        if self.lagging:
+            self.pending.append(change)
+        else:
+            change()
+
+    def apply(self) -> None:
+        """The index takes in the mutations waiting, in order."""
+        while self.pending:
+            self.pending.pop(0)()
+
+    async def upsert(self, vectors: list[dict[str, Any]]) -> None:
+        self._record("upsert", ids=[vector["id"] for vector in vectors])
+        kept = [json.loads(json.dumps(vector)) for vector in vectors]
+        self._mutate(lambda: self.vectors.update({vector["id"]: vector for vector in kept}))
+
+    async def query(
+        self,
+        values: list[float],
+        *,
+        top_k: int,
+        namespace: str | None = None,
+        filter: dict[str, Any] | None = None,
+        metadata: bool = True,
+    ) -> list[dict[str, Any]]:
+        self._record("query", namespace=namespace, filter=filter, top_k=top_k)
+        unindexed = {key for key in filter or {} if key.split(".")[0] not in INDEXED}
+        if unindexed:
+            raise VectorsError(f"no metadata index on {sorted(unindexed)}")
+        scored = [
+            (_cosine(values, vector["values"]), vector)
+            for vector in self.vectors.values()
+            if vector.get("namespace") == namespace and _matches(vector.get("metadata", {}), filter)
+        ]
+        scored.sort(key=lambda pair: -pair[0])
+        return [
+            {
+                "id": vector["id"],
+                "score": score,
+                **({"metadata": vector.get("metadata", {})} if metadata else {}),
+                **({"namespace": vector["namespace"]} if "namespace" in vector else {}),
+            }
+            for score, vector in scored[:top_k]
+        ]
+
+    async def get_by_ids(self, ids: list[str]) -> list[dict[str, Any]]:
+        self._record("getByIds", ids=list(ids))
+        return [json.loads(json.dumps(self.vectors[id_])) for id_ in ids if id_ in self.vectors]
+
+    async def delete_by_ids(self, ids: list[str]) -> None:
+        self._record("deleteByIds", ids=list(ids))
+        gone = list(ids)
+        self._mutate(lambda: [self.vectors.pop(id_, None) for id_ in gone] and None)
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    norms = math.sqrt(sum(x * x for x in a)) * math.sqrt(sum(y * y for y in b))
+    return sum(x * y for x, y in zip(a, b, strict=True)) / norms if norms else 0.0
+
+
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    "$eq": lambda have, want: have == want,
+    "$ne": lambda have, want: have != want,
+    "$in": lambda have, want: have in want,
+    "$nin": lambda have, want: have not in want,
+    "$lt": lambda have, want: have is not None and have < want,
+    "$lte": lambda have, want: have is not None and have <= want,
+    "$gt": lambda have, want: have is not None and have > want,
+    "$gte": lambda have, want: have is not None and have >= want,
+}
+
+
+def _matches(metadata: dict[str, Any], filter_: dict[str, Any] | None) -> bool:
+    # Implicit $eq for a bare value; a dotted key reaches into nested metadata.
+    for key, condition in (filter_ or {}).items():
+        have: Any = metadata
+        for part in key.split("."):
+            have = have.get(part) if isinstance(have, dict) else None
+        tests = condition if isinstance(condition, dict) else {"$eq": condition}
+        if not all(_OPERATORS[op](have, want) for op, want in tests.items()):
+            return False
+    return True
+
+
 class FakeSchedule:
     """``ports.Schedule``: a scheduled run's databases (``db`` is ``DB``,
     ``usage_db`` is ``USAGE_DB``), bucket, outgoing POSTs and ``[vars]``."""
@@ -803,6 +914,10 @@ class FakeSchedule:
         self.db = usage_db
         self.outbound = outbound or FakeOutbound()
         self.variables = variables
+        self.vector_index: FakeVectors | None = None
+
+    def vectors(self) -> FakeVectors | None:
+        return self.vector_index
 
     def var(self, name: str) -> object:
         return self.variables.get(name)
@@ -867,11 +982,16 @@ class FakePlatform:
     db: FakeDb | None = None
     history: FakeDb | None = None
     files: FakeBlobs | None = None
+    # The ``VECTORS`` index (``vectors()``); None: not bound.
+    vector_index: FakeVectors | None = None
     # What the request left to run after its reply (``wait_until``).
     background: list[asyncio.Future[None]] = field(default_factory=list)
 
     def var(self, name: str) -> object:
         return self.vars.get(name)
+
+    def vectors(self) -> FakeVectors | None:
+        return self.vector_index
 
     @property
     def ai_after_reply(self) -> FakeAi:

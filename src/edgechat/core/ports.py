@@ -268,6 +268,43 @@ class BlobError(Exception):
     """The bucket failed (a limit, an outage): the detail is for the log."""
 
 
+class Vectors(Protocol):
+    """A Vectorize index (https://developers.cloudflare.com/vectorize/reference/client-api/):
+    ``VECTORS``, 1024 dimensions and cosine (bge-m3's vectors). Its mutations
+    are asynchronous: an upserted or deleted vector shows in queries a few
+    seconds later, not when the call returns. Every method raises
+    ``VectorsError`` when the index refuses the call or fails."""
+
+    async def upsert(self, vectors: list[dict[str, Any]]) -> None:
+        """Each {"id": str, "values": list[float], "namespace"?: str, "metadata"?: dict}.
+        Raises VectorsError."""
+        ...
+
+    async def query(
+        self,
+        values: list[float],
+        *,
+        top_k: int,
+        namespace: str | None = None,
+        filter: dict[str, Any] | None = None,
+        metadata: bool = True,
+    ) -> list[dict[str, Any]]:
+        """Nearest first: [{"id", "score", "metadata"?, "namespace"?}]
+        (returnMetadata "all" when metadata)."""
+        ...
+
+    async def get_by_ids(self, ids: list[str]) -> list[dict[str, Any]]:
+        """The stored vectors among ``ids``: [{"id", "values", "metadata"?, "namespace"?}]."""
+        ...
+
+    async def delete_by_ids(self, ids: list[str]) -> None: ...
+
+
+class VectorsError(Exception):
+    """The Vectorize index refused a call (a limit, a bad filter) or failed:
+    the detail is for the log."""
+
+
 class Verifier(Protocol):
     """Cloudflare Access's signing keys and the runtime's WebCrypto, for
     ``identity``: no signature is checked in Python."""
@@ -309,6 +346,10 @@ class Schedule(Protocol):
     @property
     def files(self) -> Blobs | None:
         """The ``FILES`` bucket, when bound."""
+        ...
+
+    def vectors(self) -> Vectors | None:
+        """The ``VECTORS`` index, when bound."""
         ...
 
     def var(self, name: str) -> object:
@@ -360,6 +401,11 @@ class Platform(Protocol):
     @property
     def kv(self) -> Kv | None:
         """The ``CACHE`` namespace, when bound."""
+        ...
+
+    def vectors(self) -> Vectors | None:
+        """The ``VECTORS`` index (the semantic cache, knowledge bases), when
+        bound; without it the features that need it are off."""
         ...
 
     def wait_until(self, work: Awaitable[None]) -> None:

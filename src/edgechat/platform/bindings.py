@@ -1,4 +1,4 @@
-"""The storage and limit bindings as ports: the rate limiter, KV, R2 and D1."""
+"""The storage and limit bindings as ports: the rate limiter, KV, R2, D1 and Vectorize."""
 
 from __future__ import annotations
 
@@ -12,10 +12,10 @@ from js import (
 )
 from pyodide.ffi import JsException, jsnull, to_js
 
-from edgechat.core.ports import BlobError, DatabaseError, KvError
+from edgechat.core.ports import BlobError, DatabaseError, KvError, VectorsError
 from edgechat.platform.interop import js_object, raw_binding
 
-__all__ = ["BindingD1", "BindingKv", "BindingR2", "BindingRateLimiter"]
+__all__ = ["BindingD1", "BindingKv", "BindingR2", "BindingRateLimiter", "BindingVectors"]
 
 
 class BindingRateLimiter:
@@ -206,3 +206,69 @@ async def _rows(settled: Any) -> list[list[dict[str, Any]]]:
 
 async def _failed(exc: Exception) -> Any:
     raise exc
+
+
+class BindingVectors:
+    """``ports.Vectors`` over a Vectorize binding
+    (https://developers.cloudflare.com/vectorize/reference/client-api/), or
+    over the emulator's ``EmulatedVectorize`` in local runs (the same method
+    names, over RPC). Every argument crosses as JavaScript built here
+    (``js_object``: plain objects, not proxies of dicts); every result comes
+    back as plain Python (``to_py``). A refusal or failure of the index is a
+    ``VectorsError`` with the binding's message, for the log."""
+
+    def __init__(self, binding: Any) -> None:
+        self._binding = raw_binding(binding)
+
+    async def upsert(self, vectors: list[dict[str, Any]]) -> None:
+        try:
+            # Resolves with a mutation id once the index has taken the change;
+            # queries see it later (mutations are asynchronous).
+            await self._binding.upsert(to_js(vectors, dict_converter=Object.fromEntries))
+        except JsException as exc:
+            raise VectorsError(str(exc)) from exc
+
+    async def query(
+        self,
+        values: list[float],
+        *,
+        top_k: int,
+        namespace: str | None = None,
+        filter: dict[str, Any] | None = None,
+        metadata: bool = True,
+    ) -> list[dict[str, Any]]:
+        options: dict[str, Any] = {"topK": top_k, "returnMetadata": "all" if metadata else "none"}
+        # Left out rather than null: an absent namespace queries the vectors
+        # that have none, an absent filter matches all.
+        if namespace is not None:
+            options["namespace"] = namespace
+        if filter is not None:
+            options["filter"] = filter
+        try:
+            found = await self._binding.query(to_js(values), js_object(options))
+            matches = found.matches.to_py()
+        except JsException as exc:
+            raise VectorsError(str(exc)) from exc
+        return [_plain(match) for match in matches]
+
+    async def get_by_ids(self, ids: list[str]) -> list[dict[str, Any]]:
+        try:
+            found = (await self._binding.getByIds(to_js(ids))).to_py()
+        except JsException as exc:
+            raise VectorsError(str(exc)) from exc
+        return [_plain(vector) for vector in found]
+
+    async def delete_by_ids(self, ids: list[str]) -> None:
+        try:
+            await self._binding.deleteByIds(to_js(ids))
+        except JsException as exc:
+            raise VectorsError(str(exc)) from exc
+
+
+def _plain(vector: dict[str, Any]) -> dict[str, Any]:
+    # ``values`` may come as a Float32Array (a memoryview once converted):
+    # a list of floats, as the port promises. Absent fields stay absent.
+    plain = {key: value for key, value in vector.items() if value is not None}
+    if "values" in plain:
+        plain["values"] = [float(v) for v in plain["values"]]
+    return plain

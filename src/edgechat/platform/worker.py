@@ -24,9 +24,15 @@ from workers import Request
 
 from edgechat.core.errors import body_too_large
 from edgechat.core.http import Incoming, Reply
-from edgechat.core.ports import KeysError
+from edgechat.core.ports import KeysError, Vectors
 from edgechat.platform.ai import BindingAi, BindingFetch, OutboundFetch
-from edgechat.platform.bindings import BindingD1, BindingKv, BindingR2, BindingRateLimiter
+from edgechat.platform.bindings import (
+    BindingD1,
+    BindingKv,
+    BindingR2,
+    BindingRateLimiter,
+    BindingVectors,
+)
 from edgechat.platform.interop import js_object
 from edgechat.platform.streams import StreamSink
 
@@ -110,6 +116,10 @@ class WorkerSchedule:
         self.history = BindingD1(history_db) if history_db is not None else None
         files = getattr(env, "FILES", None)
         self.files = BindingR2(files) if files is not None else None
+        self._vectors = _vectors(env)
+
+    def vectors(self) -> Vectors | None:
+        return self._vectors
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)
@@ -141,6 +151,10 @@ class WorkerPlatform:
         self.history = BindingD1(history_db) if history_db is not None else None
         files = getattr(env, "FILES", None)
         self.files = BindingR2(files) if files is not None else None
+        self._vectors = _vectors(env)
+
+    def vectors(self) -> Vectors | None:
+        return self._vectors
 
     def var(self, name: str) -> object:
         return getattr(self._env, name, None)
@@ -186,6 +200,11 @@ class WorkerPlatform:
             headers=self._headers,
             query=parts.query,
         )
+
+
+def _vectors(env: Any) -> BindingVectors | None:
+    index = getattr(env, "VECTORS", None)
+    return BindingVectors(index) if index is not None else None
 
 
 def _js_response(body: Any, reply: Reply) -> Any:
