@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Coroutine
 from typing import Any
 
 from edgechat.alerts import send
-from edgechat.answer import affinity, cache, moderation, recording, routing, shadow
-from edgechat.answer.answer import Answer, CheckAnswer, Sources
+from edgechat.answer import affinity, cache, moderation, recording, routing, shadow, similar
+from edgechat.answer.answer import Answer, CheckAnswer, Race, Sources
 from edgechat.answer.candidates import Candidates
 from edgechat.answer.context import Context
 from edgechat.answer.deadlines import Deadlines
@@ -44,14 +44,14 @@ async def answer(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
 ) -> Reply:
     """The streamed reply to ``request``."""
-    answered, key, trial, headers = await _kept_if_refused(
+    answered, kept, trial, headers = await _kept_if_refused(
         ctx, request, _begin(ctx, request, framing, headers)
     )
 
     async def produce(sink: Sink) -> None:
         await answered.stream(sink)
         ctx.emit(200)
-        _store_and_count(ctx, request, answered, key, trial)
+        _store_and_count(ctx, request, answered, kept, trial)
         _after(ctx, answered.outcome)
 
     return stream_reply(produce, headers)
@@ -72,9 +72,9 @@ async def complete(
     holds the rest) and the reply's headers; raises what ended it."""
 
     async def whole() -> tuple[Outcome, dict[str, str]]:
-        answered, key, trial, reply_headers = await _begin(ctx, request, framing, headers)
+        answered, kept, trial, reply_headers = await _begin(ctx, request, framing, headers)
         await answered.whole()
-        _store_and_count(ctx, request, answered, key, trial)
+        _store_and_count(ctx, request, answered, kept, trial)
         _after(ctx, answered.outcome)
         return answered.outcome, reply_headers
 
@@ -100,12 +100,23 @@ def _after(ctx: Context, outcome: Outcome) -> None:
         ctx.platform.wait_until(ctx.after(outcome))
 
 
+class Kept:
+    """Where a complete answer is kept: its response cache key, its
+    semantic cache lookup (whose vector keeps it)."""
+
+    __slots__ = ("key", "lookup")
+
+    def __init__(self, key: str | None, lookup: similar.Lookup | None) -> None:
+        self.key = key
+        self.lookup = lookup
+
+
 async def _begin(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
-) -> tuple[Answer, str | None, shadow.Trial | None, dict[str, str]]:
+) -> tuple[Answer, Kept, shadow.Trial | None, dict[str, str]]:
     """An answer that has a model (or a cached stream) behind it and passed
-    the input check; raises what refused it. Returns the answer, its cache
-    key, its shadow trial (if sampled) and the reply's headers."""
+    the input check; raises what refused it. Returns the answer, where it is
+    kept, its shadow trial (if sampled) and the reply's headers."""
     settings, platform = ctx.settings, ctx.platform
     if settings.log_prompts:
         ctx.log["prompt"] = request.messages[-1].content
@@ -118,7 +129,15 @@ async def _begin(
         if platform.kv is not None and request.slot is None and cache.wants_cache(request, settings)
         else None
     )
-    answered, trial = _answer(ctx, request, framing, options, record=key is not None)
+    lookup = _similar(ctx, request, refresh=refresh)
+    answered, trial = _answer(
+        ctx,
+        request,
+        framing,
+        options,
+        record=key is not None or lookup is not None,
+        race=None if lookup is None else similar.Race(lookup),
+    )
     guard = _input_check(ctx, request, options)
     spent = spend_check(ctx, pinned=request.slot is not None)
     headers = {**headers, "X-Request-Id": ctx.request_id}
@@ -140,12 +159,53 @@ async def _begin(
                 spent.close()  # its read settles by itself, never awaited
                 spent = None
         await _open_checked(ctx, answered, _checks(ctx, guard, spent), opened=hit is not None)
+    except BaseException:
+        if lookup is not None:
+            ctx.platform.wait_until(_settled(lookup))
+        raise
     finally:
         if guard is not None and not guard.done():
             guard.cancel()
         if spent is not None:
             spent.close()  # a no-op once it ran; else its read is dropped
-    return answered, key, trial, headers
+    return answered, Kept(key, lookup), trial, headers
+
+
+async def _settled(lookup: similar.Lookup) -> None:
+    await lookup.settle()
+
+
+async def _embed_question(ctx: Context, question: str) -> list[float]:
+    """TEMPORARY until answer.embedding lands: bge-m3's vector of ``question``."""
+    result = await ctx.platform.ai.run("@cf/baai/bge-m3", {"text": [question]}, {})
+    return list(result["data"][0])
+
+
+def _similar(ctx: Context, request: ChatRequest, *, refresh: bool) -> similar.Lookup | None:
+    """The semantic cache's lookup for ``request``, ready to start with the
+    model call; None when it takes no part (the log says why)."""
+    settings, platform = ctx.settings, ctx.platform
+    vectors, kv = platform.vectors(), platform.kv
+    if settings.semantic_cache == "off":
+        return None
+    if vectors is None or kv is None:
+        ctx.log["similar"] = "unbound"
+        return None
+    user = ctx.user
+    scope = similar.scope_of(
+        request, settings, None if user is None or user.via == "anonymous" else user.id
+    )
+    if isinstance(scope, str):
+        ctx.log["similar"] = scope
+        return None
+    if refresh:
+        ctx.log["similar"] = "fresh"
+    question = scope.question
+
+    async def embed() -> list[float]:
+        return await _embed_question(ctx, question)
+
+    return similar.Lookup(scope, embed, vectors, kv, settings, ctx.log, look=not refresh)
 
 
 def _answer(
@@ -155,6 +215,7 @@ def _answer(
     options: dict[str, object],
     *,
     record: bool,
+    race: Race | None = None,
 ) -> tuple[Answer, shadow.Trial | None]:
     """The answer, and its shadow trial when it is sampled for one (its
     answer is then recorded: the judge reads it)."""
@@ -186,6 +247,7 @@ def _answer(
         Deadlines(settings, time.monotonic),
         record=record or trial is not None,
         check_answer=check_answer,
+        race=race,
     )
     ctx.outcome = answered.outcome
     return answered, trial
@@ -345,13 +407,23 @@ def _store_and_count(
     ctx: Context,
     request: ChatRequest,
     answered: Answer,
-    key: str | None,
+    kept: Kept,
     trial: shadow.Trial | None,
 ) -> None:
-    """After a complete answer: store it in the cache, count it for
+    """After a complete answer: store it in the caches, count it for
     ``/api/usage`` and make its shadow trial, all in the background."""
-    kv, outcome = ctx.platform.kv, answered.outcome
-    if outcome.model is None or outcome.error is not None or outcome.client_gone:
+    kv, outcome, key = ctx.platform.kv, answered.outcome, kept.key
+    complete = outcome.model is not None and outcome.error is None and not outcome.client_gone
+    vectors = ctx.platform.vectors()
+    if kept.lookup is not None and vectors is not None and kv is not None:
+        # Whatever the answer's end, the lookup ends in the background.
+        body = answered.recording.body() if complete else None
+        ctx.platform.wait_until(
+            similar.keep(
+                kept.lookup, vectors, kv, body, outcome, ctx.settings.semantic_ttl_s, ctx.request_id
+            )
+        )
+    if outcome.model is None or not complete:
         return
     _count_spend(ctx, outcome)
     if trial is not None:
@@ -377,6 +449,7 @@ def _store_and_count(
             cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
             cost_usd=outcome.cost_usd() or 0.0,
             cached=outcome.cached,
+            similar_saved_usd=None if outcome.similar is None else outcome.similar.saved_usd,
             request_id=ctx.request_id,
             user=usage.ANONYMOUS if ctx.user is None else ctx.user.id,
         )

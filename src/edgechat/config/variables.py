@@ -371,8 +371,7 @@ VARIABLES: tuple[Variable, ...] = (
     Variable(
         "SEMANTIC_CACHE_MAX_TEMPERATURE",
         "1",
-        "questions asking a higher temperature (0 to 2) are never answered from the semantic "
-        "cache",
+        "questions asking a higher temperature (0 to 2) are never answered from the semantic cache",
         _ANSWERS,
     ),
     Variable(

@@ -72,10 +72,12 @@ async def count(
     request_id: str,
     user: str = ANONYMOUS,
     baseline_usd: float | None = None,
+    similar_saved_usd: float | None = None,
 ) -> None:
     """Adds one answer to today's usage; runs after the reply.
     ``baseline_usd``: for an answer ``auto`` routed, what it would have cost
-    on the baseline model."""
+    on the baseline model; ``similar_saved_usd``: for a similar question's
+    answer given again (the semantic cache), what it cost when it was made."""
     metadata: dict[str, object] = {
         "model": model.id,
         "user": user,
@@ -87,6 +89,8 @@ async def count(
     }
     if baseline_usd is not None:
         metadata["auto_base_usd"] = baseline_usd
+    if similar_saved_usd is not None:
+        metadata["similar_saved_usd"] = similar_saved_usd
     try:
         await kv.put(f"{PREFIX}{day_of()}:{request_id}", b"", ttl_s=KEEP_S, metadata=metadata)
     except KvError as exc:
