@@ -237,3 +237,33 @@ def test_an_embedding_is_made_once_per_question(server: Server, new_client: Clie
     embeds = [c for c in server.ai.calls() if c["model"] == BGE_M3]
     assert len(embeds) == 1
     assert [c["method"] for c in server.vectors.calls()] == ["query", "upsert"]
+
+
+def test_anonymous_users_take_no_part_in_the_per_user_scope(
+    servers: ServerPool, new_client: ClientFactory
+) -> None:
+    server = servers.get({"SEMANTIC_CACHE": "user", "CACHE_MODE": "off"}, rate_limited=False)
+    http = new_client(server.url)
+    word = tag()
+    for _ in range(2):
+        chat = post_chat(http, user(f"How do I keep a sourdough starter alive, {word}?"))
+        assert "cached" not in chat.events.final.data
+    server.ai.wait_for_calls(2)
+    assert server.vectors.calls() == []
+    assert '"similar":"anonymous"' in server.log_text()
+
+
+def test_the_shared_scope_answers_everyone_from_everyones_answers(
+    servers: ServerPool, new_client: ClientFactory
+) -> None:
+    server = servers.get({"SEMANTIC_CACHE": "shared", "CACHE_MODE": "off"}, rate_limited=False)
+    word = tag()
+    first = post_chat(
+        new_client(server.url), user(f"How do I keep a sourdough starter alive, {word}?")
+    )
+    kept(server)
+    slow_model(server)
+    again = post_chat(new_client(server.url), user(f"keep sourdough starter alive {word}"))
+    assert again.events.final.data["cached"]["kind"] == "similar"
+    assert again.events.text() == first.events.text()
+    assert set(owners(server)) == {"shared"}
