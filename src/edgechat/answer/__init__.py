@@ -3,7 +3,7 @@
 documents), the models to try (``candidates``, ``providers``), the deadlines
 (``deadlines``), the model's stream read (``upstream``) and delivered through
 a framing (``answer``, ``delivery``, ``framing``), what is kept of it
-(``recording``, ``cache``), the checks (``moderation``) and prompt-cache
+(``recording``, ``cache``, and for similar questions ``similar``), the checks (``moderation``) and prompt-cache
 affinity (``affinity``).
 
 Imports ``config``, ``users``, ``media`` and ``core``; never an API's

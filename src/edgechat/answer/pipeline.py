@@ -100,7 +100,7 @@ def _after(ctx: Context, outcome: Outcome) -> None:
         ctx.platform.wait_until(ctx.after(outcome))
 
 
-class Kept:
+class Keeping:
     """Where a complete answer is kept: its response cache key, its
     semantic cache lookup (whose vector keeps it)."""
 
@@ -113,7 +113,7 @@ class Kept:
 
 async def _begin(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
-) -> tuple[Answer, Kept, shadow.Trial | None, dict[str, str]]:
+) -> tuple[Answer, Keeping, shadow.Trial | None, dict[str, str]]:
     """An answer that has a model (or a cached stream) behind it and passed
     the input check; raises what refused it. Returns the answer, where it is
     kept, its shadow trial (if sampled) and the reply's headers."""
@@ -168,7 +168,7 @@ async def _begin(
             guard.cancel()
         if spent is not None:
             spent.close()  # a no-op once it ran; else its read is dropped
-    return answered, Kept(key, lookup), trial, headers
+    return answered, Keeping(key, lookup), trial, headers
 
 
 async def _settled(lookup: similar.Lookup) -> None:
@@ -407,7 +407,7 @@ def _store_and_count(
     ctx: Context,
     request: ChatRequest,
     answered: Answer,
-    kept: Kept,
+    kept: Keeping,
     trial: shadow.Trial | None,
 ) -> None:
     """After a complete answer: store it in the caches, count it for

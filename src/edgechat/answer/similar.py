@@ -35,13 +35,13 @@ import hashlib
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
 
 from edgechat.answer.cache import CachedUpstream, keepable
 from edgechat.answer.framing import Outcome, Similar
 from edgechat.config.settings import Settings
 from edgechat.core.models import Model, find
 from edgechat.core.ports import (
+    Forward,
     Kv,
     KvError,
     Relay,
@@ -354,7 +354,7 @@ class Raced:
     async def relay(self, sink: Sink) -> Relay:
         return await self._current.relay(sink)
 
-    async def forward(self, sink: Sink) -> Any:
+    async def forward(self, sink: Sink) -> Forward:
         return await self._current.forward(sink)
 
     async def cancel(self) -> None:
