@@ -158,6 +158,10 @@ async def _begin(
             if spent is not None:
                 spent.close()  # its read settles by itself, never awaited
                 spent = None
+        elif lookup is not None:
+            # With the model call, not when its stream opens: a model queued
+            # for capacity answers late, and the lookup is under way meanwhile.
+            lookup.start()
         await _open_checked(ctx, answered, _checks(ctx, guard, spent), opened=hit is not None)
     except BaseException:
         if lookup is not None:

@@ -23,6 +23,7 @@ import pytest
 from edgechat.answer import similar
 from edgechat.answer.framing import Outcome, Similar
 from edgechat.config.settings import Settings
+from edgechat.core.faults import UpstreamBusy
 from edgechat.core.http import Incoming, Reply
 from edgechat.core.models import Model
 from edgechat.core.ports import TIMED_OUT
@@ -583,3 +584,38 @@ def test_a_high_temperature_takes_no_part() -> None:
     assert where.vector_index is not None
     assert where.vector_index.calls == []
     assert [c.model_id for c in where.ai.run_calls] == []
+
+
+def test_a_question_the_response_cache_answers_is_not_looked_up() -> None:
+    where = world(CACHE_MODE="all")
+
+    async def run() -> Asked:
+        await ask(where, "What is a cache in computing?")
+        return await ask(where, "What is a cache in computing?")
+
+    again = asyncio.run(run())
+    assert again.done["cached"] is True
+    assert len(queries(where)) == 1
+    assert len([c for c in where.ai.run_calls if c.model_id == EMBED]) == 1
+
+
+def test_a_lookup_is_settled_when_the_request_is_refused() -> None:
+    where = world()
+    busy = UpstreamBusy(detail="3040: busy")
+    where.ai = EmbeddingAi({GLM.id: busy, LLAMA.id: busy})
+
+    async def run() -> Reply:
+        where.body = json.dumps({"messages": [{"role": "user", "content": "Hi there"}]}).encode()
+        request = Incoming(
+            "POST",
+            "/chat",
+            "https://chat.example.com",
+            {"content-type": "application/json", "authorization": f"Bearer {ANN}"},
+        )
+        reply = await app.handle(request, where)
+        await where.settle()
+        return reply
+
+    reply = asyncio.run(run())
+    assert reply.status == 503
+    assert len(queries(where)) == 1  # the lookup ran to its end, in the background
