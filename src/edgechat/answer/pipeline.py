@@ -1,6 +1,7 @@
 """One answer's pipeline, for either endpoint: the response cache's lookup,
-the input check beside the model call, the model (``answer.Answer``), the
-reply, and what is kept after it.
+the input check beside the model call, the semantic cache's lookup raced
+against the model's first bytes (``similar``), the model
+(``answer.Answer``), the reply, and what is kept after it.
 
 The checks that may refuse a request - the input check (``MODERATION=input``)
 and the daily budgets (``budget``) - start with the model call, not before
@@ -73,7 +74,12 @@ async def complete(
 
     async def whole() -> tuple[Outcome, dict[str, str]]:
         answered, kept, trial, reply_headers = await _begin(ctx, request, framing, headers)
-        await answered.whole()
+        try:
+            await answered.whole()
+        except BaseException:
+            if kept.lookup is not None:
+                ctx.platform.wait_until(_settled(kept.lookup))
+            raise
         _store_and_count(ctx, request, answered, kept, trial)
         _after(ctx, answered.outcome)
         return answered.outcome, reply_headers
