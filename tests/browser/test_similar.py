@@ -63,3 +63,20 @@ def test_an_answer_from_a_similar_question_says_so_and_asks_fresh(chat: Chat) ->
     answer.get_by_role("button", name="Previous version").click()
     expect(answer.locator(".answer")).to_have_text("Kept answer.")
     expect(answer.locator(".similar")).to_contain_text("(0.96)")
+
+
+def test_the_usage_page_shows_what_similar_questions_saved(new_chat: Any) -> None:
+    tab: Chat = new_chat()
+
+    def with_hits(route: Any) -> None:
+        reply = route.fetch()
+        body = reply.json()
+        body["similar"] = {"hits": 3, "saved_usd": 0.0123, "saved_neurons": 1118}
+        route.fulfill(response=reply, json=body)
+
+    tab.page.route("**/api/usage*", with_hits)
+    tab.page.goto(tab.url + "/usage")
+    section = tab.page.get_by_role("region", name="Answered from similar questions")
+    expect(section).to_contain_text("3 questions answered from a similar question's kept answer")
+    expect(section).to_contain_text("1,118 Neurons")
+    assert axe_violations(tab) == []
