@@ -21,8 +21,17 @@ import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from edgechat.alerts import send
-from edgechat.answer import affinity, cache, moderation, recording, routing, shadow, similar
+from edgechat.answer import (
+    affinity,
+    billing,
+    cache,
+    embedding,
+    moderation,
+    recording,
+    routing,
+    shadow,
+    similar,
+)
 from edgechat.answer.answer import Answer, CheckAnswer, Race, Sources
 from edgechat.answer.candidates import Candidates
 from edgechat.answer.context import Context
@@ -135,7 +144,7 @@ async def _begin(
         if platform.kv is not None and request.slot is None and cache.wants_cache(request, settings)
         else None
     )
-    lookup = _similar(ctx, request, refresh=refresh)
+    lookup = _similar(ctx, request, options, refresh=refresh)
     answered, trial = _answer(
         ctx,
         request,
@@ -185,13 +194,19 @@ async def _settled(lookup: similar.Lookup) -> None:
     await lookup.settle()
 
 
-async def _embed_question(ctx: Context, question: str) -> list[float]:
-    """TEMPORARY until answer.embedding lands: bge-m3's vector of ``question``."""
-    result = await ctx.platform.ai.run("@cf/baai/bge-m3", {"text": [question]}, {})
-    return list(result["data"][0])
+async def _embed_question(ctx: Context, question: str, options: dict[str, object]) -> list[float]:
+    """bge-m3's vector of ``question``, charged like any embedding once made
+    (hit or miss, it was paid for)."""
+    embedded = await embedding.embed(
+        ctx.platform.ai, [question], timeout_s=ctx.settings.total_timeout_s, options=options
+    )
+    embedding.charge(ctx, embedded)
+    return embedded.vectors[0]
 
 
-def _similar(ctx: Context, request: ChatRequest, *, refresh: bool) -> similar.Lookup | None:
+def _similar(
+    ctx: Context, request: ChatRequest, options: dict[str, Any], *, refresh: bool
+) -> similar.Lookup | None:
     """The semantic cache's lookup for ``request``, ready to start with the
     model call; None when it takes no part (the log says why)."""
     settings, platform = ctx.settings, ctx.platform
@@ -213,7 +228,7 @@ def _similar(ctx: Context, request: ChatRequest, *, refresh: bool) -> similar.Lo
     question = scope.question
 
     async def embed() -> list[float]:
-        return await _embed_question(ctx, question)
+        return await _embed_question(ctx, question, options)
 
     return similar.Lookup(scope, embed, vectors, kv, settings, ctx.log, look=not refresh)
 
@@ -420,8 +435,9 @@ def _store_and_count(
     kept: Keeping,
     trial: shadow.Trial | None,
 ) -> None:
-    """After a complete answer: store it in the caches, count it for
-    ``/api/usage`` and make its shadow trial, all in the background."""
+    """After a complete answer: count it (``billing``: its user's day, the
+    account's, ``/api/usage``), make its shadow trial and store it in the
+    caches, all in the background."""
     kv, outcome, key = ctx.platform.kv, answered.outcome, kept.key
     complete = outcome.model is not None and outcome.error is None and not outcome.client_gone
     vectors = ctx.platform.vectors()
@@ -435,35 +451,28 @@ def _store_and_count(
         )
     if outcome.model is None or not complete:
         return
-    _count_spend(ctx, outcome)
+    counts = outcome.usage
+    billing.charge(
+        ctx,
+        billing.Bill(
+            outcome.model,
+            outcome.cost_usd() or 0.0,
+            prompt_tokens=counts["prompt_tokens"] if counts else 0,
+            completion_tokens=counts["completion_tokens"] if counts else 0,
+            cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
+            cached=outcome.cached,
+            baseline_usd=_baseline_usd(ctx, request, outcome),
+            similar_saved_usd=None if outcome.similar is None else outcome.similar.saved_usd,
+        ),
+    )
     if trial is not None:
         trial.after(answered)
-    if kv is None:
-        return
-    if key is not None and outcome.model.provider is None:
+    if kv is not None and key is not None and outcome.model.provider is None:
         body = cache.keepable(answered.recording.body(), outcome)
         if body is not None:
             ctx.platform.wait_until(
                 cache.store(kv, key, body, outcome.model, ctx.settings.cache_ttl_s, ctx.request_id)
             )
-    if not ctx.settings.count_usage:
-        return
-    counts = outcome.usage
-    ctx.platform.wait_until(
-        usage.count(
-            kv,
-            model=outcome.model,
-            baseline_usd=_baseline_usd(ctx, request, outcome),
-            prompt_tokens=counts["prompt_tokens"] if counts else 0,
-            completion_tokens=counts["completion_tokens"] if counts else 0,
-            cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
-            cost_usd=outcome.cost_usd() or 0.0,
-            cached=outcome.cached,
-            similar_saved_usd=None if outcome.similar is None else outcome.similar.saved_usd,
-            request_id=ctx.request_id,
-            user=usage.ANONYMOUS if ctx.user is None else ctx.user.id,
-        )
-    )
 
 
 def _baseline_usd(ctx: Context, request: ChatRequest, outcome: Outcome) -> float | None:
@@ -474,25 +483,3 @@ def _baseline_usd(ctx: Context, request: ChatRequest, outcome: Outcome) -> float
     settings = ctx.settings
     model = routing.baseline(settings.routes, settings.default_model, settings.models)
     return None if model is None else cost_usd(model, outcome.usage)
-
-
-def _count_spend(ctx: Context, outcome: Outcome) -> None:
-    """Adds a complete answer's cost to its user's day (``USAGE_DB``), then
-    sends the spend alerts it crossed (``ALERT_WEBHOOK``)."""
-    db, cost = ctx.platform.db, outcome.cost_usd()
-    if db is None or ctx.user is None or outcome.model is None or not cost:
-        return
-    spend = budget.spend_of(outcome.model, cost)
-    day = usage.day_of(ctx.cooling.wall())
-    ctx.platform.wait_until(
-        send.counted(
-            db,
-            ctx.platform.outbound,
-            ctx.settings,
-            day,
-            ctx.user.id,
-            spend,
-            ctx.cooling.wall,
-            ctx.request_id,
-        )
-    )

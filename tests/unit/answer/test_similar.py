@@ -51,7 +51,7 @@ USER = "key:ann"
 HANG_S = 10.0
 
 
-def bag(text: str, dimensions: int = 64) -> list[float]:
+def bag(text: str, dimensions: int = 1024) -> list[float]:
     """A bag of words, each hashed to a signed dimension, normalised."""
     values = [0.0] * dimensions
     for word in "".join(c if c.isalnum() else " " for c in text.lower()).split():
@@ -464,7 +464,7 @@ class EmbeddingAi(FakeAi):
             return await super().run(model_id, inputs, options)
         self.run_calls.append(RunCall(model_id, inputs, options))
         texts = inputs["text"]
-        return {"shape": [len(texts), 64], "data": [bag(t) for t in texts], "pooling": "cls"}
+        return {"shape": [len(texts), 1024], "data": [bag(t) for t in texts], "pooling": "cls"}
 
 
 def world(**vars: str) -> FakePlatform:
@@ -619,3 +619,18 @@ def test_a_lookup_is_settled_when_the_request_is_refused() -> None:
     reply = asyncio.run(run())
     assert reply.status == 503
     assert len(queries(where)) == 1  # the lookup ran to its end, in the background
+
+
+def test_the_questions_embedding_is_counted_beside_the_answer() -> None:
+    where = world()
+
+    async def run() -> None:
+        await ask(where, "What is a cache in computing?")
+
+    asyncio.run(run())
+    assert where.kv is not None
+    counted = [meta for key, (_, meta, _) in where.kv.items.items() if key.startswith("usage:v1:")]
+    assert sorted(meta["model"] for meta in counted) == [EMBED, GLM.id]
+    (embedded,) = [meta for meta in counted if meta["model"] == EMBED]
+    assert embedded["prompt"] > 0
+    assert embedded["user"] == "key:ann"
