@@ -222,9 +222,14 @@ def test_usage_counts_hits_and_what_they_saved(server: Server, new_client: Clien
 
     def counted() -> dict[str, Any] | None:
         body = http.get("/api/usage", headers=auth("hal")).json()
-        return body if body["similar"]["hits"] == 1 else None
+        embeds = sum(m["requests"] for m in body["models"] if m["model"] == BGE_M3)
+        return body if body["similar"]["hits"] == 1 and embeds == 2 else None
 
-    body = wait_for(counted, "the hit being counted")
+    body = wait_for(counted, "the hit and both embeddings being counted")
+    # Both questions were embedded, and each embedding is paid for.
+    (embedded,) = [m for m in body["models"] if m["model"] == BGE_M3]
+    assert embedded["requests"] == 2
+    assert embedded["prompt_tokens"] > 0
     saved = first.events.final.data["cost_usd"]
     assert body["similar"]["saved_usd"] == pytest.approx(saved)
     assert body["similar"]["saved_neurons"] == round(round(saved, 8) / 0.011 * 1000)
