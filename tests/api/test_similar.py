@@ -272,3 +272,27 @@ def test_the_shared_scope_answers_everyone_from_everyones_answers(
     assert again.events.final.data["cached"]["kind"] == "similar"
     assert again.events.text() == first.events.text()
     assert set(owners(server)) == {"shared"}
+
+
+def test_a_comparisons_answers_are_never_looked_up(
+    server: Server, new_client: ClientFactory
+) -> None:
+    http = new_client(server.url)
+    word = tag()
+    question = f"How do I keep a sourdough starter alive, {word}?"
+    answered(server, http, "jo", question)
+    queries = len(server.vectors.queries())
+    made = http.post(
+        "/api/comparisons", json={"models": ["glm", "kimi"], "blind": False}, headers=auth("jo")
+    )
+    assert made.status_code == 201, made.text
+    for slot in range(2):
+        chat = post_chat(
+            http,
+            user(question),
+            headers=auth("jo"),
+            params={"comparison": made.json()["id"], "slot": slot},
+        )
+        assert "cached" not in chat.events.final.data
+    assert len(server.vectors.queries()) == queries
+    assert len(server.vectors.calls("upsert")) == 1  # nor kept
