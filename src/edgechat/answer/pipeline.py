@@ -198,7 +198,7 @@ async def _embed_question(ctx: Context, question: str, options: dict[str, object
     """bge-m3's vector of ``question``, charged like any embedding once made
     (hit or miss, it was paid for)."""
     embedded = await embedding.embed(
-        ctx.platform.ai, [question], timeout_s=ctx.settings.total_timeout_s, options=options
+        ctx.platform.ai, [question], timeout_s=similar.EMBED_TIMEOUT_S, options=options
     )
     embedding.charge(ctx, embedded)
     return embedded.vectors[0]

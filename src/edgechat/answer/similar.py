@@ -54,6 +54,7 @@ from edgechat.core.ports import (
 from edgechat.core.requests import ChatRequest
 
 __all__ = [
+    "EMBED_TIMEOUT_S",
     "KEY_PREFIX",
     "KIND",
     "SHARED",
@@ -76,6 +77,10 @@ KEY_PREFIX = "similar:v1:"
 _SAMPLING = frozenset(("top_p", "seed", "frequency_penalty", "presence_penalty"))
 # The kept question, as JSON, in KV's metadata (at most 1,024 bytes there).
 _QUESTION_JSON_BYTES = 600
+# The question's embedding, at most: bge-m3 answers one short text in well
+# under a second, and what a lookup leaves for after the reply must end
+# within waitUntil's 30 s.
+EMBED_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
