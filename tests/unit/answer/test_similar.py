@@ -634,3 +634,22 @@ def test_the_questions_embedding_is_counted_beside_the_answer() -> None:
     (embedded,) = [meta for meta in counted if meta["model"] == EMBED]
     assert embedded["prompt"] > 0
     assert embedded["user"] == "key:ann"
+
+
+def test_a_fallback_models_stream_races_the_lookup_too() -> None:
+    first = world()
+    later = world()
+    later.kv, later.vector_index = first.kv, first.vector_index
+    slow = [Delay(0.3), *openai_stream(("content", "Llama's own"), usage=usage(9, 2))]
+    later.ai = EmbeddingAi({GLM.id: UpstreamBusy(detail="3040: busy"), LLAMA.id: slow})
+
+    async def run() -> Asked:
+        await ask(first, "What is a cache in computing?")
+        return await ask(later, "In computing, what is a cache?")
+
+    again = asyncio.run(run())
+    assert again.done["cached"]["kind"] == "similar"
+    assert again.done["model"] == GLM.id
+    assert "fallback_from" not in again.done
+    assert again.events.text() == "From the model"
+    assert [c.model_id for c in later.ai.calls] == [GLM.id, LLAMA.id]
