@@ -154,6 +154,10 @@ function finish(message, data, seconds) {
     cost_usd: data.cost_usd,
     fallback_from: data.fallback_from,
     ...(data.route ? { route: { model: data.route.model, reason: data.route.reason } } : {}),
+    // From the semantic cache: a similar question's kept answer ("Ask fresh" skips it).
+    ...(data.cached?.kind === "similar"
+      ? { similar: { score: data.cached.score, question: data.cached.question } }
+      : {}),
     tps: completion && seconds > 0.05 ? completion / seconds : undefined,
   };
   if (data.moderation) message.moderation = data.moderation;

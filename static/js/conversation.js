@@ -371,6 +371,7 @@ function renderFooter(view) {
     parts.push(box);
   }
   if (m.stats) parts.push(statsLine(m.stats));
+  if (m.stats?.similar) parts.push(similarNote(m.stats.similar, view.isLast && !state.active));
   view.footer.replaceChildren(...parts);
 }
 
@@ -404,6 +405,19 @@ function statsLine(s) {
     return wrap;
   }
   return line;
+}
+
+// An answer kept for a similar question: which, how similar, and a way to a fresh one.
+function similarNote({ score, question }, canAsk) {
+  const { t } = state;
+  const note = el("div", "note similar", t.similar(Number(score).toFixed(2)));
+  const asked = el("q", "similar-question", question);
+  note.append(" ", asked);
+  if (canAsk) {
+    const fresh = button("btn btn-small", t.askFresh, () => regenerate(), t.askFreshLabel);
+    note.append(" ", fresh);
+  }
+  return note;
 }
 
 function formatCost(usd) {

@@ -123,7 +123,7 @@ function checkPick(value, count, path) {
 }
 
 function checkStats(value, path) {
-  fields(value, path, [], ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route"]);
+  fields(value, path, [], ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar"]);
   const out = {};
   const model = optionalString(value.model, `${path}.model`);
   if (model !== undefined) out.model = model;
@@ -140,6 +140,13 @@ function checkStats(value, path) {
       model: string(model, `${path}.route.model`, 200),
       reason: string(reason, `${path}.route.reason`, 200),
     };
+  }
+  if (value.similar !== undefined && value.similar !== null) {
+    fields(value.similar, `${path}.similar`, ["score", "question"], []);
+    const { score, question } = value.similar;
+    if (typeof score !== "number" || !(score >= -1 && score <= 1))
+      throw new ImportError("field", `${path}.similar.score`);
+    out.similar = { score, question: string(question, `${path}.similar.question`, 1000) };
   }
   if (value.usage !== undefined && value.usage !== null) {
     const names = ["prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"];

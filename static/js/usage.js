@@ -40,6 +40,9 @@ const en = {
   failed: (status) => `The usage could not be read (${status}).`,
   signIn: "A key is needed: open the chat, enter it there, and come back.",
   autoTitle: "auto's savings, the last 30 days",
+  similarTitle: "Answered from similar questions, the last 30 days",
+  similarSaved: (n, usd, neurons) =>
+    `${n} questions answered from a similar question's kept answer: ${usd} (${neurons} Neurons) of model calls saved.`,
   autoSaved: (n, spent, base, saved) =>
     `${n} answers routed by auto cost ${spent}; the same tokens on the default model: ${base}. ` +
     (saved.startsWith("-") ? `auto spent ${saved.slice(1)} more.` : `Saved: ${saved}.`),
@@ -134,6 +137,8 @@ const zh = {
   failed: (status) => `无法读取用量（${status}）。`,
   signIn: "需要密钥：请在对话页输入后再回来。",
   autoTitle: "自动选择节省的花费（最近 30 天）",
+  similarTitle: "来自相似问题的回答（最近 30 天）",
+  similarSaved: (n, usd, neurons) => `${n} 个问题沿用了相似问题保存的回答：节省模型调用 ${usd}（${neurons} Neurons）。`,
   autoSaved: (n, spent, base, saved) =>
     `自动选择的 ${n} 个回答花费 ${spent}；同样的 tokens 用默认模型为 ${base}。` +
     (saved.startsWith("-") ? `自动选择多花了 ${saved.slice(1)}。` : `节省：${saved}。`),
@@ -247,6 +252,7 @@ function render() {
   table($("month-table"), t().monthTable, combined(body.rows));
   $("note").textContent = body.complete ? "" : t().incomplete;
   savings(body.auto);
+  similarSavings(body.similar);
   shadow(body.shadow);
   alertsTable($("alerts-table"), body.alerts);
   drawCharts();
@@ -340,6 +346,17 @@ function savings(auto) {
     dollars(auto.cost_usd),
     dollars(auto.baseline_usd),
     saved,
+  );
+}
+
+// The semantic cache's hits and what they saved (GET /api/usage's similar).
+function similarSavings(similar) {
+  $("similar").hidden = !similar?.hits;
+  if (!similar?.hits) return;
+  $("similar-text").textContent = t().similarSaved(
+    number(similar.hits),
+    dollars(similar.saved_usd),
+    number(similar.saved_neurons),
   );
 }
 

@@ -29,6 +29,8 @@ function conversation() {
       usage: { prompt_tokens: 3, completion_tokens: 5, total_tokens: 8, cached_tokens: 2 },
       cost_usd: 0.0001,
       tps: 12.5,
+      // From the semantic cache: the similar question's score and text (done.cached).
+      similar: { score: 0.96, question: "Apples?" },
     },
   });
   addVersion(a, { role: "user", content: "And pears?" });
@@ -185,6 +187,10 @@ describe("import refuses, whole", () => {
         "$.conversations[0].next[0].next[1].stats.usage.total_tokens",
       ],
       [
+        (d) => (d.conversations[0].next[0].next[1].stats.similar.score = 7),
+        "$.conversations[0].next[0].next[1].stats.similar.score",
+      ],
+      [
         (d) => (d.conversations[0].next[0].next[1].stats.ttft_ms = "fast"),
         "$.conversations[0].next[0].next[1].stats.ttft_ms",
       ],
@@ -246,7 +252,7 @@ describe("import refuses, whole", () => {
     assert.equal(parseImport(text, MAX_IMPORT_BYTES, 5).length, 1);
     assert.throws(
       () => parseImport(text, MAX_IMPORT_BYTES, 4),
-      (error) => error.code === "depth" && error.limit === 4 && error.path.endsWith(".stats.usage"),
+      (error) => error.code === "depth" && error.limit === 4 && /\.stats\.(usage|similar)$/.test(error.path),
     );
   });
 

@@ -27,12 +27,12 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from edgechat.answer.candidates import Candidates
 from edgechat.answer.deadlines import Deadlines
 from edgechat.answer.delivery import Delivery, Writer
-from edgechat.answer.framing import Framing, Outcome
+from edgechat.answer.framing import Framing, Outcome, Similar
 from edgechat.answer.moderation import CHECK_FAILURES, Verdict
 from edgechat.answer.recording import Recording
 from edgechat.answer.upstream import Redaction
@@ -42,11 +42,21 @@ from edgechat.core.models import Model
 from edgechat.core.ports import ClientGone, Sink, Streams, UpstreamStream
 from edgechat.core.requests import ChatRequest
 
-__all__ = ["Answer", "CheckAnswer", "Sources"]
+__all__ = ["Answer", "CheckAnswer", "Race", "Sources"]
 
 # Checks a finished answer's recorded stream (``MODERATION=input,output``);
 # None: the answer was too long to record.
 CheckAnswer = Callable[[bytes | None], Awaitable[Verdict]]
+
+
+class Race(Protocol):
+    """What may answer in a model's place before its first bytes (the
+    semantic cache, ``similar``): ``beside`` wraps each model's stream as
+    it opens, and calls ``replaced`` when a kept answer took its place."""
+
+    def beside(
+        self, upstream: UpstreamStream, replaced: Callable[[Model, Similar], None]
+    ) -> UpstreamStream: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +94,7 @@ class Answer:
         "_check_answer",
         "_deadlines",
         "_framing",
+        "_race",
         "_request",
         "_settings",
         "_sleep",
@@ -103,8 +114,10 @@ class Answer:
         *,
         record: bool = False,
         check_answer: CheckAnswer | None = None,
+        race: Race | None = None,
     ) -> None:
         self._request = request
+        self._race = race
         self._framing = framing
         self._sources = sources
         self._candidates = candidates
@@ -146,6 +159,8 @@ class Answer:
                     continue
                 self.outcome.model, self.outcome.error = model, exc
                 raise
+            if self._race is not None:
+                self._upstream = self._race.beside(self._upstream, self._replayed)
             self._answering(model)
             return
 
@@ -159,9 +174,18 @@ class Answer:
         """Answers from the response cache: ``upstream`` holds the stream
         ``model`` sent before; nothing calls a model."""
         self._upstream = upstream
+        self._replayed(model)
+
+    def _replayed(self, model: Model, similar: Similar | None = None) -> None:
+        """The answer is a kept one (``similar``: a similar question's),
+        ``model``'s; no other model is asked."""
         self._candidates.clear()
         self.outcome.cached = True
+        self.outcome.similar = similar
         self._answering(model)
+        if similar is not None:
+            # Another model of the family may have given it: no fallback.
+            self.outcome.fallback_from = None
 
     def _answering(self, model: Model) -> None:
         self.outcome.model = model

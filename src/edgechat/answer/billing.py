@@ -37,6 +37,9 @@ class Bill:
     cached: bool = False
     # For an answer ``auto`` routed: what it would have cost on the baseline model.
     baseline_usd: float | None = None
+    # For a similar question's kept answer given again (``similar``): what
+    # the answer cost when it was made, saved this time.
+    similar_saved_usd: float | None = None
 
 
 class Stores(Protocol):
@@ -71,11 +74,14 @@ async def count(
         await work
 
 
-def charge(ctx: Context, bill: Bill) -> None:
+def charge(ctx: Context, bill: Bill, *, part: str = "") -> None:
     """Counts ``bill`` for the request's user after the reply (``waitUntil``;
-    nothing is left to run when there is nothing to count)."""
+    nothing is left to run when there is nothing to count). ``part`` tells
+    apart two bills of one request (a question's embedding beside its
+    answer): each is counted under its own usage key."""
     user = None if ctx.user is None else ctx.user.id
-    work = _counting(ctx.platform, ctx.settings, bill, user, ctx.request_id, ctx.cooling.wall)
+    counted_as = f"{ctx.request_id}:{part}" if part else ctx.request_id
+    work = _counting(ctx.platform, ctx.settings, bill, user, counted_as, ctx.cooling.wall)
     if work is not None:
         ctx.platform.wait_until(work)
 
@@ -101,6 +107,7 @@ def _counting(
                 stores.kv,
                 model=bill.model,
                 baseline_usd=bill.baseline_usd,
+                similar_saved_usd=bill.similar_saved_usd,
                 prompt_tokens=bill.prompt_tokens,
                 completion_tokens=bill.completion_tokens,
                 cached_prompt_tokens=bill.cached_prompt_tokens,

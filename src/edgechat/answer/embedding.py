@@ -80,8 +80,10 @@ def bill_of(embedded: Embedded) -> billing.Bill:
 
 
 def charge(ctx: Context, embedded: Embedded) -> None:
-    """Counts an embedding call for the request's user after the reply, like an answer."""
-    billing.charge(ctx, bill_of(embedded))
+    """Counts an embedding call for the request's user after the reply, like
+    an answer, under a usage key of its own (the request may have an answer
+    counted too: the semantic cache embeds its question)."""
+    billing.charge(ctx, bill_of(embedded), part=embedded.model.alias)
 
 
 def _vectors(result: dict[str, Any], count: int, dimensions: int) -> list[list[float]]:

@@ -16,12 +16,26 @@ from edgechat.answer.moderation import Verdict
 from edgechat.core.errors import EdgechatError
 from edgechat.core.models import Model, Usage, cost_usd
 
-__all__ = ["MIN_PACE_S", "Document", "Framing", "Outcome", "Whole"]
+__all__ = ["MIN_PACE_S", "Document", "Framing", "Outcome", "Similar", "Whole"]
 
 # An answer whose words all came within this many seconds has no pace worth
 # a number (a whole JSON answer, a cached one): the page's stats line says
 # nothing either.
 MIN_PACE_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Similar:
+    """An answer given again to a similar question (``answer.similar``):
+    how similar (the cosine score), the question it answered, and what it
+    cost then (what giving it again saved)."""
+
+    score: float
+    question: str
+    saved_usd: float
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": "similar", "score": self.score, "question": self.question}
 
 
 @dataclass(slots=True)
@@ -41,6 +55,8 @@ class Outcome:
     truncated: bool = False
     # Answered from the response cache, without a model call.
     cached: bool = False
+    # ... from the semantic cache: the kept answer of a similar question.
+    similar: Similar | None = None
     # The verdict on the finished answer (MODERATION=input,output), or why
     # there is none.
     moderation: Verdict | None = None

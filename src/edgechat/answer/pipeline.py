@@ -1,6 +1,7 @@
 """One answer's pipeline, for either endpoint: the response cache's lookup,
-the input check beside the model call, the model (``answer.Answer``), the
-reply, and what is kept after it.
+the input check beside the model call, the semantic cache's lookup raced
+against the model's first bytes (``similar``), the model
+(``answer.Answer``), the reply, and what is kept after it.
 
 The checks that may refuse a request - the input check (``MODERATION=input``)
 and the daily budgets (``budget``) - start with the model call, not before
@@ -20,8 +21,18 @@ import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from edgechat.answer import affinity, billing, cache, moderation, recording, routing, shadow
-from edgechat.answer.answer import Answer, CheckAnswer, Sources
+from edgechat.answer import (
+    affinity,
+    billing,
+    cache,
+    embedding,
+    moderation,
+    recording,
+    routing,
+    shadow,
+    similar,
+)
+from edgechat.answer.answer import Answer, CheckAnswer, Race, Sources
 from edgechat.answer.candidates import Candidates
 from edgechat.answer.context import Context
 from edgechat.answer.deadlines import Deadlines
@@ -43,14 +54,14 @@ async def answer(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
 ) -> Reply:
     """The streamed reply to ``request``."""
-    answered, key, trial, headers = await _kept_if_refused(
+    answered, kept, trial, headers = await _kept_if_refused(
         ctx, request, _begin(ctx, request, framing, headers)
     )
 
     async def produce(sink: Sink) -> None:
         await answered.stream(sink)
         ctx.emit(200)
-        _store_and_count(ctx, request, answered, key, trial)
+        _store_and_count(ctx, request, answered, kept, trial)
         _after(ctx, answered.outcome)
 
     return stream_reply(produce, headers)
@@ -71,9 +82,14 @@ async def complete(
     holds the rest) and the reply's headers; raises what ended it."""
 
     async def whole() -> tuple[Outcome, dict[str, str]]:
-        answered, key, trial, reply_headers = await _begin(ctx, request, framing, headers)
-        await answered.whole()
-        _store_and_count(ctx, request, answered, key, trial)
+        answered, kept, trial, reply_headers = await _begin(ctx, request, framing, headers)
+        try:
+            await answered.whole()
+        except BaseException:
+            if kept.lookup is not None:
+                ctx.platform.wait_until(_settled(kept.lookup))
+            raise
+        _store_and_count(ctx, request, answered, kept, trial)
         _after(ctx, answered.outcome)
         return answered.outcome, reply_headers
 
@@ -99,12 +115,23 @@ def _after(ctx: Context, outcome: Outcome) -> None:
         ctx.platform.wait_until(ctx.after(outcome))
 
 
+class Keeping:
+    """Where a complete answer is kept: its response cache key, its
+    semantic cache lookup (whose vector keeps it)."""
+
+    __slots__ = ("key", "lookup")
+
+    def __init__(self, key: str | None, lookup: similar.Lookup | None) -> None:
+        self.key = key
+        self.lookup = lookup
+
+
 async def _begin(
     ctx: Context, request: ChatRequest, framing: Framing, headers: dict[str, str]
-) -> tuple[Answer, str | None, shadow.Trial | None, dict[str, str]]:
+) -> tuple[Answer, Keeping, shadow.Trial | None, dict[str, str]]:
     """An answer that has a model (or a cached stream) behind it and passed
-    the input check; raises what refused it. Returns the answer, its cache
-    key, its shadow trial (if sampled) and the reply's headers."""
+    the input check; raises what refused it. Returns the answer, where it is
+    kept, its shadow trial (if sampled) and the reply's headers."""
     settings, platform = ctx.settings, ctx.platform
     if settings.log_prompts:
         ctx.log["prompt"] = request.messages[-1].content
@@ -117,7 +144,15 @@ async def _begin(
         if platform.kv is not None and request.slot is None and cache.wants_cache(request, settings)
         else None
     )
-    answered, trial = _answer(ctx, request, framing, options, record=key is not None)
+    lookup = _similar(ctx, request, options, refresh=refresh)
+    answered, trial = _answer(
+        ctx,
+        request,
+        framing,
+        options,
+        record=key is not None or lookup is not None,
+        race=None if lookup is None else similar.Race(lookup),
+    )
     guard = _input_check(ctx, request, options)
     spent = spend_check(ctx, pinned=request.slot is not None)
     headers = {**headers, "X-Request-Id": ctx.request_id}
@@ -138,13 +173,64 @@ async def _begin(
             if spent is not None:
                 spent.close()  # its read settles by itself, never awaited
                 spent = None
+        elif lookup is not None:
+            # With the model call, not when its stream opens: a model queued
+            # for capacity answers late, and the lookup is under way meanwhile.
+            lookup.start()
         await _open_checked(ctx, answered, _checks(ctx, guard, spent), opened=hit is not None)
+    except BaseException:
+        if lookup is not None:
+            ctx.platform.wait_until(_settled(lookup))
+        raise
     finally:
         if guard is not None and not guard.done():
             guard.cancel()
         if spent is not None:
             spent.close()  # a no-op once it ran; else its read is dropped
-    return answered, key, trial, headers
+    return answered, Keeping(key, lookup), trial, headers
+
+
+async def _settled(lookup: similar.Lookup) -> None:
+    await lookup.settle()
+
+
+async def _embed_question(ctx: Context, question: str, options: dict[str, object]) -> list[float]:
+    """bge-m3's vector of ``question``, charged like any embedding once made
+    (hit or miss, it was paid for)."""
+    embedded = await embedding.embed(
+        ctx.platform.ai, [question], timeout_s=similar.EMBED_TIMEOUT_S, options=options
+    )
+    embedding.charge(ctx, embedded)
+    return embedded.vectors[0]
+
+
+def _similar(
+    ctx: Context, request: ChatRequest, options: dict[str, Any], *, refresh: bool
+) -> similar.Lookup | None:
+    """The semantic cache's lookup for ``request``, ready to start with the
+    model call; None when it takes no part (the log says why)."""
+    settings, platform = ctx.settings, ctx.platform
+    vectors, kv = platform.vectors(), platform.kv
+    if settings.semantic_cache == "off":
+        return None
+    if vectors is None or kv is None:
+        ctx.log["similar"] = "unbound"
+        return None
+    user = ctx.user
+    scope = similar.scope_of(
+        request, settings, None if user is None or user.via == "anonymous" else user.id
+    )
+    if isinstance(scope, str):
+        ctx.log["similar"] = scope
+        return None
+    if refresh:
+        ctx.log["similar"] = "fresh"
+    question = scope.question
+
+    async def embed() -> list[float]:
+        return await _embed_question(ctx, question, options)
+
+    return similar.Lookup(scope, embed, vectors, kv, settings, ctx.log, look=not refresh)
 
 
 def _answer(
@@ -154,6 +240,7 @@ def _answer(
     options: dict[str, object],
     *,
     record: bool,
+    race: Race | None = None,
 ) -> tuple[Answer, shadow.Trial | None]:
     """The answer, and its shadow trial when it is sampled for one (its
     answer is then recorded: the judge reads it)."""
@@ -185,6 +272,7 @@ def _answer(
         Deadlines(settings, time.monotonic),
         record=record or trial is not None,
         check_answer=check_answer,
+        race=race,
     )
     ctx.outcome = answered.outcome
     return answered, trial
@@ -344,14 +432,24 @@ def _store_and_count(
     ctx: Context,
     request: ChatRequest,
     answered: Answer,
-    key: str | None,
+    kept: Keeping,
     trial: shadow.Trial | None,
 ) -> None:
     """After a complete answer: count it (``billing``: its user's day, the
     account's, ``/api/usage``), make its shadow trial and store it in the
-    cache, all in the background."""
-    kv, outcome = ctx.platform.kv, answered.outcome
-    if outcome.model is None or outcome.error is not None or outcome.client_gone:
+    caches, all in the background."""
+    kv, outcome, key = ctx.platform.kv, answered.outcome, kept.key
+    complete = outcome.model is not None and outcome.error is None and not outcome.client_gone
+    vectors = ctx.platform.vectors()
+    if kept.lookup is not None and vectors is not None and kv is not None:
+        # Whatever the answer's end, the lookup ends in the background.
+        body = answered.recording.body() if complete else None
+        ctx.platform.wait_until(
+            similar.keep(
+                kept.lookup, vectors, kv, body, outcome, ctx.settings.semantic_ttl_s, ctx.request_id
+            )
+        )
+    if outcome.model is None or not complete:
         return
     counts = outcome.usage
     billing.charge(
@@ -364,6 +462,7 @@ def _store_and_count(
             cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
             cached=outcome.cached,
             baseline_usd=_baseline_usd(ctx, request, outcome),
+            similar_saved_usd=None if outcome.similar is None else outcome.similar.saved_usd,
         ),
     )
     if trial is not None:

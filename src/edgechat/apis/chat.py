@@ -84,7 +84,8 @@ class ChatFraming:
         if self._comparison is not None:
             done["comparison"] = self._comparison
         if outcome.cached:
-            done["cached"] = True
+            # The response cache's answer: true; a similar question's: what it was.
+            done["cached"] = True if outcome.similar is None else outcome.similar.to_json()
         if outcome.moderation is not None:
             done["moderation"] = outcome.moderation.to_json()
         return _close(between_events) + sse.event("done", done)

@@ -89,6 +89,8 @@ def parse_chat_request(
         preset_prompt=None if preset is None else preset.system_prompt,
         session=_conversation(data.get("conversation")),
         slot=slot,
+        # A comparison's answer never is (``similar.scope_of`` says so too).
+        semantic_cache=slot is None,
     )
     if slot is None:
         check_fit(request, allowed_models)

@@ -87,7 +87,13 @@ def openai_request(
     stream = data.get("stream")
     if stream is not None and type(stream) is not bool:
         raise BadRequest(public="stream must be true or false.")
-    compared = _compare_with(data.get("edgechat"), allowed_models, bool(stream))
+    extension = data.get("edgechat")
+    semantic = _semantic_cache(extension)
+    if type(extension) is dict and "semantic_cache" in extension:
+        extension = {k: v for k, v in extension.items() if k != "semantic_cache"} or None
+    compared = _compare_with(extension, allowed_models, bool(stream))
+    if semantic and compared:
+        raise BadRequest(public="edgechat.semantic_cache does not go with compare_with.")
     n = data.get("n")
     if n is not None and (type(n) is not int or n != 1 + len(compared)):
         raise BadRequest(
@@ -119,6 +125,7 @@ def openai_request(
         params=_openai_params(data),
         server_prompt=False,
         session=user or None,
+        semantic_cache=semantic,
     )
     check_fit(chat, allowed_models)
     if compared:
@@ -133,6 +140,18 @@ def openai_request(
     )
 
 
+def _semantic_cache(value: Any) -> bool:
+    """edgechat's extension ``{"semantic_cache": true}``: the question may be
+    answered from a similar question's kept answer (``SEMANTIC_CACHE``); the
+    OpenAI API's questions are not unless they ask."""
+    if type(value) is not dict or "semantic_cache" not in value:
+        return False
+    asked = value["semantic_cache"]
+    if type(asked) is not bool:
+        raise BadRequest(public="edgechat.semantic_cache must be true or false.")
+    return asked
+
+
 def _compare_with(value: Any, allowed_models: Sequence[str], stream: bool) -> tuple[Model, ...]:
     """edgechat's extension, ``{"compare_with": [model, ...]}``: the models
     that answer too (one or two, allowed, distinct, not ``auto``)."""
@@ -140,7 +159,9 @@ def _compare_with(value: Any, allowed_models: Sequence[str], stream: bool) -> tu
         return ()
     most = MAX_COMPARED - 1
     if type(value) is not dict or value.keys() != {"compare_with"}:
-        raise BadRequest(public='edgechat must be {"compare_with": [model, ...]}.')
+        raise BadRequest(
+            public='edgechat must be {"compare_with": [model, ...]} or {"semantic_cache": true}.'
+        )
     names = value["compare_with"]
     if type(names) is not list or not 1 <= len(names) <= most:
         raise BadRequest(

@@ -48,6 +48,11 @@ CACHE_MODES = ("off", "deterministic", "all")
 # KV refuses an expirationTtl below 60 s.
 MIN_CACHE_TTL_S = 60
 
+# SEMANTIC_CACHE (answer.similar): off; user (each signed-in user's answers
+# answer only that user's similar questions); shared (everyone's answer
+# everyone's: an operator's public FAQ).
+SEMANTIC_CACHE_MODES = ("off", "user", "shared")
+
 # ALERT_FORMAT: auto picks Slack's or Discord's by the webhook's host
 # (``alerts.payloads``), else the generic JSON.
 ALERT_FORMATS = ("auto", "slack", "discord", "json")
@@ -100,6 +105,13 @@ class Settings:
     alert_webhook: str | None = field(default=None, repr=False)
     alert_at: tuple[int, ...] = DEFAULT_ALERT_AT
     alert_format: str = "auto"
+    # The semantic cache (answer.similar): its scope, the least cosine score
+    # a kept answer is given again at, the highest temperature a question
+    # may ask and still be answered from it, and how long an answer is kept.
+    semantic_cache: str = "off"
+    semantic_min_score: float = 0.92
+    semantic_max_temperature: float = 1.0
+    semantic_ttl_s: int = 604_800
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -143,6 +155,10 @@ class Settings:
         _check_percents("ALERT_AT", self.alert_at)
         if self.alert_format not in ALERT_FORMATS:
             raise ValueError(f"ALERT_FORMAT must be one of {', '.join(ALERT_FORMATS)}")
+        if self.semantic_cache not in SEMANTIC_CACHE_MODES:
+            raise ValueError(f"SEMANTIC_CACHE must be one of {', '.join(SEMANTIC_CACHE_MODES)}")
+        if self.semantic_ttl_s < MIN_CACHE_TTL_S:
+            raise ValueError(f"SEMANTIC_CACHE_TTL_S must be at least {MIN_CACHE_TTL_S} seconds")
         self._check_shadow()
 
     def _check_shadow(self) -> None:
@@ -236,6 +252,18 @@ class Settings:
             alert_webhook=_text("ALERT_WEBHOOK", get),
             alert_at=_percents("ALERT_AT", get) or defaults.alert_at,
             alert_format=_choice("ALERT_FORMAT", get, ALERT_FORMATS),
+            semantic_cache=_choice("SEMANTIC_CACHE", get, SEMANTIC_CACHE_MODES),
+            semantic_min_score=_share(
+                "SEMANTIC_CACHE_MIN_SCORE", get, defaults.semantic_min_score, _SCORE_RULE
+            ),
+            semantic_max_temperature=_number_in(
+                "SEMANTIC_CACHE_MAX_TEMPERATURE",
+                get,
+                defaults.semantic_max_temperature,
+                (0, 2),
+                "must be a number from 0 to 2 (a temperature)",
+            ),
+            semantic_ttl_s=_int("SEMANTIC_CACHE_TTL_S", get, defaults.semantic_ttl_s),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:
@@ -430,18 +458,34 @@ def _check_base_url(var: str, url: str) -> None:
 _SHARE_RULE = "must be a number from 0 to 1: the share of answers tried"
 
 
-def _share(var: str, get: Callable[[str], object], default: float) -> float:
+_SCORE_RULE = "must be a number from 0 to 1: a cosine similarity"
+
+
+def _share(
+    var: str, get: Callable[[str], object], default: float, rule: str = _SHARE_RULE
+) -> float:
     """A share from 0 to 1 (``0.05``: one answer in twenty)."""
+    return _number_in(var, get, default, (0, 1), rule)
+
+
+def _number_in(
+    var: str,
+    get: Callable[[str], object],
+    default: float,
+    bounds: tuple[float, float],
+    rule: str,
+) -> float:
+    """A number within ``bounds`` (both included); ``rule`` says which."""
     text = _text(var, get)
     if text is None:
         return default
     try:
-        share = float(text)
+        number = float(text)
     except ValueError:
-        share = math.nan
-    if not (math.isfinite(share) and 0 <= share <= 1):
-        raise ValueError(f"{var} {_SHARE_RULE}")
-    return share
+        number = math.nan
+    if not (math.isfinite(number) and bounds[0] <= number <= bounds[1]):
+        raise ValueError(f"{var} {rule}")
+    return number
 
 
 def _percents(var: str, get: Callable[[str], object]) -> tuple[int, ...] | None:

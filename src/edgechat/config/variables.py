@@ -353,6 +353,33 @@ VARIABLES: tuple[Variable, ...] = (
         "count answers in KV for /api/usage (one KV write per answer); false turns it off",
         _ANSWERS,
     ),
+    Variable(
+        "SEMANTIC_CACHE",
+        "off",
+        "answer a question from an earlier similar one's answer (VECTORS and CACHE bound): off; "
+        "user (each signed-in user's own answers; anonymous users never); shared (everyone's "
+        "answers to everyone: only for a public FAQ, see Caching)",
+        _ANSWERS,
+    ),
+    Variable(
+        "SEMANTIC_CACHE_MIN_SCORE",
+        "0.92",
+        "the least cosine similarity (0 to 1) between two questions for the earlier answer to "
+        "be given again; tune it on real bge-m3 (Caching)",
+        _ANSWERS,
+    ),
+    Variable(
+        "SEMANTIC_CACHE_MAX_TEMPERATURE",
+        "1",
+        "questions asking a higher temperature (0 to 2) are never answered from the semantic cache",
+        _ANSWERS,
+    ),
+    Variable(
+        "SEMANTIC_CACHE_TTL_S",
+        "604800",
+        "seconds an answer is kept for similar questions (at least 60)",
+        _ANSWERS,
+    ),
     Variable("MODERATION", "off", "Llama Guard checks: off, input, input,output", _SAFETY),
     Variable(
         "MODERATION_FAIL",

@@ -220,6 +220,9 @@ class ChatRequest:
     # A comparison's answer: its model answers or none does (no fallback, no
     # cached answer), so that the comparison measures that model.
     slot: Slot | None = None
+    # Whether the semantic cache may answer it (``answer.similar``): /chat's
+    # questions, and the OpenAI API's that ask for it.
+    semantic_cache: bool = False
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not
@@ -231,11 +234,11 @@ class ChatRequest:
             for name in _OPENAI_ONLY:
                 if name in self.params:
                     return name
-        if not model.tools and ("tools" in self.params or self._has_tool_turns()):
+        if not model.tools and ("tools" in self.params or self.has_tool_turns()):
             return "tools"
         return None
 
-    def _has_tool_turns(self) -> bool:
+    def has_tool_turns(self) -> bool:
         return any(m.role == "tool" or "tool_calls" in m.extra for m in self.messages)
 
     def inputs(self, model: Model, system_prompt: str) -> dict[str, Any]:

@@ -55,8 +55,10 @@ _NODE = (
     ("reasoning", "status", "stats", "error", "moderation", "pick", "images"),
 )
 _IMAGE = ("id", "type", "width", "height")
-_STATS = ("model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route")
+_STATS = ("model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar")
 _ROUTE = ("model", "reason")
+# An answer from the semantic cache: the similar question's score and text.
+_SIMILAR = ("score", "question")
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 _ERROR = ("code", "status", "message", "retryAfter", "retryable", "offline", "categories")
 
@@ -123,6 +125,16 @@ def _stats(value: Any, path: str) -> dict[str, Any]:
     if route is not None:
         _fields(route, f"{path}.route", _ROUTE, ())
         out["route"] = {key: _string(route[key], f"{path}.route.{key}", 200) for key in _ROUTE}
+    found = value.get("similar")
+    if found is not None:
+        _fields(found, f"{path}.similar", _SIMILAR, ())
+        score = found["score"]
+        if not _number(score) or not -1 <= score <= 1:
+            raise _bad(f"{path}.similar.score", "must be a number from -1 to 1")
+        out["similar"] = {
+            "score": score,
+            "question": _string(found["question"], f"{path}.similar.question", 1000),
+        }
     return out
 
 

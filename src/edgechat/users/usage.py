@@ -72,10 +72,12 @@ async def count(
     request_id: str,
     user: str = ANONYMOUS,
     baseline_usd: float | None = None,
+    similar_saved_usd: float | None = None,
 ) -> None:
     """Adds one answer (or one embedding call) to today's usage; runs after the reply.
     ``baseline_usd``: for an answer ``auto`` routed, what it would have cost
-    on the baseline model."""
+    on the baseline model; ``similar_saved_usd``: for a similar question's
+    answer given again (the semantic cache), what it cost when it was made."""
     metadata: dict[str, object] = {
         "model": model.id,
         "user": user,
@@ -87,6 +89,8 @@ async def count(
     }
     if baseline_usd is not None:
         metadata["auto_base_usd"] = baseline_usd
+    if similar_saved_usd is not None:
+        metadata["similar_saved_usd"] = similar_saved_usd
     try:
         await kv.put(f"{PREFIX}{day_of()}:{request_id}", b"", ttl_s=KEEP_S, metadata=metadata)
     except KvError as exc:
@@ -172,9 +176,11 @@ async def read_days(
     read = await asyncio.gather(*(_read_one(kv, day, pages, visible) for day in days))
     rows: dict[tuple[str, str, str], dict[str, Any]] = {}
     auto: dict[str, Any] = {"requests": 0, "cost_usd": 0.0, "baseline_usd": 0.0}
+    similar: dict[str, Any] = {"hits": 0, "saved_usd": 0.0}
     for day, (answers, _complete) in zip(days, read, strict=True):
         for user, model, meta in answers:
             _add_auto(auto, meta)
+            _add_similar(similar, meta)
             row = rows.get((day, user, model))
             if row is None:
                 row = rows[(day, user, model)] = {
@@ -216,6 +222,7 @@ async def read_days(
         "total": _finish(total, total_ai),
         "free_allocation_neurons": FREE_ALLOCATION_NEURONS,
         "auto": _auto_savings(auto),
+        "similar": _similar_savings(similar),
         "complete": all(complete for _, complete in read),
         "note": "Counted in KV as answers complete: eventually consistent, "
         "an answer may take a minute to show.",
@@ -230,6 +237,28 @@ def _add_auto(into: dict[str, Any], meta: dict[str, Any]) -> None:
     into["requests"] += 1
     into["cost_usd"] += float(_number(meta.get("usd"), float))
     into["baseline_usd"] += float(_number(base, float))
+
+
+def _add_similar(into: dict[str, Any], meta: dict[str, Any]) -> None:
+    """A similar question's kept answer given again: what its model call
+    cost when the answer was made, saved this time."""
+    saved = meta.get("similar_saved_usd")
+    if type(saved) not in (int, float):
+        return
+    into["hits"] += 1
+    into["saved_usd"] += float(_number(saved, float))
+
+
+def _similar_savings(similar: dict[str, Any]) -> dict[str, Any]:
+    """The semantic cache's hits and what they saved: dollars at list price,
+    and those dollars in Workers AI's Neurons (only Workers AI answers are
+    kept)."""
+    saved = round(similar["saved_usd"], 8)
+    return {
+        "hits": similar["hits"],
+        "saved_usd": saved,
+        "saved_neurons": round(saved * NEURONS_PER_USD),
+    }
 
 
 def _auto_savings(auto: dict[str, Any]) -> dict[str, Any]:

@@ -962,7 +962,18 @@ def test_compare_with_names_the_other_models_in_order() -> None:
             {"edgechat": {"compare_with": ["kimi", "llama", "glm"]}},
             "edgechat.compare_with must list 1 to 2 models to answer beside model.",
         ),
-        ({"edgechat": {"MARKER": 1}}, 'edgechat must be {"compare_with": [model, ...]}.'),
+        (
+            {"edgechat": {"MARKER": 1}},
+            'edgechat must be {"compare_with": [model, ...]} or {"semantic_cache": true}.',
+        ),
+        (
+            {"edgechat": {"semantic_cache": "yes"}},
+            "edgechat.semantic_cache must be true or false.",
+        ),
+        (
+            {"edgechat": {"semantic_cache": True, "compare_with": ["kimi"]}},
+            "edgechat.semantic_cache does not go with compare_with.",
+        ),
         (
             {"edgechat": {"compare_with": ["MARKER"]}},
             "edgechat.compare_with must name different models of GET /v1/models, not auto.",
@@ -988,3 +999,11 @@ def test_compare_with_names_the_other_models_in_order() -> None:
 )
 def test_a_malformed_comparison_names_its_field(fields: dict[str, object], message: str) -> None:
     assert refused(asks(model="glm", **fields)) == message
+
+
+def test_the_semantic_cache_takes_part_only_when_asked() -> None:
+    assert parse(asks(model="glm")).chat.semantic_cache is False
+    assert parse(asks(model="glm", edgechat={"semantic_cache": False})).chat.semantic_cache is False
+    asked = parse(asks(model="glm", edgechat={"semantic_cache": True}))
+    assert asked.chat.semantic_cache is True
+    assert asked.compare_with == ()

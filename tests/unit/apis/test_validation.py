@@ -48,6 +48,7 @@ def test_minimal_request_gets_the_defaults() -> None:
         temperature=None,
         max_tokens=1024,
         reasoning=None,
+        semantic_cache=True,  # /chat's questions may be answered from it
     )
     assert request.model.alias == "glm"
 

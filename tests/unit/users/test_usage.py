@@ -91,6 +91,7 @@ def empty_day(day: str) -> dict[str, Any]:
         "total": ZERO,
         "free_allocation_neurons": 10_000,
         "auto": {"requests": 0, "cost_usd": 0.0, "baseline_usd": 0.0, "saved_usd": 0.0},
+        "similar": {"hits": 0, "saved_usd": 0.0, "saved_neurons": 0},
         "complete": True,
         "note": NOTE,
     }
@@ -689,3 +690,33 @@ def test_a_routed_answer_keeps_its_baseline_cost() -> None:
     )
     ((_, meta, _),) = kv.items.values()
     assert meta["auto_base_usd"] == 0.25
+
+
+def test_similar_questions_answered_again_add_up_what_they_saved() -> None:
+    kv = FakeKv()
+    cached = {**answer_meta(GLM, 20, 4), "usd": 0.0, "cached": True}
+    entry(kv, "a", **cached, similar_saved_usd=0.011)
+    entry(kv, "b", **cached, similar_saved_usd=0.0055)
+    entry(kv, "c", **cached)  # the response cache's: saved nothing counted here
+    entry(kv, "d", **cached, similar_saved_usd="x")  # malformed: left out
+    body = read(kv)
+    assert body["similar"] == {"hits": 2, "saved_usd": 0.0165, "saved_neurons": 1500}
+    assert body["total"]["cached"] == 4
+
+
+def test_a_similar_answer_keeps_what_it_saved() -> None:
+    kv = FakeKv()
+    asyncio.run(
+        count(
+            kv,
+            model=GLM,
+            prompt_tokens=10,
+            completion_tokens=5,
+            cost_usd=0.0,
+            cached=True,
+            request_id="req-9",
+            similar_saved_usd=0.003,
+        )
+    )
+    ((_, meta, _),) = kv.items.values()
+    assert meta["similar_saved_usd"] == 0.003
