@@ -31,6 +31,7 @@ __all__ = [
     "body_cap",
     "check_fit",
     "count_text",
+    "document_body_cap",
     "json_object",
     "parse_document",
     "read_content",
@@ -47,10 +48,20 @@ def json_object(body: bytes, limits: Limits) -> dict[str, Any]:
     return read_object(body, limits, limits.max_body_bytes)
 
 
-def parse_document(body: bytes, limits: Limits) -> DocumentFile:
-    """A ``POST /api/documents`` body: one file part, as in a message."""
-    cap = limits.max_body_bytes + document_url_size(limits.max_document_bytes)
-    return check_file_part(read_object(body, limits, cap), "file", limits.max_document_bytes)
+def parse_document(
+    body: bytes, limits: Limits, most: int | None = None, var: str = "MAX_DOCUMENT_BYTES"
+) -> DocumentFile:
+    """A ``POST /api/documents`` body: one file part, as in a message, of at
+    most ``most`` bytes (the setting ``var``; ``max_document_bytes`` unless
+    given: a knowledge base's document has its own)."""
+    most = limits.max_document_bytes if most is None else most
+    cap = document_body_cap(limits, most)
+    return check_file_part(read_object(body, limits, cap), "file", most, var)
+
+
+def document_body_cap(limits: Limits, most: int) -> int:
+    """The largest body of one file part of ``most`` bytes."""
+    return limits.max_body_bytes + document_url_size(most)
 
 
 def body_cap(limits: Limits, allowed: Sequence[str]) -> int:

@@ -2,7 +2,10 @@
 
     {"messages": [{"role": "user" | "assistant", "content": str}, ...],
      "model": str?, "temperature": number?, "max_tokens": int?, "reasoning": bool?,
-     "preset": str?, "conversation": str?}
+     "preset": str?, "conversation": str?, "knowledge": str?}
+
+``knowledge`` names a knowledge base (its id): the answer reads its
+passages nearest the question and cites them (``knowledge.retrieve``).
 
 A ``preset`` names one of the operator's presets (``config.presets``): its
 system prompt replaces ``SYSTEM_PROMPT``, its model and temperature apply
@@ -41,7 +44,7 @@ from edgechat.core.errors import BadRequest
 from edgechat.core.ids import is_random_id
 from edgechat.core.requests import MAX_COMPARED, ChatRequest, DocumentFile, Limits, Message, Slot
 
-__all__ = ["SLOT_PARAMS", "parse_chat_request", "read_slot"]
+__all__ = ["SLOT_PARAMS", "parse_chat_request", "read_knowledge", "read_slot"]
 
 # The query parameters that name a comparison's slot.
 SLOT_PARAMS = ("comparison", "slot")
@@ -89,6 +92,7 @@ def parse_chat_request(
         preset_prompt=None if preset is None else preset.system_prompt,
         session=_conversation(data.get("conversation")),
         slot=slot,
+        knowledge=read_knowledge(data.get("knowledge")),
     )
     if slot is None:
         check_fit(request, allowed_models)
@@ -166,6 +170,15 @@ def _messages(value: Any, limits: Limits, images: Images) -> tuple[Message, ...]
     if messages[-1].role != "user":
         raise BadRequest(public="The last message must come from the user.")
     return tuple(messages)
+
+
+def read_knowledge(value: Any, where: str = "knowledge") -> str | None:
+    """A knowledge base's id (``GET /api/knowledge`` lists them), or absent."""
+    if value is None:
+        return None
+    if type(value) is not str or not is_random_id(value):
+        raise BadRequest(public=f"{where} must be the id of a knowledge base (GET /api/knowledge).")
+    return value
 
 
 def _reasoning(value: Any) -> bool | None:

@@ -27,6 +27,7 @@ CHAT_FIELDS = (
     "reasoning",
     "preset",
     "conversation",
+    "knowledge",
 )
 
 

@@ -15,7 +15,15 @@ import base64
 import os
 import re
 
-__all__ = ["CLIENT_ID_RULE", "ID_BYTES", "is_client_id", "is_random_id", "new_id", "random_below"]
+__all__ = [
+    "CLIENT_ID_RULE",
+    "ID_BYTES",
+    "is_client_id",
+    "is_random_id",
+    "new_id",
+    "random_below",
+    "user_prefix",
+]
 
 ID_BYTES = 18  # 144 bits, 24 base64url characters
 _ID = re.compile(r"[A-Za-z0-9_-]{24}")
@@ -41,3 +49,10 @@ def random_below(n: int) -> int:
 
 def is_client_id(text: str) -> bool:
     return _CLIENT_ID.fullmatch(text) is not None
+
+
+def user_prefix(user: str) -> str:
+    """A user's prefix in the ``FILES`` bucket: their id in base64url, which
+    holds no ``/`` (their images, ``history.files``; their knowledge bases'
+    documents, ``knowledge.store``)."""
+    return "u/" + base64.urlsafe_b64encode(user.encode()).decode().rstrip("=") + "/"

@@ -23,7 +23,7 @@ from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import Model
 from edgechat.core.requests import Limits, OpenAIRequest
 from edgechat.media import documents
-from edgechat.web import compare
+from edgechat.web import compare, knowledge
 from edgechat.web.steps import allow_cors, query_params, question_body, route, who
 
 __all__ = ["chat", "completions", "v1_embeddings", "v1_models", "v1_responses"]
@@ -42,8 +42,10 @@ async def chat(ctx: Context) -> Reply:
     if request.slot is not None:
         return await compare.answer_slot(ctx, request, cors)
     request = await documents.attach(ctx.platform.ai, request, settings.limits, settings.models)
+    request, sources = await knowledge.with_passages(ctx, request)
     request = await route(ctx, request)
-    return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id, request.route), cors)
+    framing = ChatFraming(ctx.request_id, request.route, sources=sources)
+    return await pipeline.answer(ctx, request, framing, cors)
 
 
 # What both of the OpenAI API's answer routes hand their framings: the

@@ -54,6 +54,17 @@ from edgechat.web.history import (
     shared_image,
     shared_page,
 )
+from edgechat.web.knowledge import (
+    base_delete,
+    base_get,
+    base_patch,
+    document_delete,
+    document_get,
+    documents_get,
+    documents_post,
+    knowledge_get,
+    knowledge_post,
+)
 from edgechat.web.media import (
     api_documents,
     api_speech,
@@ -91,6 +102,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
         "OPTIONS": preflight_for("GET, HEAD, POST, OPTIONS"),
     },
     "/api/leaderboard": {"GET": api_leaderboard},
+    "/api/knowledge": {"GET": knowledge_get, "POST": knowledge_post},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
@@ -112,6 +124,7 @@ PREFIXED: Mapping[str, Mapping[str, Handler]] = {
     "/api/shares/": {"DELETE": share_revoke},
     "/api/comparisons/": {"GET": comparison_get},
     "/api/files/": {"GET": file_get, "PUT": file_put},
+    "/api/knowledge/": {"GET": base_get, "PATCH": base_patch, "DELETE": base_delete},
     "/s/": {"GET": shared_page},
 }
 
@@ -120,6 +133,14 @@ PREFIXED: Mapping[str, Mapping[str, Handler]] = {
 # segment each; ``ctx.param`` is ``<a><middle><b>``.
 NESTED: Mapping[tuple[str, str], Mapping[str, Handler]] = {
     ("/s/", "/images/"): {"GET": shared_image},
+    ("/api/knowledge/", "/documents/"): {"GET": document_get, "DELETE": document_delete},
+}
+
+
+# (prefix, suffix → method → handler): ``<prefix><a><suffix>``, one segment;
+# ``ctx.param`` is ``<a>``.
+SUFFIXED: Mapping[tuple[str, str], Mapping[str, Handler]] = {
+    ("/api/knowledge/", "/documents"): {"GET": documents_get, "POST": documents_post},
 }
 
 
@@ -147,6 +168,13 @@ def _prefixed(ctx: Context) -> Mapping[str, Handler] | None:
         if rest != ctx.request.path and found and first and last and "/" not in first + last:
             ctx.param = rest
             ctx.log["route"] = f"{prefix}*{middle}*"
+            return methods
+    for (prefix, suffix), methods in SUFFIXED.items():
+        rest = ctx.request.path.removeprefix(prefix)
+        first = rest.removesuffix(suffix)
+        if rest != ctx.request.path and first != rest and first and "/" not in first:
+            ctx.param = first
+            ctx.log["route"] = f"{prefix}*{suffix}"
             return methods
     return None
 
