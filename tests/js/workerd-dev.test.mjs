@@ -32,7 +32,11 @@ test("a Python Worker gets the dev flag, AI the emulator, and every path made ab
   assert.equal(usesEmulator, true);
   assert.deepEqual(config.compatibility_flags, ["python_workers", "python_workers_development", "enable_abortsignal_rpc"]);
   assert.equal(config.ai, undefined);
-  assert.deepEqual(config.services, [{ binding: "AI", service: "edgechat-ai-emulator", entrypoint: "EmulatedAi" }]);
+  assert.deepEqual(config.services, [
+    { binding: "AI", service: "edgechat-ai-emulator", entrypoint: "EmulatedAi" },
+    { binding: "VECTORS", service: "edgechat-ai-emulator", entrypoint: "EmulatedVectorize" },
+  ]);
+  assert.equal(config.vectorize, undefined);
   assert.equal(config.main, join(ROOT, "src", "entry.py"));
   assert.equal(config.assets.directory, join(ROOT, "static"));
   assert.equal(config.d1_databases.find((db) => db.binding === "DB").migrations_dir, join(ROOT, "migrations"));
@@ -48,19 +52,21 @@ test("the config's own vars stay in the config; local ones go to wrangler as sec
   assert.throws(() => formatDotenv({ E: "' ` \"" }), /E: a value with/);
 });
 
-test("with credentials AI stays the real remote binding", () => {
+test("with credentials AI and VECTORS stay the real remote bindings", () => {
   process.env.CLOUDFLARE_API_TOKEN = "token";
   process.env.CLOUDFLARE_ACCOUNT_ID = "account";
   const { config, usesEmulator } = deriveConfig(PROJECT, {});
   assert.deepEqual(config.ai, { binding: "AI", remote: true });
+  assert.deepEqual(config.vectorize, [{ binding: "VECTORS", index_name: "edgechat", remote: true }]);
+  assert.deepEqual(config.services, []);
   assert.equal(usesEmulator, false);
   assert.deepEqual(config.compatibility_flags, ["python_workers", "python_workers_development"]);
 });
 
 test("the clock hook binds DEV_CLOCK, and only then", () => {
   const named = (options) => deriveConfig(PROJECT, options).config.services.map((s) => s.binding);
-  assert.deepEqual(named({}), ["AI"]);
-  assert.deepEqual(named({ "clock-hook": true }), ["AI", "DEV_CLOCK"]);
+  assert.deepEqual(named({}), ["AI", "VECTORS"]);
+  assert.deepEqual(named({ "clock-hook": true }), ["AI", "VECTORS", "DEV_CLOCK"]);
 });
 
 test("a JavaScript Worker keeps its flags", () => {

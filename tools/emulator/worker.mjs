@@ -16,13 +16,30 @@
 //   POST   /__emulator/run      {model, inputs, options?, abort_after_ms?} -> the
 //                               result (SSE or JSON); errors -> 502 {"error"}
 //   POST   /__emulator/rpc-run  same, but through the SELF service binding (RPC)
+//   GET    /__emulator/vectors/log   the Vectorize log, one JSON line per record
+//   DELETE /__emulator/vectors/log   clears it
+//
+// `EmulatedVectorize` is a Vectorize index (vectorize.mjs) for bindings such
+// as VECTORS: one store in this isolate's memory, shared by every request,
+// for as long as the emulator runs. Under `npm start` its log goes to the
+// file EDGECHAT_VECTORS_LOG through the launcher (EDGECHAT_VECTORS_LOGGED);
+// EDGECHAT_VECTORS_LAG_MS is how long a mutation takes to show in queries.
 import { WorkerEntrypoint } from "cloudflare:workers";
 import { Ai } from "./ai.mjs";
+import { Vectorize } from "./vectorize.mjs";
 
 const DEFAULT_DELAY_MS = 20;
 const MAX_LOG_LINES = 1000;
 
-const state = { script: null, log: [], delayMs: DEFAULT_DELAY_MS, control: null, scripted: false, logged: false };
+const state = {
+  script: null,
+  log: [],
+  delayMs: DEFAULT_DELAY_MS,
+  control: null,
+  scripted: false,
+  logged: false,
+  vectorsLogged: false,
+};
 
 async function controlFetch(path, init) {
   const response = await fetch(`${state.control}${path}`, init);
@@ -59,6 +76,7 @@ function configure(env) {
   state.control = env?.EDGECHAT_AI_CONTROL_URL || null;
   state.scripted = Boolean(state.control && env?.EDGECHAT_AI_SCRIPTED);
   state.logged = Boolean(state.control && env?.EDGECHAT_AI_LOGGED);
+  state.vectorsLogged = Boolean(state.control && env?.EDGECHAT_VECTORS_LOGGED);
 }
 
 /**
@@ -90,6 +108,96 @@ export class EmulatedAi extends WorkerEntrypoint {
   async toMarkdown(files) {
     configure(this.env);
     return ai.toMarkdown(files);
+  }
+}
+
+// --- Vectorize ------------------------------------------------------------------
+
+// The index `wrangler vectorize create` makes for edgechat (wrangler.toml):
+// bge-m3's 1024 dimensions, cosine, and the metadata indexes the features
+// filter on.
+const VECTORS_INDEX = Object.freeze({
+  dimensions: 1024,
+  indexed: { kind: "string", owner: "string", base: "string", scope: "string" },
+});
+// A mutation shows in queries this long after the call (the real index takes
+// "a few seconds"): long enough that code which queries right after its own
+// upsert fails here as it would on the edge, short enough for tests, which
+// wait for the mutation's "applied" record in the log, never for a time.
+const DEFAULT_VECTORS_LAG_MS = 100;
+
+const vectorsState = { index: null, records: [], log: [] };
+
+function vectorIndex(env) {
+  if (vectorsState.index === null) {
+    const raw = env?.EDGECHAT_VECTORS_LAG_MS;
+    const lag = raw === undefined || raw === null || String(raw).trim() === "" ? DEFAULT_VECTORS_LAG_MS : Number(raw);
+    vectorsState.index = new Vectorize({
+      ...VECTORS_INDEX,
+      lagMs: Number.isFinite(lag) && lag >= 0 ? lag : DEFAULT_VECTORS_LAG_MS,
+      // Kept until the call that made them (or the wait for a mutation) posts
+      // them from its own request: workerd allows I/O only on behalf of the
+      // request in progress.
+      log: (record) => vectorsState.records.push(record),
+    });
+  }
+  return vectorsState.index;
+}
+
+async function postVectorRecords() {
+  const records = vectorsState.records.splice(0);
+  if (records.length === 0) return;
+  if (state.control && state.vectorsLogged) {
+    await controlFetch("/vectors/log", { method: "POST", body: records.map((r) => JSON.stringify(r)).join("\n") });
+    return;
+  }
+  vectorsState.log.push(...records);
+  if (vectorsState.log.length > MAX_LOG_LINES) vectorsState.log.splice(0, vectorsState.log.length - MAX_LOG_LINES);
+}
+
+/**
+ * A Vectorize index binding's methods, over RPC
+ * (https://developers.cloudflare.com/vectorize/reference/client-api/). Each
+ * call is logged before it returns; a mutation's "applied" record is logged
+ * once it shows in queries (the request keeps running for it: waitUntil).
+ */
+export class EmulatedVectorize extends WorkerEntrypoint {
+  async #call(work) {
+    configure(this.env);
+    const index = vectorIndex(this.env);
+    try {
+      const result = work(index);
+      if (result?.mutationId) {
+        this.ctx.waitUntil(index.applied(result.mutationId).then(postVectorRecords));
+      }
+      return result;
+    } finally {
+      await postVectorRecords();
+    }
+  }
+
+  async upsert(vectors) {
+    return this.#call((index) => index.upsert(vectors));
+  }
+
+  async insert(vectors) {
+    return this.#call((index) => index.insert(vectors));
+  }
+
+  async query(vector, options) {
+    return this.#call((index) => index.query(vector, options));
+  }
+
+  async getByIds(ids) {
+    return this.#call((index) => index.getByIds(ids));
+  }
+
+  async deleteByIds(ids) {
+    return this.#call((index) => index.deleteByIds(ids));
+  }
+
+  async describe() {
+    return this.#call((index) => index.describe());
   }
 }
 
@@ -163,6 +271,13 @@ export default {
         });
       case "DELETE /__emulator/log":
         state.log.length = 0;
+        return json({ ok: true });
+      case "GET /__emulator/vectors/log":
+        return new Response(vectorsState.log.map((r) => `${JSON.stringify(r)}\n`).join(""), {
+          headers: { "content-type": "application/x-ndjson" },
+        });
+      case "DELETE /__emulator/vectors/log":
+        vectorsState.log.length = 0;
         return json({ ok: true });
       case "POST /__emulator/run":
         return runRoute(request, (model, inputs, options) => ai.run(model, inputs, options));

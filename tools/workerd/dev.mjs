@@ -14,9 +14,11 @@
 //   config in the same wrangler process so the binding, and its AbortSignal,
 //   stay in-process; with CLOUDFLARE_API_TOKEN and CLOUDFLARE_ACCOUNT_ID set
 //   it stays the real remote binding;
-// - the emulator's script and call log are files (EDGECHAT_AI_SCRIPT,
-//   EDGECHAT_AI_LOG), served to it by a small control server on loopback,
-//   since workerd has no filesystem;
+// - each Vectorize index (`[[vectorize]]`) is bound to the emulator's
+//   EmulatedVectorize likewise, and stays the real one with credentials;
+// - the emulator's script and call logs are files (EDGECHAT_AI_SCRIPT,
+//   EDGECHAT_AI_LOG, EDGECHAT_VECTORS_LOG), served to it by a small control
+//   server on loopback, since workerd has no filesystem;
 // - every run starts with empty local KV, D1 and R2 in a temporary folder,
 //   with D1 migrations applied (copied from a migrated template kept in
 //   .cache/, so a start costs a copy, not a `wrangler d1 migrations apply`);
@@ -126,6 +128,15 @@ export function deriveConfig(configPath, options) {
     // AbortSignal crosses only with this (experimental) flag.
     config.compatibility_flags = [...new Set([...(config.compatibility_flags ?? []), "enable_abortsignal_rpc"])];
   }
+  // Vectorize has no local simulation either: each index is bound to the
+  // emulator's EmulatedVectorize (tools/emulator/vectorize.mjs) unless the
+  // run has credentials, when it stays the real remote index.
+  if (config.vectorize?.length && !hasCredentials()) {
+    for (const index of config.vectorize) {
+      services.push({ binding: index.binding, service: EMULATOR_NAME, entrypoint: "EmulatedVectorize" });
+    }
+    delete config.vectorize;
+  }
   // Moving the clock is a control workerd does not have; see README.md.
   if (options["clock-hook"]) services.push({ binding: "DEV_CLOCK", service: EMULATOR_NAME, entrypoint: "DevClock" });
   config.services = services;
@@ -144,6 +155,8 @@ function emulatorConfig(control) {
       EDGECHAT_AI_CONTROL_URL: control,
       EDGECHAT_AI_SCRIPTED: process.env.EDGECHAT_AI_SCRIPT ? "1" : "",
       EDGECHAT_AI_LOGGED: process.env.EDGECHAT_AI_LOG ? "1" : "",
+      EDGECHAT_VECTORS_LAG_MS: process.env.EDGECHAT_VECTORS_LAG_MS ?? "",
+      EDGECHAT_VECTORS_LOGGED: process.env.EDGECHAT_VECTORS_LOG ? "1" : "",
     },
   };
 }
@@ -183,11 +196,11 @@ function startControl() {
       }
       return reply(200, text);
     }
-    if (route === "POST /ai/log") {
+    if (route === "POST /ai/log" || route === "POST /vectors/log") {
       const chunks = [];
       req.on("data", (c) => chunks.push(c));
       req.on("end", () => {
-        const path = process.env.EDGECHAT_AI_LOG;
+        const path = route === "POST /ai/log" ? process.env.EDGECHAT_AI_LOG : process.env.EDGECHAT_VECTORS_LOG;
         if (path) {
           mkdirSync(dirname(path), { recursive: true });
           appendFileSync(path, `${Buffer.concat(chunks).toString("utf8").trimEnd()}\n`);
