@@ -162,22 +162,31 @@ class ServerPool:
         *,
         rate_limited: bool = True,
         args: tuple[str, ...] = (),
+        env: Mapping[str, str] | None = None,
     ) -> Server:
         """A runner with these ``[vars]``; ``rate_limited=False`` leaves out
         the rate limiter (for suites whose requests all share one bearer
         token, the limiter's key); ``args``: more runner options
-        (``--clock-hook``)."""
+        (``--clock-hook``); ``env``: more of the runner's environment
+        (``EDGECHAT_VECTORS_LOG``)."""
         skip_if_external("this test needs a runner with its own [vars] and output")
-        key = frozenset([*variables.items(), ("rate_limited", str(rate_limited)), ("args", args)])
+        more = tuple(sorted((env or {}).items()))
+        key = frozenset(
+            [*variables.items(), ("rate_limited", str(rate_limited)), ("args", args), ("env", more)]
+        )
         server = self._servers.get(key)
         if server is None:
-            server = self._start(variables, rate_limited, args)
+            server = self._start(variables, rate_limited, args, dict(more))
             self._servers[key] = server
         server.ai.reset()
         return server
 
     def _start(
-        self, variables: Mapping[str, str], rate_limited: bool, args: tuple[str, ...]
+        self,
+        variables: Mapping[str, str],
+        rate_limited: bool,
+        args: tuple[str, ...],
+        more: Mapping[str, str],
     ) -> Server:
         folder = self._folders.mktemp("edgechat-vars")
         ai = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
@@ -189,6 +198,7 @@ class ServerPool:
             "EDGECHAT_AI_SCRIPT": str(ai.script_path),
             "EDGECHAT_AI_LOG": str(ai.log_path),
             "EDGECHAT_AI_DELAY_MS": "0",
+            **more,
         }
         config = ROOT / "wrangler.toml" if rate_limited else config_without_rate_limiter()
         runner = self._stack.enter_context(

@@ -1,0 +1,384 @@
+"""Knowledge bases over HTTP against the runner's local D1 (``DB``), R2
+(``FILES``) and the emulator's Vectorize (``VECTORS``): a document added,
+ingested after the reply and asked with cited sources; deletion of its
+vectors, rows and original; another user trying every route with the
+first user's ids; the failures (unconvertible, empty, over a limit, a
+failure midway that resumes without counting twice); the limits in
+``/api/limits``; My data.
+
+Every Vectorize call the runner makes is read from the emulator's log
+(``EDGECHAT_VECTORS_LOG``): each query must carry the owner filter.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.checks import assert_error, post_chat
+from tests.api.conftest import ClientFactory, Server, ServerPool, token_client
+from tests.kit.documents import file_part, pdf
+
+ANN = "ann-token-5d0e3b8a1f6c2947"
+BOB = "bob-token-e2a9c47f10b65d38"
+BGE = "@cf/baai/bge-m3"
+LIMITS = {
+    "MAX_KNOWLEDGE_BASES": 3,
+    "MAX_KNOWLEDGE_DOCUMENTS": 4,
+    "MAX_KNOWLEDGE_CHUNKS": 60,
+    "MAX_KNOWLEDGE_BYTES": 60_000,
+    "MAX_KNOWLEDGE_DOCUMENT_BYTES": 30_000,
+}
+
+
+@pytest.fixture(scope="module")
+def vectors_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("vectors") / "vectors.jsonl"
+
+
+@pytest.fixture
+def server(servers: ServerPool, vectors_log: Path) -> Server:
+    variables = {
+        "API_KEYS": f"ann:{ANN},bob:{BOB}",
+        "ADMINS": "ann",
+        "KNOWLEDGE_CHUNK_TOKENS": "50",
+        "KNOWLEDGE_CHUNK_OVERLAP": "10",
+        **{name: str(value) for name, value in LIMITS.items()},
+    }
+    return servers.get(variables, env={"EDGECHAT_VECTORS_LOG": str(vectors_log)})
+
+
+class VectorsLog:
+    """The emulator's log of Vectorize calls, from this test on."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.since = len(self._lines())
+
+    def _lines(self) -> list[dict[str, Any]]:
+        if not self.path.exists():
+            return []
+        return [json.loads(line) for line in self.path.read_text().splitlines() if line]
+
+    def calls(self, method: str | None = None) -> list[dict[str, Any]]:
+        calls = [c for c in self._lines()[self.since :] if "method" in c and "event" not in c]
+        return [c for c in calls if method is None or c["method"] == method]
+
+    def wait_applied(self, timeout: float = 10.0) -> None:
+        """Until every mutation logged so far shows in queries (the index's lag)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            lines = self._lines()[self.since :]
+            made = {c["mutationId"] for c in lines if "event" not in c and "mutationId" in c}
+            done = {c["mutationId"] for c in lines if c.get("event") == "applied"}
+            if made <= done:
+                return
+            assert time.monotonic() < deadline, f"mutations not applied: {made - done}"
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def vectors(vectors_log: Path, server: Server) -> VectorsLog:
+    return VectorsLog(vectors_log)
+
+
+def emptied(client: httpx.Client) -> httpx.Client:
+    wiped = client.delete("/api/my-data", headers={"if-match": "*"})
+    assert wiped.status_code == 204, wiped.text
+    return client
+
+
+@pytest.fixture
+def ann(new_client: ClientFactory, server: Server) -> httpx.Client:
+    return emptied(token_client(new_client, server, ANN))
+
+
+@pytest.fixture
+def bob(new_client: ClientFactory, server: Server) -> httpx.Client:
+    return emptied(token_client(new_client, server, BOB))
+
+
+def manual(paragraphs: int = 30) -> str:
+    body = "\n\n".join(
+        f"Section {k}. The boiler pressure of model {k} is between 1.{k % 9} and 2 bar "
+        "when the system is cold, and the valve is on the left."
+        for k in range(paragraphs)
+    )
+    return body + "\n\nThe secret ingredient of grandmother's soup is smoked cardamom."
+
+
+def markdown(text: str, name: str = "manual.md") -> dict[str, Any]:
+    return file_part(name, "text/markdown", text.encode())
+
+
+def make_base(client: httpx.Client, name: str = "Manuals") -> str:
+    made = client.post("/api/knowledge", json={"name": name})
+    assert made.status_code == 201, made.text
+    assert made.json()["name"] == name
+    return str(made.json()["id"])
+
+
+def add(client: httpx.Client, bid: str, part: dict[str, Any]) -> httpx.Response:
+    return client.post(f"/api/knowledge/{bid}/documents", json=part)
+
+
+def documents(client: httpx.Client, bid: str) -> list[dict[str, Any]]:
+    listed = client.get(f"/api/knowledge/{bid}/documents")
+    assert listed.status_code == 200, listed.text
+    return list(listed.json()["documents"])
+
+
+def settled(client: httpx.Client, bid: str, did: str, timeout: float = 20.0) -> dict[str, Any]:
+    """The document once ready or failed (each look resumes a stalled ingestion)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = next(d for d in documents(client, bid) if d["id"] == did)
+        if found["state"] in ("ready", "failed"):
+            return found
+        assert time.monotonic() < deadline, f"still {found['state']}: {found}"
+        time.sleep(0.1)
+
+
+def ingested(client: httpx.Client, bid: str, part: dict[str, Any]) -> dict[str, Any]:
+    added = add(client, bid, part)
+    assert added.status_code == 202, added.text
+    assert added.json()["state"] == "pending"
+    done = settled(client, bid, added.json()["id"])
+    assert done["state"] == "ready", done
+    return done
+
+
+def test_a_question_gets_an_answer_citing_the_passages(
+    ann: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    doc = ingested(ann, bid, markdown(manual()))
+    assert doc["chunks"] == doc["embedded"] > 16  # more than one batch
+    vectors.wait_applied()
+    server.ai.script(
+        {"match": {"contains": "secret ingredient"}, "reply": {"content": "Smoked cardamom [1]."}}
+    )
+    question = "What is the secret ingredient of grandmother's soup?"
+    chat = post_chat(ann, {"messages": [{"role": "user", "content": question}], "knowledge": bid})
+    assert chat.response.status_code == 200, chat.body[:300]
+    done = chat.events.final
+    assert done.name == "done", done.data
+    assert chat.events.text() == "Smoked cardamom [1]."
+    sources = done.data["sources"]
+    assert sources, done.data
+    assert [s["n"] for s in sources] == list(range(1, len(sources) + 1))
+    assert {s["name"] for s in sources} == {"manual.md"}
+    assert all(s["document"] == doc["id"] and s["base"] == bid for s in sources)
+    assert any("cardamom" in s["text"] for s in sources), sources
+    # The model read the passages, numbered as the sources are.
+    call = next(c for c in server.ai.calls() if c["model"] != BGE)
+    prompt = call["inputs"]["messages"][-1]["content"]
+    for source in sources:
+        assert f'<source id="{source["n"]}" document="manual.md">' in prompt
+        assert source["text"] in prompt
+    assert prompt.rstrip().endswith(question)
+    # The question was embedded, and the index asked with the owner's filter.
+    queries = vectors.calls("query")
+    assert len(queries) == 1
+    assert queries[0]["filter"]["base"] == bid
+    assert queries[0]["filter"]["kind"] == "chunk"
+    assert queries[0]["filter"]["owner"]
+
+
+def test_deleting_a_document_or_a_base_removes_its_vectors_rows_and_original(
+    ann: httpx.Client, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    first = ingested(ann, bid, markdown(manual(8), "a.md"))
+    second = ingested(ann, bid, markdown(manual(4), "b.md"))
+    assert ann.get(f"/api/knowledge/{bid}/documents/{first['id']}").content == manual(8).encode()
+    gone = ann.delete(f"/api/knowledge/{bid}/documents/{first['id']}")
+    assert gone.status_code == 204, gone.text
+    deleted = [i for c in vectors.calls("deleteByIds") for i in c["ids"]]
+    assert sorted(deleted) == sorted(f"{first['id']}:{n}" for n in range(first["chunks"]))
+    assert [d["id"] for d in documents(ann, bid)] == [second["id"]]
+    assert_error(ann.get(f"/api/knowledge/{bid}/documents/{first['id']}"), 404, "not_found")
+    base = ann.get(f"/api/knowledge/{bid}").json()
+    assert (base["documents"], base["chunks"]) == (1, second["chunks"])
+
+    assert ann.delete(f"/api/knowledge/{bid}").status_code == 204
+    deleted = [i for c in vectors.calls("deleteByIds") for i in c["ids"]]
+    assert {f"{second['id']}:{n}" for n in range(second["chunks"])} <= set(deleted)
+    assert_error(ann.get(f"/api/knowledge/{bid}"), 404, "not_found")
+    assert ann.get("/api/knowledge").json()["bases"] == []
+
+
+def test_another_user_gets_404_on_every_route_and_queries_carry_the_owner(
+    ann: httpx.Client, bob: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    doc = ingested(ann, bid, markdown(manual(6)))
+    vectors.wait_applied()
+    base, one = f"/api/knowledge/{bid}", f"/api/knowledge/{bid}/documents/{doc['id']}"
+    assert bob.get("/api/knowledge").json()["bases"] == []
+    for method, path, body in (
+        ("GET", base, None),
+        ("DELETE", base, None),
+        ("GET", base + "/documents", None),
+        ("POST", base + "/documents", markdown("Bob's notes.")),
+        ("GET", one, None),
+        ("DELETE", one, None),
+    ):
+        assert_error(bob.request(method, path, json=body), 404, "not_found")
+    # Sharing is an admin's, and then only of their own base.
+    assert_error(bob.patch(base, json={"shared": True}), 403, "admin_required")
+    asked = post_chat(
+        bob, {"messages": [{"role": "user", "content": "What pressure?"}], "knowledge": bid}
+    )
+    assert_error(asked.response, 404, "not_found")
+    # Bob's own question over his own base: his owner, never Ann's.
+    mine = make_base(bob, "Bob's")
+    ingested(bob, mine, markdown("Bob keeps his bicycle in the shed."))
+    vectors.wait_applied()
+    post_chat(bob, {"messages": [{"role": "user", "content": "Where?"}], "knowledge": mine})
+    post_chat(ann, {"messages": [{"role": "user", "content": "Pressure?"}], "knowledge": bid})
+    queries = vectors.calls("query")
+    assert len(queries) == 2
+    owners = [q["filter"]["owner"] for q in queries]
+    assert owners[0] != owners[1]
+    assert [q["filter"]["base"] for q in queries] == [mine, bid]
+    assert all(q["filter"]["kind"] == "chunk" for q in queries)
+    # Ann's document is whole.
+    assert documents(ann, bid)[0]["state"] == "ready"
+
+
+def test_an_admin_shares_a_base_that_others_may_ask_but_not_change(
+    ann: httpx.Client, bob: httpx.Client, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann, "Handbook")
+    ingested(ann, bid, markdown(manual(3)))
+    vectors.wait_applied()
+    shared = ann.patch(f"/api/knowledge/{bid}", json={"shared": True})
+    assert shared.status_code == 200, shared.text
+    assert shared.json()["shared"] is True
+    listed = bob.get("/api/knowledge").json()["bases"]
+    assert [(b["id"], b["mine"], b["shared"]) for b in listed] == [(bid, False, True)]
+    asked = post_chat(
+        bob, {"messages": [{"role": "user", "content": "Pressure?"}], "knowledge": bid}
+    )
+    assert asked.events.final.data["sources"]
+    assert_error(bob.delete(f"/api/knowledge/{bid}"), 404, "not_found")
+    assert_error(add(bob, bid, markdown("mine now")), 404, "not_found")
+    query = vectors.calls("query")[-1]
+    assert query["filter"]["base"] == bid
+    assert query["filter"]["owner"]
+
+
+def test_documents_that_cannot_be_read_fail_clearly_and_leave_nothing(
+    ann: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    broken = add(ann, bid, file_part("x.pdf", "application/pdf", b"%PDF-1.7 not a pdf"))
+    assert_error(broken, 400, "invalid_request")
+    assert "x.pdf" in broken.json()["error"]["message"]
+    empty = add(ann, bid, markdown("  \n\n "))
+    assert_error(empty, 400, "invalid_request")
+    assert "has no text" in empty.json()["error"]["message"]
+    # The converter cannot read this one: failed, with the reason, nothing left.
+    server.ai.script(
+        {
+            "match": {"model": "toMarkdown"},
+            "json": [{"name": "scan.pdf", "format": "error", "error": "no text layer"}],
+        }
+    )
+    added = add(ann, bid, file_part("scan.pdf", "application/pdf", pdf(["Hello"])))
+    assert added.status_code == 202, added.text
+    failed = settled(ann, bid, added.json()["id"])
+    assert failed["state"] == "failed"
+    assert "could not be read" in failed["error"]
+    assert failed["chunks"] == 0
+    assert_error(ann.get(f"/api/knowledge/{bid}/documents/{failed['id']}"), 404, "not_found")
+    assert not vectors.calls("upsert")
+
+
+def test_limits_refuse_clearly_and_are_named_in_api_limits(
+    ann: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    limits = ann.get("/api/limits").json()
+    for name, value in LIMITS.items():
+        assert limits[name.lower()] == value
+    bases = [make_base(ann, f"B{k}") for k in range(3)]
+    assert_error(
+        ann.post("/api/knowledge", json={"name": "one more"}),
+        409,
+        "too_many_knowledge_bases",
+    )
+    too_big = markdown("word " * 7000)
+    assert_error(
+        add(ann, bases[0], too_big), 400, "invalid_request", "MAX_KNOWLEDGE_DOCUMENT_BYTES"
+    )
+    # Over the chunks: failed with the reason, nothing left, not counted.
+    over = add(ann, bases[0], markdown(manual(150)))
+    assert over.status_code == 202
+    failed = settled(ann, bases[0], over.json()["id"])
+    assert failed["state"] == "failed"
+    assert "max_knowledge_chunks" in failed["error"]
+    assert not vectors.calls("upsert")
+    for k in range(4):
+        ingested(ann, bases[1], markdown(f"Note {k} about the garden."))
+    refused = add(ann, bases[1], markdown("a fifth"))
+    assert_error(refused, 409, "too_many_knowledge_documents")
+    assert refused.json()["error"]["limit"] == "max_knowledge_documents"
+
+
+def test_a_failure_midway_resumes_and_counts_the_chunks_once(
+    ann: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    # The first embedding call fails: the chunks are stored, none embedded.
+    server.ai.script({"match": {"model": BGE}, "times": 1, "error": "3040: Capacity exceeded"})
+    added = add(ann, bid, markdown(manual(30)))
+    assert added.status_code == 202
+    did = added.json()["id"]
+    done = settled(ann, bid, did)
+    assert done["state"] == "ready", done
+    assert done["embedded"] == done["chunks"]
+    embeds = [c for c in server.ai.calls() if c["model"] == BGE]
+    assert len(embeds) >= 3  # the failed one, then each batch
+    upserted = [i for c in vectors.calls("upsert") for i in c["ids"]]
+    assert sorted(set(upserted)) == sorted(f"{did}:{n}" for n in range(done["chunks"]))
+    assert len(upserted) == done["chunks"]  # each once: the failed batch was never upserted
+    base = ann.get(f"/api/knowledge/{bid}").json()
+    assert base["chunks"] == done["chunks"]
+
+
+def test_my_data_exports_the_bases_and_delete_everything_removes_them(
+    ann: httpx.Client, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann, "Mine")
+    doc = ingested(ann, bid, markdown(manual(3)))
+    mine = ann.get("/api/my-data").json()
+    assert mine["knowledge"] == [
+        {
+            "id": bid,
+            "name": "Mine",
+            "shared": False,
+            "created": mine["knowledge"][0]["created"],
+            "documents": [
+                {
+                    "id": doc["id"],
+                    "name": "manual.md",
+                    "type": "text/markdown",
+                    "bytes": doc["bytes"],
+                    "state": "ready",
+                    "chunks": doc["chunks"],
+                    "created": doc["created"],
+                }
+            ],
+        }
+    ]
+    emptied(ann)
+    deleted = [i for c in vectors.calls("deleteByIds") for i in c["ids"]]
+    assert sorted(deleted) == sorted(f"{doc['id']}:{n}" for n in range(doc["chunks"]))
+    assert ann.get("/api/knowledge").json()["bases"] == []
+    assert_error(ann.get(f"/api/knowledge/{bid}/documents/{doc['id']}"), 404, "not_found")
