@@ -280,7 +280,7 @@ def test_documents_that_cannot_be_read_fail_clearly_and_leave_nothing(
     bid = make_base(ann)
     broken = add(ann, bid, file_part("x.pdf", "application/pdf", b"%PDF-1.7 not a pdf"))
     assert_error(broken, 400, "invalid_request")
-    assert "x.pdf" in broken.json()["error"]["message"]
+    assert "not a whole PDF" in broken.json()["error"]["message"]
     empty = add(ann, bid, markdown("  \n\n "))
     assert_error(empty, 400, "invalid_request")
     assert "has no text" in empty.json()["error"]["message"]
@@ -314,9 +314,9 @@ def test_limits_refuse_clearly_and_are_named_in_api_limits(
         "too_many_knowledge_bases",
     )
     too_big = markdown("word " * 7000)
-    assert_error(
-        add(ann, bases[0], too_big), 400, "invalid_request", "MAX_KNOWLEDGE_DOCUMENT_BYTES"
-    )
+    refused = add(ann, bases[0], too_big)
+    assert_error(refused, 400, "invalid_request")
+    assert "MAX_KNOWLEDGE_DOCUMENT_BYTES" in refused.json()["error"]["message"]
     # Over the chunks: failed with the reason, nothing left, not counted.
     over = add(ann, bases[0], markdown(manual(150)))
     assert over.status_code == 202
