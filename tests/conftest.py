@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
-from tests.harness import ROOT, EmulatorControl, Runner, start_runner
+from tests.harness import ROOT, EmulatorControl, Runner, VectorsLog, start_runner
 from tests.kit.conformance import serving
 
 PROBE_CONFIG = ROOT / "tests" / "fixtures" / "probe" / "wrangler.toml"
@@ -62,7 +62,12 @@ def ai_control(tmp_path_factory: pytest.TempPathFactory) -> EmulatorControl:
 
 
 @pytest.fixture(scope="session")
-def edgechat_url(ai_control: EmulatorControl) -> Iterator[str]:
+def vectors_log(tmp_path_factory: pytest.TempPathFactory) -> VectorsLog:
+    return VectorsLog(tmp_path_factory.mktemp("edgechat-vectors") / "vectors.jsonl")
+
+
+@pytest.fixture(scope="session")
+def edgechat_url(ai_control: EmulatorControl, vectors_log: VectorsLog) -> Iterator[str]:
     """Base URL of edgechat under test: ``EDGECHAT_BASE_URL``, or `npm start` on workerd."""
     external = os.environ.get("EDGECHAT_BASE_URL")
     if external:
@@ -72,6 +77,7 @@ def edgechat_url(ai_control: EmulatorControl) -> Iterator[str]:
         "EDGECHAT_AI_SCRIPT": str(ai_control.script_path),
         "EDGECHAT_AI_LOG": str(ai_control.log_path),
         "EDGECHAT_AI_DELAY_MS": "0",
+        "EDGECHAT_VECTORS_LOG": str(vectors_log.log_path),
     }
     with start_runner(ROOT / "wrangler.toml", env=env) as runner:
         yield serving(runner.base_url)
@@ -82,3 +88,10 @@ def ai(ai_control: EmulatorControl) -> EmulatorControl:
     """The Workers AI emulator behind edgechat, reset for each test."""
     ai_control.reset()
     return ai_control
+
+
+@pytest.fixture
+def vectors(vectors_log: VectorsLog) -> VectorsLog:
+    """The log of the emulated Vectorize index behind edgechat (VECTORS), reset for each test."""
+    vectors_log.reset()
+    return vectors_log

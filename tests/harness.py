@@ -238,3 +238,86 @@ class EmulatorControl:
             if len(calls) >= count or time.monotonic() > deadline:
                 return calls
             time.sleep(0.02)
+
+
+class VectorsLog:
+    """The emulated Vectorize index's log (tools/emulator/vectorize.mjs), read
+    from the file the launcher writes it to (``EDGECHAT_VECTORS_LOG``).
+
+    One JSON record per call: ``method`` (upsert, insert, query, getByIds,
+    deleteByIds), ``t_start`` (the emulator's clock, ms), a query's
+    ``namespace``, ``filter``, ``topK``, ``returnMetadata``, ``unindexed``
+    (filtered properties without a metadata index: they match nothing) and
+    ``matches`` (ids), a mutation's ``count``, ``ids`` and ``mutationId``, a
+    refusal's ``error``; and one ``{"event": "applied", "mutationId", "count",
+    "stored"}`` record when a mutation shows in queries (the index applies
+    mutations ``EDGECHAT_VECTORS_LAG_MS`` after the call, 100 ms by default,
+    as the real one does seconds later).
+
+    The index itself lives as long as the runner: ``reset`` starts a new
+    log, never an empty index (tests keep apart by their own users).
+    """
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self._since_ms = 0.0
+
+    def reset(self) -> None:
+        self._since_ms = time.time() * 1000 - 5
+        self.log_path.write_text("")
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.log_path.exists():
+            return []
+        return [json.loads(line) for line in self.log_path.read_text().splitlines() if line]
+
+    def calls(self, method: str | None = None) -> list[dict[str, Any]]:
+        """The calls made since the last reset (``method``: of that method only)."""
+        return [
+            record
+            for record in self.records()
+            if "event" not in record
+            and record.get("t_start", math.inf) >= self._since_ms
+            and method in (None, record.get("method"))
+        ]
+
+    def queries(self) -> list[dict[str, Any]]:
+        return self.calls("query")
+
+    def wait_for_calls(
+        self, count: int, method: str | None = None, timeout: float = 10.0
+    ) -> list[dict[str, Any]]:
+        """At least ``count`` calls (of ``method``) once they are logged, or
+        the calls there are at the deadline."""
+        deadline = time.monotonic() + timeout
+        while True:
+            calls = self.calls(method)
+            if len(calls) >= count or time.monotonic() > deadline:
+                return calls
+            time.sleep(0.02)
+
+    def wait_until_applied(self, timeout: float = 10.0) -> list[dict[str, Any]]:
+        """Waits until every mutation made since the last reset shows in
+        queries (its "applied" record is logged); returns those records.
+        Raises ``TimeoutError`` naming the mutations still pending."""
+        deadline = time.monotonic() + timeout
+        while True:
+            records = self.records()
+            made = [
+                record["mutationId"]
+                for record in records
+                if "mutationId" in record
+                and "event" not in record
+                and record.get("t_start", math.inf) >= self._since_ms
+            ]
+            applied = {
+                record["mutationId"]: record
+                for record in records
+                if record.get("event") == "applied"
+            }
+            pending = [mutation for mutation in made if mutation not in applied]
+            if not pending:
+                return [applied[mutation] for mutation in made]
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Vectorize mutations not applied: {pending}")
+            time.sleep(0.02)

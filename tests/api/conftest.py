@@ -33,6 +33,7 @@ from tests.harness import (
     ROOT,
     EmulatorControl,
     Runner,
+    VectorsLog,
     config_without_rate_limiter,
     start_runner,
 )
@@ -143,6 +144,8 @@ class Server:
     url: str
     ai: EmulatorControl
     runner: Runner
+    # The emulated Vectorize index's log (VECTORS).
+    vectors: VectorsLog
 
     def log_text(self) -> str:
         return self.runner.log_text()
@@ -162,34 +165,27 @@ class ServerPool:
         *,
         rate_limited: bool = True,
         args: tuple[str, ...] = (),
-        env: Mapping[str, str] | None = None,
     ) -> Server:
         """A runner with these ``[vars]``; ``rate_limited=False`` leaves out
         the rate limiter (for suites whose requests all share one bearer
         token, the limiter's key); ``args``: more runner options
-        (``--clock-hook``); ``env``: more of the runner's environment
-        (``EDGECHAT_VECTORS_LOG``)."""
+        (``--clock-hook``)."""
         skip_if_external("this test needs a runner with its own [vars] and output")
-        more = tuple(sorted((env or {}).items()))
-        key = frozenset(
-            [*variables.items(), ("rate_limited", str(rate_limited)), ("args", args), ("env", more)]
-        )
+        key = frozenset([*variables.items(), ("rate_limited", str(rate_limited)), ("args", args)])
         server = self._servers.get(key)
         if server is None:
-            server = self._start(variables, rate_limited, args, dict(more))
+            server = self._start(variables, rate_limited, args)
             self._servers[key] = server
         server.ai.reset()
+        server.vectors.reset()
         return server
 
     def _start(
-        self,
-        variables: Mapping[str, str],
-        rate_limited: bool,
-        args: tuple[str, ...],
-        more: Mapping[str, str],
+        self, variables: Mapping[str, str], rate_limited: bool, args: tuple[str, ...]
     ) -> Server:
         folder = self._folders.mktemp("edgechat-vars")
         ai = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+        vectors = VectorsLog(folder / "vectors.jsonl")
         vars_file: Path | None = None
         if variables:
             vars_file = folder / "test.vars"
@@ -198,13 +194,13 @@ class ServerPool:
             "EDGECHAT_AI_SCRIPT": str(ai.script_path),
             "EDGECHAT_AI_LOG": str(ai.log_path),
             "EDGECHAT_AI_DELAY_MS": "0",
-            **more,
+            "EDGECHAT_VECTORS_LOG": str(vectors.log_path),
         }
         config = ROOT / "wrangler.toml" if rate_limited else config_without_rate_limiter()
         runner = self._stack.enter_context(
             start_runner(config, vars_file=vars_file, env=env, args=args)
         )
-        return Server(conformance.serving(runner.base_url), ai, runner)
+        return Server(conformance.serving(runner.base_url), ai, runner, vectors)
 
     def close(self) -> None:
         self._stack.close()

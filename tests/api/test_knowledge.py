@@ -7,14 +7,12 @@ failure midway that resumes without counting twice); the limits in
 ``/api/limits``; My data.
 
 Every Vectorize call the runner makes is read from the emulator's log
-(``EDGECHAT_VECTORS_LOG``): each query must carry the owner filter.
+(``server.vectors``): each query must carry the owner filter.
 """
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -22,6 +20,7 @@ import pytest
 
 from tests.api.checks import assert_error, post_chat
 from tests.api.conftest import ClientFactory, Server, ServerPool, token_client
+from tests.harness import VectorsLog
 from tests.kit.documents import file_part, pdf
 
 ANN = "ann-token-5d0e3b8a1f6c2947"
@@ -36,13 +35,8 @@ LIMITS = {
 }
 
 
-@pytest.fixture(scope="module")
-def vectors_log(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("vectors") / "vectors.jsonl"
-
-
 @pytest.fixture
-def server(servers: ServerPool, vectors_log: Path) -> Server:
+def server(servers: ServerPool) -> Server:
     variables = {
         "API_KEYS": f"ann:{ANN},bob:{BOB}",
         "ADMINS": "ann",
@@ -50,41 +44,12 @@ def server(servers: ServerPool, vectors_log: Path) -> Server:
         "KNOWLEDGE_CHUNK_OVERLAP": "10",
         **{name: str(value) for name, value in LIMITS.items()},
     }
-    return servers.get(variables, env={"EDGECHAT_VECTORS_LOG": str(vectors_log)})
-
-
-class VectorsLog:
-    """The emulator's log of Vectorize calls, from this test on."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.since = len(self._lines())
-
-    def _lines(self) -> list[dict[str, Any]]:
-        if not self.path.exists():
-            return []
-        return [json.loads(line) for line in self.path.read_text().splitlines() if line]
-
-    def calls(self, method: str | None = None) -> list[dict[str, Any]]:
-        calls = [c for c in self._lines()[self.since :] if "method" in c and "event" not in c]
-        return [c for c in calls if method is None or c["method"] == method]
-
-    def wait_applied(self, timeout: float = 10.0) -> None:
-        """Until every mutation logged so far shows in queries (the index's lag)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            lines = self._lines()[self.since :]
-            made = {c["mutationId"] for c in lines if "event" not in c and "mutationId" in c}
-            done = {c["mutationId"] for c in lines if c.get("event") == "applied"}
-            if made <= done:
-                return
-            assert time.monotonic() < deadline, f"mutations not applied: {made - done}"
-            time.sleep(0.05)
+    return servers.get(variables)
 
 
 @pytest.fixture
-def vectors(vectors_log: Path, server: Server) -> VectorsLog:
-    return VectorsLog(vectors_log)
+def vectors(server: Server) -> VectorsLog:
+    return server.vectors
 
 
 def emptied(client: httpx.Client) -> httpx.Client:
@@ -159,7 +124,7 @@ def test_a_question_gets_an_answer_citing_the_passages(
     bid = make_base(ann)
     doc = ingested(ann, bid, markdown(manual()))
     assert doc["chunks"] == doc["embedded"] > 16  # more than one batch
-    vectors.wait_applied()
+    vectors.wait_until_applied()
     server.ai.script(
         {"match": {"contains": "secret ingredient"}, "reply": {"content": "Smoked cardamom [1]."}}
     )
@@ -218,7 +183,7 @@ def test_another_user_gets_404_on_every_route_and_queries_carry_the_owner(
 ) -> None:
     bid = make_base(ann)
     doc = ingested(ann, bid, markdown(manual(6)))
-    vectors.wait_applied()
+    vectors.wait_until_applied()
     base, one = f"/api/knowledge/{bid}", f"/api/knowledge/{bid}/documents/{doc['id']}"
     assert bob.get("/api/knowledge").json()["bases"] == []
     for method, path, body in (
@@ -239,7 +204,7 @@ def test_another_user_gets_404_on_every_route_and_queries_carry_the_owner(
     # Bob's own question over his own base: his owner, never Ann's.
     mine = make_base(bob, "Bob's")
     ingested(bob, mine, markdown("Bob keeps his bicycle in the shed."))
-    vectors.wait_applied()
+    vectors.wait_until_applied()
     post_chat(bob, {"messages": [{"role": "user", "content": "Where?"}], "knowledge": mine})
     post_chat(ann, {"messages": [{"role": "user", "content": "Pressure?"}], "knowledge": bid})
     queries = vectors.calls("query")
@@ -257,7 +222,7 @@ def test_an_admin_shares_a_base_that_others_may_ask_but_not_change(
 ) -> None:
     bid = make_base(ann, "Handbook")
     ingested(ann, bid, markdown(manual(3)))
-    vectors.wait_applied()
+    vectors.wait_until_applied()
     shared = ann.patch(f"/api/knowledge/{bid}", json={"shared": True})
     assert shared.status_code == 200, shared.text
     assert shared.json()["shared"] is True

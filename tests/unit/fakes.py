@@ -792,10 +792,12 @@ INDEXED = frozenset({"kind", "owner", "base", "scope"})
 
 
 class FakeVectors:
-    """``ports.Vectors`` in a dict: cosine scores, namespaces, and filters with
-    Vectorize's operators on the indexed properties only (a filter on another
-    raises ``VectorsError``, as the index would refuse it). Every call is
-    recorded in ``calls`` (method, and a query's namespace, filter, top_k).
+    """``ports.Vectors`` in a dict, as the emulator's index plays Vectorize
+    (tools/emulator/vectorize.mjs): cosine scores; a query's namespace
+    narrows it (none: every vector); filters with Vectorize's operators read
+    the indexed properties only, so a condition on another, or on a vector
+    without the property, matches nothing. Every call is recorded in
+    ``calls`` (method, and a query's namespace, filter, top_k).
     With ``lagging`` a mutation waits in ``pending`` until ``apply()``, as
     the real index applies them seconds later; ``fail`` makes every call
     raise ``VectorsError``."""
@@ -838,13 +840,11 @@ class FakeVectors:
         metadata: bool = True,
     ) -> list[dict[str, Any]]:
         self._record("query", namespace=namespace, filter=filter, top_k=top_k)
-        unindexed = {key for key in filter or {} if key.split(".")[0] not in INDEXED}
-        if unindexed:
-            raise VectorsError(f"no metadata index on {sorted(unindexed)}")
         scored = [
             (_cosine(values, vector["values"]), vector)
             for vector in self.vectors.values()
-            if vector.get("namespace") == namespace and _matches(vector.get("metadata", {}), filter)
+            if namespace in (None, vector.get("namespace"))
+            and _matches(vector.get("metadata", {}), filter)
         ]
         scored.sort(key=lambda pair: -pair[0])
         return [
@@ -877,10 +877,10 @@ _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
     "$ne": lambda have, want: have != want,
     "$in": lambda have, want: have in want,
     "$nin": lambda have, want: have not in want,
-    "$lt": lambda have, want: have is not None and have < want,
-    "$lte": lambda have, want: have is not None and have <= want,
-    "$gt": lambda have, want: have is not None and have > want,
-    "$gte": lambda have, want: have is not None and have >= want,
+    "$lt": lambda have, want: have < want,
+    "$lte": lambda have, want: have <= want,
+    "$gt": lambda have, want: have > want,
+    "$gte": lambda have, want: have >= want,
 }
 
 
@@ -890,6 +890,8 @@ def _matches(metadata: dict[str, Any], filter_: dict[str, Any] | None) -> bool:
         have: Any = metadata
         for part in key.split("."):
             have = have.get(part) if isinstance(have, dict) else None
+        if key not in INDEXED or have is None:
+            return False
         tests = condition if isinstance(condition, dict) else {"$eq": condition}
         if not all(_OPERATORS[op](have, want) for op, want in tests.items()):
             return False

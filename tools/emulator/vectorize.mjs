@@ -274,45 +274,53 @@ export class Vectorize {
     });
   }
 
-  upsert(vectors) {
+  // One mutation call: its checks (a refused call is logged with its error),
+  // its record, and the change it makes once applied.
+  #mutation(method, check, change) {
     const t = this.#now();
-    const kept = this.#checkVectors(vectors, "UPSERT");
-    const record = {
-      method: "upsert",
-      t_start: t,
-      count: kept.length,
-      ids: kept.map((v) => v.id),
-      namespaces: namespacesOf(kept),
-    };
+    let kept;
+    try {
+      kept = check();
+    } catch (err) {
+      this.#log({ method, t_start: t, error: err.message });
+      throw err;
+    }
+    const ids = kept.map((v) => (typeof v === "string" ? v : v.id));
+    const record = { method, t_start: t, count: ids.length, ids };
+    if (method !== "deleteByIds") record.namespaces = [...new Set(kept.map((v) => v.namespace ?? null))];
+    return this.#mutate(method, record, () => change(kept));
+  }
+
+  upsert(vectors) {
     // "the upserted vector replaces the existing vector in full" (client-api).
-    return this.#mutate("upsert", record, () => {
-      for (const vector of kept) this.#vectors.set(vector.id, vector);
-    });
+    return this.#mutation(
+      "upsert",
+      () => this.#checkVectors(vectors, "UPSERT"),
+      (kept) => {
+        for (const vector of kept) this.#vectors.set(vector.id, vector);
+      },
+    );
   }
 
   insert(vectors) {
-    const t = this.#now();
-    const kept = this.#checkVectors(vectors, "INSERT");
-    const record = {
-      method: "insert",
-      t_start: t,
-      count: kept.length,
-      ids: kept.map((v) => v.id),
-      namespaces: namespacesOf(kept),
-    };
     // "only the vectors with new IDs will be inserted" (client-api).
-    return this.#mutate("insert", record, () => {
-      for (const vector of kept) if (!this.#vectors.has(vector.id)) this.#vectors.set(vector.id, vector);
-    });
+    return this.#mutation(
+      "insert",
+      () => this.#checkVectors(vectors, "INSERT"),
+      (kept) => {
+        for (const vector of kept) if (!this.#vectors.has(vector.id)) this.#vectors.set(vector.id, vector);
+      },
+    );
   }
 
   deleteByIds(ids) {
-    const t = this.#now();
-    const gone = [...checkIds(ids, "DELETE")];
-    const record = { method: "deleteByIds", t_start: t, count: gone.length, ids: gone };
-    return this.#mutate("deleteByIds", record, () => {
-      for (const id of gone) this.#vectors.delete(id);
-    });
+    return this.#mutation(
+      "deleteByIds",
+      () => [...checkIds(ids, "DELETE")],
+      (gone) => {
+        for (const id of gone) this.#vectors.delete(id);
+      },
+    );
   }
 
   // --- reads -------------------------------------------------------------------
@@ -320,37 +328,42 @@ export class Vectorize {
   /** "Retrieves the specified vectors by their ID, including values and metadata" (client-api). */
   getByIds(ids) {
     const t = this.#now();
-    const wanted = checkIds(ids, "GET");
+    let wanted;
+    try {
+      wanted = checkIds(ids, "GET");
+    } catch (err) {
+      this.#log({ method: "getByIds", t_start: t, error: err.message });
+      throw err;
+    }
     this.#log({ method: "getByIds", t_start: t, count: wanted.length, ids: [...wanted] });
     return wanted.filter((id) => this.#vectors.has(id)).map((id) => this.#shown(this.#vectors.get(id), true, "all"));
   }
 
   query(vector, options = {}) {
-    const t = this.#now();
-    const values = checkValues(vector, this.#dimensions, "QUERY");
     const opts = options ?? {};
     const topK = opts.topK ?? DEFAULT_TOP_K;
     // returnMetadata: "none" (the default), "indexed" or "all"; a boolean is
     // taken for true → "all", false → "none" (vectorize-api.ts, queryImplV2).
     let returnMetadata = opts.returnMetadata ?? "none";
     if (typeof returnMetadata === "boolean") returnMetadata = returnMetadata ? "all" : "none";
-    if (!["none", "indexed", "all"].includes(returnMetadata)) {
-      throw new Error(
-        `Invalid returnMetadata option. Expected: true, false, "none", "indexed" or "all"; got: ${opts.returnMetadata}`,
-      );
-    }
     const returnValues = opts.returnValues === true;
-    const namespace = checkNamespace(opts.namespace, "QUERY");
     const record = {
       method: "query",
-      t_start: t,
+      t_start: this.#now(),
       topK,
       returnMetadata,
       returnValues,
-      namespace: namespace ?? null,
+      namespace: opts.namespace ?? null,
       filter: opts.filter ?? null,
     };
     try {
+      if (!["none", "indexed", "all"].includes(returnMetadata)) {
+        throw new Error(
+          `Invalid returnMetadata option. Expected: true, false, "none", "indexed" or "all"; got: ${opts.returnMetadata}`,
+        );
+      }
+      const values = checkValues(vector, this.#dimensions, "QUERY");
+      const namespace = checkNamespace(opts.namespace, "QUERY");
       if (!Number.isInteger(topK) || topK < 1) throw refuse("QUERY", "topK must be a whole number, at least 1");
       const most = returnValues || returnMetadata === "all" ? LIMITS.topKWithValuesOrMetadata : LIMITS.topK;
       if (topK > most) {
@@ -359,7 +372,7 @@ export class Vectorize {
           `topK ${topK} is over ${most}${most === LIMITS.topK ? "" : ' with returnValues or returnMetadata "all"'}`,
         );
       }
-      const filter = opts.filter === undefined ? null : this.#checkFilter(opts.filter);
+      const filter = opts.filter === undefined || opts.filter === null ? null : this.#checkFilter(opts.filter);
       record.unindexed = filter ? filter.filter((c) => !(c.key in this.#indexed)).map((c) => c.key) : [];
       // The namespace first, then the filter, then topK of what is left:
       // "A namespace filter is applied before metadata filter(s)"; "filter is
@@ -438,7 +451,12 @@ export class Vectorize {
         throw refuse("QUERY", `filter key ${JSON.stringify(key)} is not allowed`);
       }
       if (isScalar(condition)) {
-        conditions.push({ key, operator: "$eq", want: condition }); // the implicit $eq
+        // The implicit $eq; a string is compared as the index keeps it.
+        conditions.push({
+          key,
+          operator: "$eq",
+          want: typeof condition === "string" ? indexedString(condition) : condition,
+        });
         continue;
       }
       if (!isPlainObject(condition) || Object.keys(condition).length === 0) {
@@ -476,8 +494,4 @@ export class Vectorize {
     if (have === undefined) return false;
     return compare(have, operator, want);
   }
-}
-
-function namespacesOf(vectors) {
-  return [...new Set(vectors.map((v) => v.namespace ?? null))];
 }
