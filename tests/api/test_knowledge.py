@@ -19,7 +19,7 @@ import httpx
 import pytest
 
 from tests.api.checks import assert_error, post_chat
-from tests.api.conftest import ClientFactory, Server, ServerPool, token_client
+from tests.api.conftest import ClientFactory, Server, ServerPool, openai_client, token_client
 from tests.harness import VectorsLog
 from tests.kit.documents import file_part, pdf
 
@@ -44,7 +44,8 @@ def server(servers: ServerPool) -> Server:
         "KNOWLEDGE_CHUNK_OVERLAP": "10",
         **{name: str(value) for name, value in LIMITS.items()},
     }
-    return servers.get(variables)
+    # Every request of a user shares their rate-limit bucket: none here.
+    return servers.get(variables, rate_limited=False)
 
 
 @pytest.fixture
@@ -350,3 +351,49 @@ def test_my_data_exports_the_bases_and_delete_everything_removes_them(
     assert sorted(deleted) == sorted(f"{doc['id']}:{n}" for n in range(doc["chunks"]))
     assert ann.get("/api/knowledge").json()["bases"] == []
     assert_error(ann.get(f"/api/knowledge/{bid}/documents/{doc['id']}"), 404, "not_found")
+
+
+def test_the_openai_api_asks_a_base_through_the_edgechat_extension(
+    ann: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    ingested(ann, bid, markdown(manual(6)))
+    vectors.wait_until_applied()
+    question = [{"role": "user", "content": "What pressure does the boiler hold?"}]
+    extension = {"edgechat": {"knowledge": bid}}
+    with openai_client(server, ANN) as client:
+        completion = client.chat.completions.create(
+            model="glm",
+            messages=question,
+            extra_body=extension,  # type: ignore[arg-type]
+        )
+        sources = (completion.model_extra or {})["edgechat"]["sources"]
+        assert sources
+        assert sources[0]["name"] == "manual.md"
+        stream = client.chat.completions.create(
+            model="glm",
+            messages=question,
+            stream=True,
+            extra_body=extension,  # type: ignore[arg-type]
+        )
+        last = list(stream)[-1]
+        assert last.choices == []
+        assert (last.model_extra or {})["edgechat"]["sources"] == sources
+        response = client.responses.create(
+            model="glm", input="What pressure does the boiler hold?", extra_body=extension
+        )
+        assert (response.model_extra or {})["edgechat"]["sources"] == sources
+    prompts = [c for c in server.ai.calls() if c["model"] != BGE]
+    assert len(prompts) == 3
+    assert all('<source id="1"' in c["inputs"]["messages"][-1]["content"] for c in prompts)
+    assert all(q["filter"]["base"] == bid for q in vectors.queries())
+    refused = ann.post(
+        "/v1/responses",
+        json={
+            "model": "glm",
+            "input": "Hi",
+            "tools": [{"type": "file_search", "vector_store_ids": [bid]}],
+        },
+    )
+    assert refused.status_code == 400
+    assert "edgechat" in refused.json()["error"]["message"]

@@ -21,6 +21,7 @@ from typing import Any
 from edgechat.apis.fields import FIELD_NAMES
 from edgechat.core import json_body
 from edgechat.core.errors import BadRequest, body_too_large
+from edgechat.core.ids import is_random_id
 from edgechat.core.models import Model, allowed_models, lookup
 from edgechat.core.requests import ChatRequest, DocumentFile, Limits
 from edgechat.media.documents import check_file_part, document_url_size
@@ -35,6 +36,7 @@ __all__ = [
     "json_object",
     "parse_document",
     "read_content",
+    "read_knowledge",
     "read_max_tokens",
     "read_message_items",
     "read_model",
@@ -238,4 +240,14 @@ def read_max_tokens(value: Any, limits: Limits, name: str = "max_tokens") -> int
         return limits.default_output_tokens
     if type(value) is not int or not 1 <= value <= limits.max_output_tokens:
         raise BadRequest(public=f"{name} must be an integer from 1 to {limits.max_output_tokens}.")
+    return value
+
+
+def read_knowledge(value: Any, where: str = "knowledge") -> str | None:
+    """A knowledge base's id (``GET /api/knowledge`` lists them), or absent
+    (``/chat``'s ``knowledge``, the OpenAI API's ``edgechat.knowledge``)."""
+    if value is None:
+        return None
+    if type(value) is not str or not is_random_id(value):
+        raise BadRequest(public=f"{where} must be the id of a knowledge base (GET /api/knowledge).")
     return value

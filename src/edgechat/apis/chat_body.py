@@ -32,6 +32,7 @@ from edgechat.apis.body import (
     check_fit,
     count_text,
     read_content,
+    read_knowledge,
     read_max_tokens,
     read_message_items,
     read_model,
@@ -44,7 +45,7 @@ from edgechat.core.errors import BadRequest
 from edgechat.core.ids import is_random_id
 from edgechat.core.requests import MAX_COMPARED, ChatRequest, DocumentFile, Limits, Message, Slot
 
-__all__ = ["SLOT_PARAMS", "parse_chat_request", "read_knowledge", "read_slot"]
+__all__ = ["SLOT_PARAMS", "parse_chat_request", "read_slot"]
 
 # The query parameters that name a comparison's slot.
 SLOT_PARAMS = ("comparison", "slot")
@@ -170,15 +171,6 @@ def _messages(value: Any, limits: Limits, images: Images) -> tuple[Message, ...]
     if messages[-1].role != "user":
         raise BadRequest(public="The last message must come from the user.")
     return tuple(messages)
-
-
-def read_knowledge(value: Any, where: str = "knowledge") -> str | None:
-    """A knowledge base's id (``GET /api/knowledge`` lists them), or absent."""
-    if value is None:
-        return None
-    if type(value) is not str or not is_random_id(value):
-        raise BadRequest(public=f"{where} must be the id of a knowledge base (GET /api/knowledge).")
-    return value
 
 
 def _reasoning(value: Any) -> bool | None:

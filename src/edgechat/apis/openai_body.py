@@ -17,6 +17,7 @@ from edgechat.apis.body import (
     check_fit,
     count_text,
     read_content,
+    read_knowledge,
     read_max_tokens,
     read_message_items,
     read_model,
@@ -87,7 +88,19 @@ def openai_request(
     stream = data.get("stream")
     if stream is not None and type(stream) is not bool:
         raise BadRequest(public="stream must be true or false.")
-    compared = _compare_with(data.get("edgechat"), allowed_models, bool(stream))
+    extension = data.get("edgechat")
+    if extension is not None and (
+        type(extension) is not dict
+        or not 0 < len(extension.keys()) <= 2
+        or not extension.keys() <= {"compare_with", "knowledge"}
+    ):
+        raise BadRequest(
+            public='edgechat must be {"compare_with": [model, ...]} or {"knowledge": "<base id>"}.'
+        )
+    compared = _compare_with((extension or {}).get("compare_with"), allowed_models, bool(stream))
+    knowledge = read_knowledge((extension or {}).get("knowledge"), "edgechat.knowledge")
+    if compared and knowledge is not None:
+        raise BadRequest(public="edgechat.compare_with and edgechat.knowledge do not go together.")
     n = data.get("n")
     if n is not None and (type(n) is not int or n != 1 + len(compared)):
         raise BadRequest(
@@ -119,6 +132,7 @@ def openai_request(
         params=_openai_params(data),
         server_prompt=False,
         session=user or None,
+        knowledge=knowledge,
     )
     check_fit(chat, allowed_models)
     if compared:
@@ -139,9 +153,7 @@ def _compare_with(value: Any, allowed_models: Sequence[str], stream: bool) -> tu
     if value is None:
         return ()
     most = MAX_COMPARED - 1
-    if type(value) is not dict or value.keys() != {"compare_with"}:
-        raise BadRequest(public='edgechat must be {"compare_with": [model, ...]}.')
-    names = value["compare_with"]
+    names = value
     if type(names) is not list or not 1 <= len(names) <= most:
         raise BadRequest(
             public=f"edgechat.compare_with must list 1 to {most} models to answer beside model."

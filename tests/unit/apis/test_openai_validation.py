@@ -962,7 +962,18 @@ def test_compare_with_names_the_other_models_in_order() -> None:
             {"edgechat": {"compare_with": ["kimi", "llama", "glm"]}},
             "edgechat.compare_with must list 1 to 2 models to answer beside model.",
         ),
-        ({"edgechat": {"MARKER": 1}}, 'edgechat must be {"compare_with": [model, ...]}.'),
+        (
+            {"edgechat": {"MARKER": 1}},
+            'edgechat must be {"compare_with": [model, ...]} or {"knowledge": "<base id>"}.',
+        ),
+        (
+            {"edgechat": {"knowledge": "MARKER"}},
+            "edgechat.knowledge must be the id of a knowledge base (GET /api/knowledge).",
+        ),
+        (
+            {"edgechat": {"compare_with": ["kimi"], "knowledge": "k" * 24}},
+            "edgechat.compare_with and edgechat.knowledge do not go together.",
+        ),
         (
             {"edgechat": {"compare_with": ["MARKER"]}},
             "edgechat.compare_with must name different models of GET /v1/models, not auto.",
