@@ -49,3 +49,47 @@ test("a script can make it fail or answer what it says", async () => {
   await assert.rejects(ai.run(BGE, { text: "x" }), /^Error: 3040: /);
   assert.deepEqual(await ai.run(BGE, { text: "x" }), { shape: [1, 2], data: [[0.5, 0.5]] });
 });
+
+// The vectors mean something, enough to test similarity thresholds (the rule
+// is in ai.mjs and tools/emulator/README.md).
+const similarity = (a, b) => dot(embedding(a, 1024), embedding(b, 1024));
+
+test("the same text scores 1", () => {
+  for (const text of ["How do I reset my password?", "边缘计算", "", "?!", "the"]) {
+    assert.ok(Math.abs(similarity(text, text) - 1) < 1e-12, JSON.stringify(text));
+  }
+});
+
+test("a paraphrase with the same content words scores 1, one with one word in nine different 0.94", () => {
+  // Other fillers, another order, plurals and -ing: the same content words.
+  assert.ok(similarity("How do I reset my password?", "Resetting passwords: how can I do it?") > 0.999);
+  assert.ok(similarity("边缘计算是什么？", "什么是边缘计算") > 0.999);
+  // "green" is the one content word of nine the second leaves out: 8/√72.
+  const score = similarity(
+    "Please explain how photosynthesis turns sunlight, water and carbon dioxide into sugar in green plants",
+    "How does photosynthesis turn sunlight, water and carbon dioxide into sugar in plants?",
+  );
+  assert.ok(Math.abs(score - 8 / Math.sqrt(72)) < 1e-9, `${score}`);
+  assert.ok(score >= 0.9);
+  // One extra word in three: 2/√6, about 0.82.
+  const shorter = similarity("What is the capital of France?", "What's the capital city of France?");
+  assert.ok(Math.abs(shorter - 2 / Math.sqrt(6)) < 1e-9, `${shorter}`);
+});
+
+test("unrelated texts score about 0, and a negation is not a paraphrase", () => {
+  const questions = [
+    "How do I reset my password?",
+    "What is the capital of France?",
+    "Best recipe for chocolate chip cookies",
+    "Explain quantum entanglement simply",
+    "边缘计算",
+    "edge computing",
+    "Write a haiku about autumn leaves",
+  ];
+  for (const a of questions) {
+    for (const b of questions) {
+      if (a !== b) assert.ok(Math.abs(similarity(a, b)) <= 0.3, `${a} / ${b}: ${similarity(a, b)}`);
+    }
+  }
+  assert.ok(similarity("Is it safe to eat raw eggs?", "Is it not safe to eat raw eggs?") < 0.9);
+});

@@ -496,26 +496,100 @@ function render(ctx, reply) {
 }
 
 // ---------------------------------------------------------------------------
-// Embeddings: a vector per text, the same for the same text, of unit length,
-// made from the text's bytes (no model runs here); `{shape, data, pooling}`
-// as the binding answers (workers-types `BGEM3OuputEmbedding`), with no
-// token counts, as the binding gives none.
+// Embeddings: a vector per text, the same for the same text, of unit length;
+// `{shape, data, pooling}` as the binding answers (workers-types
+// `BGEM3OuputEmbedding`), with no token counts, as the binding gives none.
+//
+// No model runs here, but the vectors mean something, enough to test
+// similarity thresholds: a text is a bag of its content words. It is
+// lower-cased (NFKC), cut into words (runs of letters and digits), stop words
+// and question fillers dropped (STOP_WORDS: "how do I", "please explain",
+// "what's the"), each word stemmed lightly (stem: plurals, -ing, -ed, -ly);
+// Chinese, Japanese and Korean runs give each character and each pair of
+// neighbours (most Chinese words are two characters), less a few particles.
+// Each feature adds ±1 at four places of the vector chosen by hashing it
+// (FNV-1a), and the sum is normalised. So the cosine of two texts is about
+// the share of content words they have in common: the same words in another
+// order or with other fillers score 1, one word in nine different about
+// 0.94, one in three about 0.82, texts with no word in common about 0. A text
+// of stop words only is hashed whole, as one feature.
+
+/** Words that carry no content here: dropped before hashing. */
+export const STOP_WORDS = new Set(
+  `a an the and or but if then so of to in on at by for from with about as into over under
+  is are was were be been being am do does did doing have has had having will would shall should can could may might must
+  i me my mine myself you your yours we us our they them their he him his she her it its this that these those there here
+  what which who whom whose when where why how whats hows please tell explain show give let know want need like just also
+  very really some any all more most much many s t d ll re ve m hi hello hey thanks thank`.split(/\s+/),
+);
+const CJK_CHAR = new RegExp(`[${CJK}]`, "u");
+const CJK_PARTICLES = new Set([..."的了是吗呢吧啊我你他她它们这那什么怎请"]);
+const CONSONANT_PAIR = /([b-df-hj-km-np-rtv-y])\1$/;
+
+/** A light English stemmer: enough that "passwords" and "password", "resetting" and "reset" meet. */
+export function stem(word) {
+  if (word.length <= 3 || /^\p{N}+$/u.test(word)) return word;
+  let s = word;
+  if (s.endsWith("ies") && s.length > 4) s = `${s.slice(0, -3)}y`;
+  else if (s.endsWith("sses")) s = s.slice(0, -2);
+  else if (s.endsWith("s") && !/(ss|us|is)$/.test(s)) s = s.slice(0, -1);
+  for (const [suffix, rest] of [
+    ["ing", 3],
+    ["ed", 3],
+    ["ly", 4],
+  ]) {
+    if (s.endsWith(suffix) && s.length - suffix.length >= rest) {
+      s = s.slice(0, -suffix.length);
+      if (CONSONANT_PAIR.test(s)) s = s.slice(0, -1); // "resett" -> "reset"
+      break;
+    }
+  }
+  return s;
+}
+
+/** The features a text's vector is made of: its content words, stemmed, in order. */
+export function contentWords(text) {
+  const words = [];
+  for (const run of text
+    .normalize("NFKC")
+    .toLowerCase()
+    .match(/[\p{L}\p{N}]+/gu) ?? []) {
+    if (CJK_CHAR.test(run)) {
+      const chars = [...run].filter((c) => !CJK_PARTICLES.has(c));
+      words.push(...chars);
+      for (let i = 0; i + 1 < chars.length; i++) words.push(chars[i] + chars[i + 1]);
+    } else if (!STOP_WORDS.has(run)) {
+      words.push(stem(run));
+    }
+  }
+  return words;
+}
+
+function fnv1a(text, seed) {
+  let hash = seed >>> 0;
+  for (const byte of encoder.encode(text)) hash = Math.imul(hash ^ byte, 0x01000193) >>> 0;
+  return hash;
+}
+
+/** Places a feature adds to. */
+const PLACES = 4;
 
 /** The emulator's vector for a text: `dimensions` numbers, unit length. */
 export function embedding(text, dimensions) {
-  // FNV-1a over the UTF-8 bytes seeds a xorshift generator.
-  let seed = 0x811c9dc5;
-  for (const byte of encoder.encode(text)) seed = Math.imul(seed ^ byte, 0x01000193) >>> 0;
-  const vector = [];
-  let state = seed || 1;
-  for (let i = 0; i < dimensions; i++) {
-    state ^= state << 13;
-    state ^= state >>> 17;
-    state ^= state << 5;
-    vector.push(((state >>> 0) / 0xffffffff) * 2 - 1);
+  const words = contentWords(text);
+  const features = words.length > 0 ? words : [`\u0000${text}`];
+  const vector = new Array(dimensions).fill(0);
+  for (const feature of features) {
+    for (let place = 0; place < PLACES; place++) {
+      const hash = fnv1a(feature, 0x811c9dc5 + place * 0x9e3779b9);
+      vector[hash % dimensions] += hash & 0x80000000 ? -1 : 1;
+    }
   }
   const norm = Math.hypot(...vector);
-  return vector.map((x) => x / norm);
+  // Features that cancel out to nothing (their places collided with opposite
+  // signs): one place of the whole text instead.
+  if (norm === 0) vector[fnv1a(text, 0) % dimensions] = 1;
+  return vector.map((x) => x / (norm || 1));
 }
 
 function embed(model, inputs) {
