@@ -3,8 +3,9 @@
 documents), the models to try (``candidates``, ``providers``), the deadlines
 (``deadlines``), the model's stream read (``upstream``) and delivered through
 a framing (``answer``, ``delivery``, ``framing``), what is kept of it
-(``recording``, ``cache``), the checks (``moderation``) and prompt-cache
-affinity (``affinity``).
+(``recording``, ``cache``), the checks (``moderation``), prompt-cache
+affinity (``affinity``), embeddings (``embedding``), and what an answer or
+an embedding costs, counted after it (``billing``).
 
-Imports ``config``, ``users``, ``media`` and ``core``; never an API's
+Imports ``alerts``, ``config``, ``users``, ``media`` and ``core``; never an API's
 framing (``apis``) or the HTTP surface (``web``)."""

@@ -20,8 +20,7 @@ import time
 from collections.abc import Awaitable, Coroutine
 from typing import Any
 
-from edgechat.alerts import send
-from edgechat.answer import affinity, cache, moderation, recording, routing, shadow
+from edgechat.answer import affinity, billing, cache, moderation, recording, routing, shadow
 from edgechat.answer.answer import Answer, CheckAnswer, Sources
 from edgechat.answer.candidates import Candidates
 from edgechat.answer.context import Context
@@ -348,39 +347,33 @@ def _store_and_count(
     key: str | None,
     trial: shadow.Trial | None,
 ) -> None:
-    """After a complete answer: store it in the cache, count it for
-    ``/api/usage`` and make its shadow trial, all in the background."""
+    """After a complete answer: count it (``billing``: its user's day, the
+    account's, ``/api/usage``), make its shadow trial and store it in the
+    cache, all in the background."""
     kv, outcome = ctx.platform.kv, answered.outcome
     if outcome.model is None or outcome.error is not None or outcome.client_gone:
         return
-    _count_spend(ctx, outcome)
+    counts = outcome.usage
+    billing.charge(
+        ctx,
+        billing.Bill(
+            outcome.model,
+            outcome.cost_usd() or 0.0,
+            prompt_tokens=counts["prompt_tokens"] if counts else 0,
+            completion_tokens=counts["completion_tokens"] if counts else 0,
+            cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
+            cached=outcome.cached,
+            baseline_usd=_baseline_usd(ctx, request, outcome),
+        ),
+    )
     if trial is not None:
         trial.after(answered)
-    if kv is None:
-        return
-    if key is not None and outcome.model.provider is None:
+    if kv is not None and key is not None and outcome.model.provider is None:
         body = cache.keepable(answered.recording.body(), outcome)
         if body is not None:
             ctx.platform.wait_until(
                 cache.store(kv, key, body, outcome.model, ctx.settings.cache_ttl_s, ctx.request_id)
             )
-    if not ctx.settings.count_usage:
-        return
-    counts = outcome.usage
-    ctx.platform.wait_until(
-        usage.count(
-            kv,
-            model=outcome.model,
-            baseline_usd=_baseline_usd(ctx, request, outcome),
-            prompt_tokens=counts["prompt_tokens"] if counts else 0,
-            completion_tokens=counts["completion_tokens"] if counts else 0,
-            cached_prompt_tokens=counts.get("cached_tokens", 0) if counts else 0,
-            cost_usd=outcome.cost_usd() or 0.0,
-            cached=outcome.cached,
-            request_id=ctx.request_id,
-            user=usage.ANONYMOUS if ctx.user is None else ctx.user.id,
-        )
-    )
 
 
 def _baseline_usd(ctx: Context, request: ChatRequest, outcome: Outcome) -> float | None:
@@ -391,25 +384,3 @@ def _baseline_usd(ctx: Context, request: ChatRequest, outcome: Outcome) -> float
     settings = ctx.settings
     model = routing.baseline(settings.routes, settings.default_model, settings.models)
     return None if model is None else cost_usd(model, outcome.usage)
-
-
-def _count_spend(ctx: Context, outcome: Outcome) -> None:
-    """Adds a complete answer's cost to its user's day (``USAGE_DB``), then
-    sends the spend alerts it crossed (``ALERT_WEBHOOK``)."""
-    db, cost = ctx.platform.db, outcome.cost_usd()
-    if db is None or ctx.user is None or outcome.model is None or not cost:
-        return
-    spend = budget.spend_of(outcome.model, cost)
-    day = usage.day_of(ctx.cooling.wall())
-    ctx.platform.wait_until(
-        send.counted(
-            db,
-            ctx.platform.outbound,
-            ctx.settings,
-            day,
-            ctx.user.id,
-            spend,
-            ctx.cooling.wall,
-            ctx.request_id,
-        )
-    )

@@ -12,13 +12,13 @@ by the caller (``web.steps.route``).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 
 from edgechat.config.routes import Routes, Rule
 from edgechat.core.errors import BadRequest, PayloadTooLarge
 from edgechat.core.models import AUTO, Model, find
 from edgechat.core.requests import ChatRequest, Route
+from edgechat.media import documents
 
 __all__ = ["baseline", "choose", "estimate_tokens", "wants_spend"]
 
@@ -103,9 +103,6 @@ _REASONING_WORDS = frozenset(
     ]
 )
 _REASONING_PHRASES = ("step by step", "step-by-step", "think through", "why does", "explain why")
-# One token is about four characters of most text and about one CJK
-# character (the converter's estimate too, media.documents).
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 
 def baseline(routes: Routes, default_model: str, allowed: Sequence[str]) -> Model | None:
@@ -124,12 +121,11 @@ def wants_spend(request: ChatRequest, routes: Routes) -> bool:
 
 def estimate_tokens(request: ChatRequest) -> int:
     """The conversation's tokens, estimated from its text (documents
-    included); an image counts as a fixed 1,000."""
+    included; ``documents.estimate_tokens``); an image counts as a fixed 1,000."""
     tokens = 0
     for message in request.messages:
-        for text in (message.content, message.attached):
-            cjk = len(_CJK.findall(text)) if not text.isascii() else 0
-            tokens += cjk + (len(text) - cjk + 3) // 4
+        tokens += documents.estimate_tokens(message.content)
+        tokens += documents.estimate_tokens(message.attached)
         tokens += 1000 * sum(1 for part in message.parts if part.get("type") == "image_url")
     return tokens
 

@@ -39,7 +39,7 @@ from typing import Any
 
 from edgechat.core.errors import BudgetExhausted, utc_iso
 from edgechat.core.faults import UpstreamQuotaExhausted
-from edgechat.core.models import Model
+from edgechat.core.models import EmbeddingModel, Model
 from edgechat.core.ports import Database, DatabaseError
 from edgechat.users.usage import NEURONS_PER_USD, next_midnight
 
@@ -145,10 +145,11 @@ class Verdict:
     account: UpstreamQuotaExhausted | None = None
 
 
-def spend_of(model: Model, cost_usd: float) -> Spend:
-    """An answer's spend: Neurons only for Workers AI (a provider bills its own way)."""
-    neurons = cost_usd * NEURONS_PER_USD if model.provider is None else 0.0
-    return Spend(cost_usd, neurons)
+def spend_of(model: Model | EmbeddingModel, cost_usd: float) -> Spend:
+    """An answer's or an embedding's spend: Neurons only for Workers AI (a
+    provider bills its own way; embeddings are all Workers AI's)."""
+    workers_ai = isinstance(model, EmbeddingModel) or model.provider is None
+    return Spend(cost_usd, cost_usd * NEURONS_PER_USD if workers_ai else 0.0)
 
 
 def batch(

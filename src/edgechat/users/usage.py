@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from edgechat.core.models import Model
+from edgechat.core.models import EmbeddingModel, Model
 from edgechat.core.ports import Kv, KvError
 
 __all__ = [
@@ -63,7 +63,7 @@ def next_midnight(now: float) -> float:
 async def count(
     kv: Kv,
     *,
-    model: Model,
+    model: Model | EmbeddingModel,
     prompt_tokens: int,
     completion_tokens: int,
     cost_usd: float,
@@ -73,7 +73,7 @@ async def count(
     user: str = ANONYMOUS,
     baseline_usd: float | None = None,
 ) -> None:
-    """Adds one answer to today's usage; runs after the reply.
+    """Adds one answer (or one embedding call) to today's usage; runs after the reply.
     ``baseline_usd``: for an answer ``auto`` routed, what it would have cost
     on the baseline model."""
     metadata: dict[str, object] = {

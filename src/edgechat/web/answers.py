@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from edgechat.answer import pipeline
+from edgechat.answer import embedding, pipeline
 from edgechat.answer.context import Context
 from edgechat.apis import embeddings, responses
 from edgechat.apis import openai as openai_api
@@ -103,7 +103,9 @@ async def v1_responses(ctx: Context) -> Reply:
 
 
 async def v1_embeddings(ctx: Context) -> Reply:
-    """``POST /v1/embeddings``: one binding call for the request's texts."""
+    """``POST /v1/embeddings``: one binding call for the request's texts,
+    refused like an answer once the day's budget is spent (the check runs
+    beside the call), and paid for like one."""
     settings = ctx.settings
     cors = allow_cors(ctx)
     body = await question_body(ctx, await who(ctx, api=True))
@@ -111,10 +113,26 @@ async def v1_embeddings(ctx: Context) -> Reply:
     ctx.log["model"] = request.model.id
     ctx.log["inputs"] = len(request.texts)
     options = pipeline.ai_options(ctx, refresh=False)
-    vectors, tokens = await embeddings.embed(
-        ctx.platform.ai, request, options, settings.total_timeout_s
-    )
-    return json_reply(200, embeddings.embeddings_json(request, vectors, tokens), cors)
+    # No provider embeds: the account's Neuron limit refuses too.
+    spent = pipeline.spend_check(ctx, pinned=True)
+    try:
+        embedded = await embedding.embed(
+            ctx.platform.ai,
+            request.texts,
+            timeout_s=settings.total_timeout_s,
+            model=request.model,
+            options=options,
+        )
+    except BaseException:
+        if spent is not None:
+            spent.close()  # its read settles by itself, never awaited
+        raise
+    if spent is not None:
+        await spent
+    ctx.log["prompt_tokens"] = embedded.tokens
+    embedding.charge(ctx, embedded)
+    listed = embeddings.embeddings_json(request, embedded.vectors, embedded.tokens)
+    return json_reply(200, listed, cors)
 
 
 async def v1_models(ctx: Context) -> Reply:

@@ -1,6 +1,7 @@
-"""``POST /v1/embeddings``: the body's rules (``validation``), the vectors
-and their encodings (``embeddings``), and the route through ``app.handle``
-over a scripted ``FakeAi``."""
+"""``POST /v1/embeddings``: the body's rules (``validation``), the vectors'
+encodings (``embeddings``), and the route through ``app.handle`` over a
+scripted ``FakeAi``: what it reports, charges and refuses. The call itself
+(``answer.embedding``) is tested in tests/unit/answer/test_embedding.py."""
 
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from typing import Any
 
 import pytest
 
-from edgechat.apis.embeddings import embed, embeddings_json
+from edgechat.apis.embeddings import embeddings_json
 from edgechat.apis.embeddings_body import MAX_EMBEDDING_INPUTS, parse_embeddings_request
 from edgechat.core.errors import BadRequest, ModelNotFound
-from edgechat.core.faults import UpstreamBusy, UpstreamMalformed
+from edgechat.core.faults import UpstreamBusy
+from edgechat.core.http import Reply
 from edgechat.core.models import EMBEDDING_CATALOG
 from edgechat.core.requests import EmbeddingsRequest, Limits
-from tests.unit.apis.test_openai_api import AUTH, incoming, openai_error, serve
-from tests.unit.fakes import FakeAi, FakePlatform
+from edgechat.users.usage import NEURONS_PER_USD, day_of
+from edgechat.web import app
+from tests.unit.apis.test_openai_api import AUTH, TOKEN, incoming, openai_error, serve
+from tests.unit.fakes import FakeAi, FakeDb, FakeKv, FakePlatform
 
 BGE = EMBEDDING_CATALOG[0]
 LIMITS = Limits()
@@ -131,47 +135,7 @@ def test_the_texts_together_keep_the_conversation_limit() -> None:
     )
 
 
-# --- the vectors ----------------------------------------------------------------------
-
-
-def run(ai: FakeAi, request: EmbeddingsRequest) -> tuple[list[list[float]], int]:
-    return asyncio.run(embed(ai, request, {"gateway": {"id": "g"}}, 5.0))
-
-
-def test_one_binding_call_for_every_text() -> None:
-    ai = FakeAi({}, runs={BGE.id: [answer(1, 2)]})
-    request = parse({"input": ["one", "two"]})
-    vectors, tokens = run(ai, request)
-    assert vectors == [vector(1), vector(2)]
-    assert tokens == 0  # the binding counts no tokens for BGE-M3
-    (call,) = ai.run_calls
-    assert (call.model_id, call.inputs, call.options) == (
-        BGE.id,
-        {"text": ["one", "two"]},
-        {"gateway": {"id": "g"}},
-    )
-
-
-def test_the_models_token_count_when_it_gives_one() -> None:
-    ai = FakeAi({}, runs={BGE.id: [{**answer(1), "usage": {"prompt_tokens": 7}}]})
-    assert run(ai, parse({"input": "x"}))[1] == 7
-
-
-@pytest.mark.parametrize(
-    "bad",
-    [
-        {"shape": [1, 1024]},
-        answer(1, 2),  # two vectors for one text
-        {"data": [vector(1)[:10]]},
-        {"data": [["0.5"] * BGE.dimensions]},
-        {"data": [[math.nan] * BGE.dimensions]},
-    ],
-    ids=["no data", "too many", "too short", "strings", "nan"],
-)
-def test_an_answer_that_is_no_vectors_is_malformed(bad: dict[str, Any]) -> None:
-    ai = FakeAi({}, runs={BGE.id: [bad]})
-    with pytest.raises(UpstreamMalformed):
-        run(ai, parse({"input": "x"}))
+# --- the body's encodings ---------------------------------------------------------------
 
 
 def test_floats_and_base64_say_the_same() -> None:
@@ -231,3 +195,99 @@ def test_without_api_token_the_route_is_off() -> None:
     reply, raw = serve(incoming("POST", "/v1/embeddings", AUTH), where)
     assert reply.status == 403
     assert openai_error(reply, raw)["code"] == "api_disabled"
+
+
+# --- paid for like an answer ------------------------------------------------------------
+
+API = {"API_KEYS": f"ann:{TOKEN}"}
+
+
+def embed_route(where: FakePlatform) -> tuple[Reply, dict[str, Any]]:
+    """``POST /v1/embeddings``, then everything it left to run after its reply."""
+
+    async def run() -> tuple[Reply, bytes]:
+        reply = await app.handle(incoming("POST", "/v1/embeddings", AUTH), where)
+        await where.settle()
+        return reply, reply.body
+
+    reply, raw = asyncio.run(run())
+    return reply, json.loads(raw)
+
+
+def test_the_input_tokens_are_reported_and_charged_to_the_user_and_the_account() -> None:
+    db, kv = FakeDb(), FakeKv()
+    texts = ["edge computing", "边缘计算"]  # 14 characters: 4 tokens; 4 CJK: 4 tokens
+    where = FakePlatform(
+        vars=API,
+        body=json.dumps({"input": texts}).encode(),
+        ai=FakeAi({}, runs={BGE.id: [answer(1, 2)]}),
+        db=db,
+        kv=kv,
+    )
+    reply, body = embed_route(where)
+    assert reply.status == 200
+    assert body["usage"] == {"prompt_tokens": 8, "total_tokens": 8}
+    cost = 8 * BGE.price_in_per_m / 1e6
+    rows = db.connection.execute("SELECT user, requests, usd, neurons FROM spend ORDER BY user")
+    assert [tuple(row) for row in rows] == [
+        ("*", 1, pytest.approx(cost), pytest.approx(cost * NEURONS_PER_USD)),
+        ("key:ann", 1, pytest.approx(cost), pytest.approx(cost * NEURONS_PER_USD)),
+    ]
+    ((key, (_, meta, _)),) = kv.items.items()
+    assert key.startswith(f"usage:v1:{day_of()}:")
+    assert meta == {
+        "model": BGE.id,
+        "user": "key:ann",
+        "prompt": 8,
+        "completion": 0,
+        "prompt_cached": 0,
+        "usd": pytest.approx(cost),
+        "cached": False,
+    }
+
+
+def test_the_model_s_own_count_is_what_is_charged() -> None:
+    db = FakeDb()
+    where = FakePlatform(
+        vars=API,
+        body=b'{"input": "x"}',
+        ai=FakeAi({}, runs={BGE.id: [{**answer(1), "usage": {"prompt_tokens": 1000}}]}),
+        db=db,
+    )
+    _, body = embed_route(where)
+    assert body["usage"]["prompt_tokens"] == 1000
+    usd = db.connection.execute("SELECT usd FROM spend WHERE user = '*'").fetchone()[0]
+    assert usd == pytest.approx(1000 * BGE.price_in_per_m / 1e6)
+
+
+def test_embeddings_are_refused_once_the_budget_is_spent_and_nothing_is_charged() -> None:
+    db = FakeDb()
+    db.connection.execute(
+        "CREATE TABLE spend (day TEXT NOT NULL, user TEXT NOT NULL, requests INTEGER NOT NULL "
+        "DEFAULT 0, usd REAL NOT NULL DEFAULT 0, neurons REAL NOT NULL DEFAULT 0, "
+        "PRIMARY KEY (day, user))"
+    )
+    for user in ("key:ann", "*"):
+        db.connection.execute("INSERT INTO spend VALUES (?, ?, 1, 0.5, 0)", [day_of(), user])
+    where = FakePlatform(
+        vars={**API, "USER_DAILY_USD": "0.5"},
+        body=b'{"input": "x"}',
+        ai=FakeAi({}, runs={BGE.id: [answer(1)]}),
+        db=db,
+    )
+    reply, body = embed_route(where)
+    assert reply.status == 429
+    assert body["error"]["code"] == "budget_exhausted"
+    assert reply.headers["Retry-After"]
+    assert db.connection.execute("SELECT sum(requests) FROM spend").fetchone()[0] == 2
+    # And the account's Neuron limit, with no provider to embed instead.
+    where = FakePlatform(
+        vars={**API, "DAILY_NEURON_LIMIT": "1"},
+        body=b'{"input": "x"}',
+        ai=FakeAi({}, runs={BGE.id: [answer(1)]}),
+        db=db,
+    )
+    db.connection.execute("UPDATE spend SET neurons = 5")
+    reply, body = embed_route(where)
+    assert reply.status == 429
+    assert body["error"]["code"] == "quota_exhausted"
