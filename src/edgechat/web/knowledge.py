@@ -15,10 +15,9 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
-from edgechat.answer import pipeline
+from edgechat.answer import billing, embedding, pipeline
 from edgechat.answer.context import Context
 from edgechat.apis.body import document_body_cap, json_object, parse_document
-from edgechat.apis.embeddings import embed as embed_texts
 from edgechat.core.errors import (
     AdminRequired,
     BadRequest,
@@ -28,7 +27,6 @@ from edgechat.core.errors import (
 )
 from edgechat.core.http import API_HEADERS, Reply, json_reply
 from edgechat.core.ids import is_random_id, new_id
-from edgechat.core.models import lookup_embedding
 from edgechat.core.ports import (
     Ai,
     BlobError,
@@ -38,7 +36,7 @@ from edgechat.core.ports import (
     Vectors,
     VectorsError,
 )
-from edgechat.core.requests import ChatRequest, EmbeddingsRequest
+from edgechat.core.requests import ChatRequest
 from edgechat.knowledge import ingest, retrieve, store
 from edgechat.knowledge.ingest import Embed, Ingestion
 from edgechat.media.documents import PLAIN_TYPES
@@ -59,7 +57,6 @@ __all__ = [
     "with_passages",
 ]
 
-_EMBEDDING = "bge-m3"
 MAX_NAME_CHARS = store.MAX_NAME_CHARS
 
 
@@ -137,16 +134,26 @@ def _name(value: Any) -> str:
     return value.strip()
 
 
-def embedder(ctx: Context, ai: Ai) -> Embed:
-    """The knowledge bases' embeddings (bge-m3) for this request's user."""
-    model = lookup_embedding(_EMBEDDING)
+def embedder(ctx: Context, ai: Ai, *, after_reply: bool) -> Embed:
+    """The knowledge bases' embeddings (bge-m3, ``answer.embedding``), each
+    call paid for by this request's user like any embedding: counted once
+    the reply is out (a question's), or at once (``after_reply``: an
+    ingestion, which already runs after it)."""
     options = pipeline.ai_options(ctx, refresh=False)
     timeout = ctx.settings.total_timeout_s
+    user = None if ctx.user is None else ctx.user.id
 
     async def embed(texts: list[str]) -> list[list[float]]:
-        request = EmbeddingsRequest(model, tuple(texts), "float")
-        vectors, _ = await embed_texts(ai, request, options, timeout)
-        return vectors
+        embedded = await embedding.embed(ai, texts, timeout_s=timeout, options=options)
+        if after_reply:
+            bill = embedding.bill_of(embedded)
+            platform, clock = ctx.platform, ctx.cooling.wall
+            await billing.count(
+                platform, ctx.settings, bill, user=user, request_id=ctx.request_id, clock=clock
+            )
+        else:
+            embedding.charge(ctx, embedded)
+        return embedded.vectors
 
     return embed
 
@@ -159,9 +166,8 @@ def _ingestion(ctx: Context, stores: _Stores) -> Ingestion:
         settings.knowledge_chunk_overlap,
         settings.limits.max_knowledge_chunks,
     )
-    return Ingestion(
-        stores.db, stores.blobs, stores.vectors, ai, embedder(ctx, ai), rules, ctx.cooling.wall
-    )
+    embed = embedder(ctx, ai, after_reply=True)
+    return Ingestion(stores.db, stores.blobs, stores.vectors, ai, embed, rules, ctx.cooling.wall)
 
 
 def _start(ctx: Context, work: Ingestion, did: str) -> None:
@@ -303,6 +309,11 @@ async def documents_post(ctx: Context) -> Reply:
     user = ctx.user
     assert user is not None
     await check_rate(ctx, user)
+    # Its ingestion embeds every chunk at the user's cost: refused once the
+    # day's budget is spent, as an embedding call is (no provider embeds).
+    spent = pipeline.spend_check(ctx, pinned=True)
+    if spent is not None:
+        await spent
     limits = ctx.settings.limits
     most = limits.max_knowledge_document_bytes
     body = await ctx.platform.read_body(document_body_cap(limits, most))
@@ -420,7 +431,7 @@ async def with_passages(
         found = await retrieve.retrieve(
             db,
             vectors,
-            embedder(ctx, ctx.platform.ai),
+            embedder(ctx, ctx.platform.ai, after_reply=False),
             user.id,
             request.knowledge,
             retrieve.question_of(request),
