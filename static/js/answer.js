@@ -22,6 +22,8 @@ export async function answer(conversation, { fresh = false } = {}) {
   renderConversation();
   const { body, headers } = await request(history, alias, sees, fresh);
   if (conversation.preset) body.preset = conversation.preset;
+  const base = state.knowledgeFor?.(conversation); // knowledge.js, once opened
+  if (base) body.knowledge = base;
   const { id } = conversation; // names the conversation for the prompt cache
   if (typeof id === "string" && id && id.length <= 128) body.conversation = id;
   let frame = 0;
@@ -150,6 +152,7 @@ function finish(message, data, seconds) {
     tps: completion && seconds > 0.05 ? completion / seconds : undefined,
   };
   if (data.moderation) message.moderation = data.moderation;
+  if (data.sources) state.cited.set(message, data.sources);
 }
 
 function askToken(rejected) {

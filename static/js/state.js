@@ -28,4 +28,5 @@ export const state = {
   problem: null, // why one was not attached: [key of t, arg]
   found: [],
   chosen: -1,
+  cited: new WeakMap(), // an answer's knowledge sources (knowledge.js)
 };
