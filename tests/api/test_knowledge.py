@@ -20,6 +20,7 @@ import pytest
 
 from tests.api.checks import assert_error, post_chat
 from tests.api.conftest import ClientFactory, Server, ServerPool, openai_client, token_client
+from tests.api.test_embeddings import bge_row, once
 from tests.harness import VectorsLog
 from tests.kit.documents import file_part, pdf
 
@@ -304,6 +305,7 @@ def test_a_failure_midway_resumes_and_counts_the_chunks_once(
     ann: httpx.Client, server: Server, vectors: VectorsLog
 ) -> None:
     bid = make_base(ann)
+    counted = bge_row(ann, ANN)["requests"]
     # The first embedding call fails: the chunks are stored, none embedded.
     server.ai.script({"match": {"model": BGE}, "times": 1, "error": "3040: Capacity exceeded"})
     added = add(ann, bid, markdown(manual(30)))
@@ -319,6 +321,12 @@ def test_a_failure_midway_resumes_and_counts_the_chunks_once(
     assert len(upserted) == done["chunks"]  # each once: the failed batch was never upserted
     base = ann.get(f"/api/knowledge/{bid}").json()
     assert base["chunks"] == done["chunks"]
+    # Each embedding call that answered is paid for once, by its user.
+    batches = -(-done["chunks"] // 16)
+    assert len(embeds) == batches + 1
+    row = once(lambda: bge_row(ann, ANN), lambda r: r["requests"] >= counted + batches)
+    assert row["requests"] == counted + batches
+    assert row["prompt_tokens"] > 0
 
 
 def test_my_data_exports_the_bases_and_delete_everything_removes_them(

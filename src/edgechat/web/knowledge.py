@@ -10,6 +10,7 @@ answer ``404`` saying which.
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
 from collections.abc import Awaitable
@@ -142,17 +143,26 @@ def embedder(ctx: Context, ai: Ai, *, after_reply: bool) -> Embed:
     options = pipeline.ai_options(ctx, refresh=False)
     timeout = ctx.settings.total_timeout_s
     user = None if ctx.user is None else ctx.user.id
+    calls = itertools.count(1)
 
     async def embed(texts: list[str]) -> list[list[float]]:
         embedded = await embedding.embed(ai, texts, timeout_s=timeout, options=options)
+        # Each call is its own row of the day's usage, which is kept by
+        # request id: the request's answer, or its other calls, would
+        # otherwise replace it.
+        request_id = f"{ctx.request_id}.k{next(calls)}"
+        work = billing.count(
+            ctx.platform,
+            ctx.settings,
+            embedding.bill_of(embedded),
+            user=user,
+            request_id=request_id,
+            clock=ctx.cooling.wall,
+        )
         if after_reply:
-            bill = embedding.bill_of(embedded)
-            platform, clock = ctx.platform, ctx.cooling.wall
-            await billing.count(
-                platform, ctx.settings, bill, user=user, request_id=ctx.request_id, clock=clock
-            )
+            await work
         else:
-            embedding.charge(ctx, embedded)
+            ctx.platform.wait_until(work)
         return embedded.vectors
 
     return embed
