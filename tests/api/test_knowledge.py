@@ -134,6 +134,7 @@ def test_a_question_gets_an_answer_citing_the_passages(
         {"match": {"contains": "secret ingredient"}, "reply": {"content": "Smoked cardamom [1]."}}
     )
     question = "What is the secret ingredient of grandmother's soup?"
+    counted = bge_row(ann, ANN)["requests"]
     chat = post_chat(ann, {"messages": [{"role": "user", "content": question}], "knowledge": bid})
     assert chat.response.status_code == 200, chat.body[:300]
     done = chat.events.final
@@ -158,6 +159,9 @@ def test_a_question_gets_an_answer_citing_the_passages(
     assert queries[0]["filter"]["base"] == bid
     assert queries[0]["filter"]["kind"] == "chunk"
     assert queries[0]["filter"]["owner"]
+    # The question's embedding is paid for beside the answer.
+    row = once(lambda: bge_row(ann, ANN), lambda r: r["requests"] > counted)
+    assert row["requests"] == counted + 1
 
 
 def test_deleting_a_document_or_a_base_removes_its_vectors_rows_and_original(
