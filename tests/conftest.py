@@ -25,8 +25,13 @@ def probe_ai(tmp_path_factory: pytest.TempPathFactory) -> EmulatorControl:
 
 
 @pytest.fixture(scope="session")
+def probe_vectors(tmp_path_factory: pytest.TempPathFactory) -> VectorsLog:
+    return VectorsLog(tmp_path_factory.mktemp("probe-vectors") / "vectors.jsonl")
+
+
+@pytest.fixture(scope="session")
 def probe_runner(
-    tmp_path_factory: pytest.TempPathFactory, probe_ai: EmulatorControl
+    tmp_path_factory: pytest.TempPathFactory, probe_ai: EmulatorControl, probe_vectors: VectorsLog
 ) -> Iterator[Runner]:
     """`npm start` serving the test-only probe Worker (tests of the platform and of `npm start`)."""
     vars_file = tmp_path_factory.mktemp("probe-vars") / "test.vars"
@@ -35,6 +40,7 @@ def probe_runner(
         "EDGECHAT_AI_SCRIPT": str(probe_ai.script_path),
         "EDGECHAT_AI_LOG": str(probe_ai.log_path),
         "EDGECHAT_AI_DELAY_MS": "0",
+        "EDGECHAT_VECTORS_LOG": str(probe_vectors.log_path),
     }
     with start_runner(PROBE_CONFIG, vars_file=vars_file, env=env) as runner:
         yield runner
