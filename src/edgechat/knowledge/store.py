@@ -20,8 +20,8 @@ uploads at once cannot overshoot a limit.
 
 from __future__ import annotations
 
+import base64
 import hashlib
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,9 +33,12 @@ __all__ = [
     "IN_PROGRESS",
     "Quota",
     "add_document",
+    "all_documents",
     "base_for_owner",
     "base_for_reader",
+    "base_json",
     "create_base",
+    "document",
     "document_json",
     "documents",
     "erase_statements",
@@ -47,6 +50,7 @@ __all__ = [
     "owned_documents",
     "owner_tag",
     "share_base",
+    "vector_ids",
 ]
 
 # The states of a document still being ingested.
@@ -67,8 +71,6 @@ def owner_tag(user: str) -> str:
     id (an id may be an email), 22 base64url characters, within the 64
     bytes Vectorize indexes of a metadata string
     (https://developers.cloudflare.com/vectorize/platform/limits/)."""
-    import base64
-
     digest = hashlib.sha256(b"edgechat-owner:" + user.encode()).digest()
     return base64.urlsafe_b64encode(digest).decode()[:22]
 
@@ -207,6 +209,7 @@ async def base_for_owner(db: Database, user: str, bid: str) -> dict[str, Any]:
 
 
 def base_json(row: dict[str, Any], user: str) -> dict[str, Any]:
+    """A base as the API shows it to ``user``."""
     return _base_json(row, user)
 
 
@@ -223,6 +226,7 @@ async def documents(db: Database, bid: str) -> list[dict[str, Any]]:
 
 
 async def document(db: Database, user: str, bid: str, did: str) -> dict[str, Any]:
+    """The user's document ``did`` of their base ``bid``; ``NotFound`` otherwise."""
     rows = (await db.batch([(_DOCUMENT, [did, bid, user])]))[0]
     if not rows:
         raise NotFound(public="No such document.", detail=f"document {did}")
@@ -323,7 +327,3 @@ def erase_statements(user: str) -> list[tuple[str, list[Any]]]:
 def vector_ids(rows: list[dict[str, Any]]) -> list[str]:
     """The ids of the vectors of documents ``rows`` (each ``id``, ``chunks``)."""
     return [f"{row['id']}:{n}" for row in rows for n in range(int(row["chunks"]))]
-
-
-def chunks_json(chunks: list[tuple[int, str, int]]) -> str:
-    return json.dumps([{"n": n, "text": t, "tokens": k} for n, t, k in chunks], ensure_ascii=False)
