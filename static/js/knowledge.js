@@ -331,6 +331,8 @@ export function openKnowledge(sync) {
     state.knowledgeFor = (conversation) => choiceOf(conversation)?.id;
     state.cite = cite;
     ui.messages.addEventListener("click", openSource);
+    // Another conversation on screen: the note says which base it asks.
+    new MutationObserver(renderNote).observe(ui.messages, { childList: true });
   }
   const box = dialog();
   if (!box.open) box.showModal();

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.conftest import WATCH_CSP, Chat, Relay, next_client_address
+from tests.browser.conftest import ARTIFACTS, WATCH_CSP, Chat, Relay, next_client_address
 from tests.browser.test_accessibility import AXE, axe_violations
 from tests.harness import ROOT, EmulatorControl, Runner, VectorsLog, start_runner
 
@@ -95,3 +95,8 @@ def test_a_document_added_to_a_base_gets_a_question_a_cited_answer(
     expect(passage).to_contain_text("cardamom")
     assert axe_violations(signed_in) == []
     assert signed_in.csp_violations() == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "knowledge.png"))
+    # A new conversation asks no base until one is chosen for it.
+    page.get_by_role("button", name="New chat").click()
+    expect(page.locator("#knowledge-note")).to_be_hidden()
