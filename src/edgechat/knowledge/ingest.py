@@ -187,7 +187,10 @@ async def run(work: Ingestion, did: str) -> dict[str, Any]:
         record["error"] = exc.reason
     except _Lost:
         state = "lost"
-    except (EdgechatError, DatabaseError, BlobError, VectorsError) as exc:
+    except Exception as exc:
+        # A store or the model failing (or a bug): counted as a run without
+        # progress, so a document that always fails is given up, not retried
+        # for ever.
         record["error"] = f"{type(exc).__name__}: {exc}"
         state = await _after_failure(work, row, lease, exc)
     record["state"] = state

@@ -124,3 +124,20 @@ def test_a_document_deleted_during_a_run_takes_the_new_vectors_with_it() -> None
     )
     assert run(ingest.run(work, did))["state"] == "lost"
     assert world.vectors.vectors == {}
+
+
+def test_an_unexpected_failure_is_a_run_without_progress_too() -> None:
+    world = World()
+    did = world.add(world.base(), paragraphs(3))
+
+    async def broken(texts: list[str]) -> list[list[float]]:
+        raise RuntimeError("a bug")
+
+    work = world.work
+    work = ingest.Ingestion(
+        work.db, work.blobs, work.vectors, work.ai, broken, work.rules, work.clock
+    )
+    records = [run(ingest.run(work, did)) for _ in range(ingest.MAX_ATTEMPTS + 1)]
+    assert records[0]["error"] == "RuntimeError: a bug"
+    assert records[-1]["state"] == "failed"
+    _nothing_left(world, did)
