@@ -22,7 +22,7 @@ from tests.api.checks import assert_error, post_chat
 from tests.api.conftest import ClientFactory, Server, ServerPool, openai_client, token_client
 from tests.api.test_embeddings import bge_row, once
 from tests.harness import VectorsLog
-from tests.kit.documents import file_part, pdf
+from tests.kit.documents import DOCX, XLSX, docx, file_part, pdf, xlsx
 
 ANN = "ann-token-5d0e3b8a1f6c2947"
 BOB = "bob-token-e2a9c47f10b65d38"
@@ -409,3 +409,26 @@ def test_the_openai_api_asks_a_base_through_the_edgechat_extension(
     )
     assert refused.status_code == 400
     assert "edgechat" in refused.json()["error"]["message"]
+
+
+def test_documents_that_to_markdown_converts_are_asked_like_any(
+    ann: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    kinds = (
+        ("notice.pdf", "application/pdf", pdf(["The fire exit is behind the kitchen."])),
+        ("rules.docx", DOCX, docx("Visitors sign the blue book at reception.")),
+        ("stock.xlsx", XLSX, xlsx([["item", "count"], ["lanterns", "12"]])),
+    )
+    for name, kind, data in kinds:
+        ingested(ann, bid, file_part(name, kind, data))
+    converted = [c for c in server.ai.calls() if c["model"] == "toMarkdown"]
+    assert len(converted) == 3
+    vectors.wait_until_applied()
+    asked = post_chat(
+        ann,
+        {"messages": [{"role": "user", "content": "Where is the fire exit?"}], "knowledge": bid},
+    )
+    sources = asked.events.final.data["sources"]
+    assert sources[0]["name"] == "notice.pdf"
+    assert "behind the kitchen" in sources[0]["text"]
