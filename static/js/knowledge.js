@@ -113,7 +113,8 @@ function renderNote() {
 
 const CITE = /\[(\d{1,2})\]/g;
 
-function linkCitations(root, sources, prefix) {
+/** Each `[n]` of `root`'s text (not in code or a link) that names a source, as a link to its passage. */
+export function linkCitations(root, sources, prefix) {
   const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
     acceptNode: (node) =>
       node.parentElement?.closest("pre, code, a") ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
