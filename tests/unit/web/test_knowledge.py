@@ -11,8 +11,10 @@ import json
 from typing import Any
 
 from edgechat.core.http import Incoming, Reply
+from edgechat.users import budget
+from edgechat.users.usage import day_of
 from edgechat.web import app
-from tests.unit.fakes import FakeAi, FakeBlobs, FakePlatform, FakeSink, FakeVectors
+from tests.unit.fakes import FakeAi, FakeBlobs, FakeDb, FakePlatform, FakeSink, FakeVectors
 from tests.unit.knowledge.kit import migrated, vector_of
 
 SELF = "https://chat.example.com"
@@ -25,12 +27,13 @@ def embedding(texts: list[str]) -> dict[str, Any]:
 
 
 class Deployment:
-    def __init__(self, *, keys: bool = True, vectors: bool = True) -> None:
+    def __init__(self, *, keys: bool = True, vectors: bool = True, **more: str) -> None:
         self.db = migrated()
+        self.usage_db: FakeDb | None = None
         self.blobs = FakeBlobs()
         self.index = FakeVectors() if vectors else None
         names = ",".join(f"{name}:{token}" for name, token in TOKENS.items())
-        self.vars: dict[str, object] = {"API_KEYS": names} if keys else {}
+        self.vars: dict[str, object] = {**({"API_KEYS": names} if keys else {}), **more}
         self.settings = app.SettingsOnce()
         self.runs: list[Any] = []
 
@@ -47,6 +50,7 @@ class Deployment:
             history=self.db,
             files=self.blobs,
             vector_index=self.index,
+            db=self.usage_db,
         )
 
         async def run() -> tuple[Reply, bytes]:
@@ -114,3 +118,15 @@ def test_the_documents_routes_take_one_segment_each() -> None:
     assert status == 404
     status, _ = site.call("PUT", f"/api/knowledge/{'b' * 24}/documents")
     assert status == 405
+
+
+def test_an_upload_is_refused_once_the_days_budget_is_spent() -> None:
+    site = Deployment(USER_DAILY_USD="0.000001")
+    _, base = site.call("POST", "/api/knowledge", {"name": "Notes"})
+    site.usage_db = FakeDb()
+    site.usage_db.connection.execute(budget.SCHEMA)
+    spent = "INSERT INTO spend VALUES (?, 'key:ann', 1, 1.0, 0)"
+    site.usage_db.connection.execute(spent, (day_of(),))
+    status, body = site.call("POST", f"/api/knowledge/{base['id']}/documents", part("Notes."))
+    assert (status, body["error"]["code"]) == (429, "budget_exhausted")
+    assert site.call("GET", f"/api/knowledge/{base['id']}/documents")[1]["documents"] == []
