@@ -41,6 +41,9 @@ CREATE TABLE knowledge_documents (
 
 CREATE INDEX knowledge_documents_by_base ON knowledge_documents (base, created);
 CREATE INDEX knowledge_documents_by_user ON knowledge_documents (user, state);
+-- The hourly run's look for ingestions that stopped (knowledge.store.stalled).
+CREATE INDEX knowledge_documents_stalled ON knowledge_documents (updated)
+  WHERE state IN ('pending', 'converting', 'embedding');
 
 -- A chunk's text (what retrieval puts in the prompt and a source shows):
 -- in D1, since a question reads its few chunks in one indexed query.

@@ -18,9 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.checks import assert_error, post_chat
+from tests.api.checks import assert_error, log_record, post_chat
 from tests.api.conftest import ClientFactory, Server, ServerPool, openai_client, token_client
 from tests.api.test_embeddings import bge_row, once
+from tests.api.test_retention import run_scheduled
 from tests.harness import VectorsLog
 from tests.kit.documents import DOCX, XLSX, docx, file_part, pdf, xlsx
 
@@ -432,3 +433,20 @@ def test_documents_that_to_markdown_converts_are_asked_like_any(
     sources = asked.events.final.data["sources"]
     assert sources[0]["name"] == "notice.pdf"
     assert "behind the kitchen" in sources[0]["text"]
+
+
+def test_the_hourly_run_takes_up_an_ingestion_nobody_looks_at(
+    ann: httpx.Client, server: Server, vectors: VectorsLog
+) -> None:
+    bid = make_base(ann)
+    server.ai.script({"match": {"model": BGE}, "times": 1, "error": "3040: Capacity exceeded"})
+    added = add(ann, bid, markdown(manual(4)))
+    did = added.json()["id"]
+    # The upload's run stopped at its first embedding; nobody looks at the documents.
+    stopped = log_record(server, event="knowledge_ingest", document=did)
+    assert stopped["state"] == "embedding"
+    ran = run_scheduled(server)
+    (resumed,) = ran["knowledge"]
+    assert (resumed["document"], resumed["state"]) == (did, "ready")
+    # Ready before this look could have started a run of its own.
+    assert documents(ann, bid)[0]["state"] == "ready"

@@ -50,6 +50,7 @@ __all__ = [
     "owned_documents",
     "owner_tag",
     "share_base",
+    "stalled",
     "vector_ids",
 ]
 
@@ -317,6 +318,18 @@ _ERASE = (
 async def all_documents(db: Database, user: str) -> list[dict[str, Any]]:
     """Every document of the user's: its id and chunks (their vectors' ids)."""
     return (await db.batch([(_ALL_DOCUMENTS, [user])]))[0]
+
+
+_STALLED = (
+    "SELECT id, user FROM knowledge_documents "
+    "WHERE state IN ('pending', 'converting', 'embedding') AND lease < ?1 "
+    "ORDER BY updated LIMIT ?2"
+)
+
+
+async def stalled(db: Database, now_ms: int, most: int) -> list[dict[str, Any]]:
+    """Documents whose ingestion stopped and no run holds: the longest waiting first."""
+    return (await db.batch([(_STALLED, [now_ms, most])]))[0]
 
 
 def erase_statements(user: str) -> list[tuple[str, list[Any]]]:

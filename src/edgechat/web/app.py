@@ -64,6 +64,7 @@ from edgechat.web.knowledge import (
     documents_post,
     knowledge_get,
     knowledge_post,
+    resume_stalled,
 )
 from edgechat.web.media import (
     api_documents,
@@ -260,7 +261,8 @@ async def scheduled(
     """A Cron Trigger's run (``[triggers] crons``): every user's history held
     to ``HISTORY_RETENTION_DAYS`` and every expired link's copy deleted
     (``history.purge``), their images too (``files.purge``); then the spend
-    alerts reached without one yet, and those due again (``alerts.send.sweep``).
+    alerts reached without one yet, and those due again (``alerts.send.sweep``);
+    then a knowledge base's ingestion that stopped (``web.knowledge.resume_stalled``).
     Writes one log line; raises when the settings, a database or the
     bucket fail (after trying the rest), so the platform records the run as
     failed."""
@@ -273,7 +275,7 @@ async def scheduled(
     failure: Exception | None = None
     try:
         current = (settings or SettingsOnce()).get(schedule)
-        for step in (_purge, _alert):
+        for step in (_purge, _alert, _ingest):
             try:
                 await step(schedule, current, now_ms, started, record)
             except (EdgechatError, DatabaseError) as exc:
@@ -319,3 +321,17 @@ async def _alert(
         return now_ms / 1000 + (time.monotonic() - started)
 
     record["alerts"] = await send.sweep(schedule.db, schedule.outbound, policy, clock)
+
+
+async def _ingest(
+    schedule: Schedule, current: Settings, now_ms: int, started: float, record: dict[str, object]
+) -> None:
+    """Knowledge bases' ingestions that stopped while nobody looked (a
+    look at the documents takes them up too: ``web.knowledge``)."""
+
+    def clock() -> float:
+        return now_ms / 1000 + (time.monotonic() - started)
+
+    done = await resume_stalled(schedule, current, now_ms, clock, str(record["request_id"]))
+    if done:
+        record["knowledge"] = done

@@ -13,12 +13,13 @@ from __future__ import annotations
 import itertools
 import json
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from edgechat.answer import billing, embedding, pipeline
 from edgechat.answer.context import Context
 from edgechat.apis.body import document_body_cap, json_object, parse_document
+from edgechat.config.settings import Settings
 from edgechat.core.errors import (
     AdminRequired,
     BadRequest,
@@ -34,6 +35,7 @@ from edgechat.core.ports import (
     Blobs,
     Database,
     DatabaseError,
+    Schedule,
     Vectors,
     VectorsError,
 )
@@ -55,6 +57,7 @@ __all__ = [
     "erase",
     "knowledge_get",
     "knowledge_post",
+    "resume_stalled",
     "with_passages",
 ]
 
@@ -135,49 +138,104 @@ def _name(value: Any) -> str:
     return value.strip()
 
 
-def embedder(ctx: Context, ai: Ai, *, after_reply: bool) -> Embed:
-    """The knowledge bases' embeddings (bge-m3, ``answer.embedding``), each
-    call paid for by this request's user like any embedding: counted once
-    the reply is out (a question's), or at once (``after_reply``: an
-    ingestion, which already runs after it)."""
-    options = pipeline.ai_options(ctx, refresh=False)
-    timeout = ctx.settings.total_timeout_s
-    user = None if ctx.user is None else ctx.user.id
+class _Payer:
+    """Who pays for an embedding call, and where it is counted."""
+
+    __slots__ = ("clock", "request_id", "settings", "stores", "user")
+
+    def __init__(
+        self,
+        stores: billing.Stores,
+        settings: Settings,
+        user: str | None,
+        request_id: str,
+        clock: Callable[[], float],
+    ) -> None:
+        self.stores, self.settings, self.user = stores, settings, user
+        self.request_id, self.clock = request_id, clock
+
+
+def _embedder(
+    ai: Ai,
+    payer: _Payer,
+    options: dict[str, Any],
+    later: Callable[[Awaitable[None]], None] | None,
+) -> Embed:
+    """Embeddings (bge-m3, ``answer.embedding``), each call paid for by the
+    payer like any embedding: counted before the vectors are handed back,
+    or through ``later`` (``waitUntil``: after the reply)."""
     calls = itertools.count(1)
 
     async def embed(texts: list[str]) -> list[list[float]]:
+        timeout = payer.settings.total_timeout_s
         embedded = await embedding.embed(ai, texts, timeout_s=timeout, options=options)
         # Each call is its own row of the day's usage, which is kept by
         # request id: the request's answer, or its other calls, would
         # otherwise replace it.
-        request_id = f"{ctx.request_id}.k{next(calls)}"
         work = billing.count(
-            ctx.platform,
-            ctx.settings,
+            payer.stores,
+            payer.settings,
             embedding.bill_of(embedded),
-            user=user,
-            request_id=request_id,
-            clock=ctx.cooling.wall,
+            user=payer.user,
+            request_id=f"{payer.request_id}.k{next(calls)}",
+            clock=payer.clock,
         )
-        if after_reply:
+        if later is None:
             await work
         else:
-            ctx.platform.wait_until(work)
+            later(work)
         return embedded.vectors
 
     return embed
 
 
-def _ingestion(ctx: Context, stores: _Stores) -> Ingestion:
-    settings = ctx.settings
-    ai = ctx.platform.ai_after_reply
-    rules = ingest.Rules(
+def embedder(ctx: Context, ai: Ai, *, after_reply: bool) -> Embed:
+    """The knowledge bases' embeddings for this request's user: counted once
+    the reply is out (a question's), or at once (``after_reply``: an
+    ingestion, which already runs after it)."""
+    user = None if ctx.user is None else ctx.user.id
+    payer = _Payer(ctx.platform, ctx.settings, user, ctx.request_id, ctx.cooling.wall)
+    options = pipeline.ai_options(ctx, refresh=False)
+    return _embedder(ai, payer, options, None if after_reply else ctx.platform.wait_until)
+
+
+def _rules(settings: Settings) -> ingest.Rules:
+    return ingest.Rules(
         settings.knowledge_chunk_tokens,
         settings.knowledge_chunk_overlap,
         settings.limits.max_knowledge_chunks,
     )
+
+
+def _ingestion(ctx: Context, stores: _Stores) -> Ingestion:
+    ai = ctx.platform.ai_after_reply
     embed = embedder(ctx, ai, after_reply=True)
+    rules = _rules(ctx.settings)
     return Ingestion(stores.db, stores.blobs, stores.vectors, ai, embed, rules, ctx.cooling.wall)
+
+
+# Documents one scheduled run takes up: a run is up to ten batches of three
+# subrequests, and the hourly run's other steps need theirs, within the
+# Free plan's 50 (https://developers.cloudflare.com/workers/platform/limits/).
+RESUMED_PER_RUN = 1
+
+
+async def resume_stalled(
+    schedule: Schedule, settings: Settings, now_ms: int, clock: Callable[[], float], run_id: str
+) -> list[dict[str, Any]]:
+    """The cron run's part: takes up the ingestion nobody looked at since it
+    stopped (``RESUMED_PER_RUN`` documents, the longest waiting first),
+    paid for by each document's owner. What each run did, for the log."""
+    db, blobs, vectors = schedule.history, schedule.files, schedule.vectors()
+    if db is None or blobs is None or vectors is None:
+        return []
+    records = []
+    for row in await store.stalled(db, now_ms, RESUMED_PER_RUN):
+        payer = _Payer(schedule, settings, row["user"], run_id, clock)
+        embed = _embedder(schedule.ai, payer, {}, None)
+        work = Ingestion(db, blobs, vectors, schedule.ai, embed, _rules(settings), clock)
+        records.append(await ingest.run(work, row["id"]))
+    return records
 
 
 def _start(ctx: Context, work: Ingestion, did: str) -> None:

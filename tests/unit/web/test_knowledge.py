@@ -10,11 +10,20 @@ import base64
 import json
 from typing import Any
 
+from edgechat.core.faults import UpstreamBusy
 from edgechat.core.http import Incoming, Reply
 from edgechat.users import budget
 from edgechat.users.usage import day_of
 from edgechat.web import app
-from tests.unit.fakes import FakeAi, FakeBlobs, FakeDb, FakePlatform, FakeSink, FakeVectors
+from tests.unit.fakes import (
+    FakeAi,
+    FakeBlobs,
+    FakeDb,
+    FakePlatform,
+    FakeSchedule,
+    FakeSink,
+    FakeVectors,
+)
 from tests.unit.knowledge.kit import migrated, vector_of
 
 SELF = "https://chat.example.com"
@@ -130,3 +139,24 @@ def test_an_upload_is_refused_once_the_days_budget_is_spent() -> None:
     status, body = site.call("POST", f"/api/knowledge/{base['id']}/documents", part("Notes."))
     assert (status, body["error"]["code"]) == (429, "budget_exhausted")
     assert site.call("GET", f"/api/knowledge/{base['id']}/documents")[1]["documents"] == []
+
+
+def test_the_hourly_run_takes_up_an_ingestion_nobody_looked_at() -> None:
+    site = Deployment()
+    _, base = site.call("POST", "/api/knowledge", {"name": "Notes"})
+    text = "The valve is on the left."
+    # The upload's run finds the model busy and lets go; nobody looks again.
+    site.runs = [UpstreamBusy(detail="3040")]
+    status, doc = site.call("POST", f"/api/knowledge/{base['id']}/documents", part(text))
+    assert status == 202
+    row = site.db.connection.execute(
+        "SELECT state, lease FROM knowledge_documents WHERE id = ?", (doc["id"],)
+    ).fetchone()
+    assert (row["state"], row["lease"]) == ("embedding", 0)
+    schedule = FakeSchedule(
+        site.db, site.blobs, ai=FakeAi({}, runs={BGE: [embedding([text])]}), **site.vars
+    )
+    schedule.vector_index = site.index
+    asyncio.run(app.scheduled(schedule, app.SettingsOnce(), 2_000_000_000_000, "17 * * * *"))
+    _, listed = site.call("GET", f"/api/knowledge/{base['id']}/documents")
+    assert [(d["state"], d["embedded"]) for d in listed["documents"]] == [("ready", 1)]
