@@ -29,4 +29,4 @@ class Default(WorkerEntrypoint):
     async def scheduled(self, controller, env=None, ctx=None):
         await _wall.follow(self.env)
         now_ms = int(controller.scheduledTime) + round(_wall.offset_s * 1000)
-        await app.scheduled(WorkerSchedule(self.env), _settings, now_ms, controller.cron)
+        await app.scheduled(WorkerSchedule(self.env, self.ctx), _settings, now_ms, controller.cron)

@@ -73,6 +73,8 @@ export async function request(conversation, history, { alias, sees = true, fresh
   const token = localStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = `Bearer ${token}`;
   if (conversation.preset) body.preset = conversation.preset;
+  const base = state.knowledgeFor?.(conversation); // knowledge.js, once opened
+  if (base) body.knowledge = base;
   const { id } = conversation; // names the conversation for the prompt cache
   if (typeof id === "string" && id && id.length <= 128) body.conversation = id;
   return { body, headers };
@@ -161,6 +163,7 @@ function finish(message, data, seconds) {
     tps: completion && seconds > 0.05 ? completion / seconds : undefined,
   };
   if (data.moderation) message.moderation = data.moderation;
+  if (data.sources) state.cited.set(message, data.sources);
 }
 
 function askToken(rejected) {

@@ -224,6 +224,7 @@ function updateView(view, full) {
   if (full || !streaming) {
     renderFooter(view);
     renderActions(view);
+    if (!streaming) state.cite?.(view); // its knowledge sources (knowledge.js)
   }
 }
 

@@ -498,6 +498,7 @@ const WORDS = {
     share: () => "Share a read-only link",
     myLinks: () => "My links",
     myData: () => "My data",
+    knowledge: () => "Knowledge",
     shareDays: () => "Link lives",
     withImages: () => "Include images",
     days: (n) => (n === 1 ? "1 day" : `${n} days`),
@@ -514,6 +515,7 @@ const WORDS = {
     share: () => "分享只读链接",
     myLinks: () => "我的链接",
     myData: () => "我的数据",
+    knowledge: () => "知识库",
     shareDays: () => "链接有效期",
     withImages: () => "包含图片",
     days: (n) => `${n} 天`,
@@ -587,14 +589,16 @@ function shareControls(sync) {
 
 /**
  * The buttons of the user's dialogs, each fetched on its first click: "My
- * links" (their share links and revoke, links.js) and "My data" (everything
- * the server keeps of theirs, downloaded or deleted, my-data.js).
+ * links" (their share links and revoke, links.js), "My data" (everything
+ * the server keeps of theirs, downloaded or deleted, my-data.js) and
+ * "Knowledge" (their knowledge bases, and the one a conversation asks, knowledge.js).
  */
 function dialogControls(sync) {
   const row = el("div", "share-row");
   const controls = [
     [onDemand("./links.js"), "openLinks", "myLinks"],
     [onDemand("./my-data.js"), "openMyData", "myData"],
+    [onDemand("./knowledge.js"), "openKnowledge", "knowledge"],
   ].map(([module, opener, name]) => {
     const open = button("btn btn-small", "", () => module.call(opener)(sync));
     row.append(open);

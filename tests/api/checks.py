@@ -127,6 +127,9 @@ def assert_error(response: httpx.Response, status: int, code: str, *markers: str
         "files_full",
         "too_many_files",
         "too_many_share_images",
+        "too_many_knowledge_bases",
+        "too_many_knowledge_documents",
+        "knowledge_full",
     )
     extra |= {"limit", "max"} if code in over else set()
     # A conversation or a batch over its size names its limit too; other

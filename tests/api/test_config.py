@@ -95,6 +95,11 @@ def test_limits_are_published_for_the_page(client: httpx.Client) -> None:
         "max_files": 2_000,
         "max_share_images": 20,
         "max_feedback_chars": 500,
+        "max_knowledge_bases": 20,
+        "max_knowledge_documents": 200,
+        "max_knowledge_chunks": 10_000,
+        "max_knowledge_bytes": 100 << 20,
+        "max_knowledge_document_bytes": 4 << 20,
     }
 
 

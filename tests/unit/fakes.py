@@ -909,8 +909,12 @@ class FakeSchedule:
         *,
         usage_db: FakeDb | None = None,
         outbound: FakeOutbound | None = None,
+        ai: FakeAi | None = None,
+        kv: FakeKv | None = None,
         **variables: str,
     ) -> None:
+        self.ai = ai or FakeAi({})
+        self.kv = kv
         self.history = db
         self.files = files
         self.db = usage_db

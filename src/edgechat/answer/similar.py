@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from edgechat.answer.cache import CachedUpstream, keepable
 from edgechat.answer.framing import Outcome, Similar
 from edgechat.config.settings import Settings
+from edgechat.core.ids import owner_tag
 from edgechat.core.models import Model, find
 from edgechat.core.ports import (
     Forward,
@@ -120,14 +121,14 @@ def scope_of(request: ChatRequest, settings: Settings, user_id: str | None) -> S
             # One anonymous user is every anonymous client: per-user is
             # meaningless, and per-address leaks across a shared address.
             return "anonymous"
-        owner = "u" + _digest("edgechat owner\n" + user_id)[:32]
+        owner = owner_tag(user_id)
     last = request.messages[-1]
     if last.role != "user" or not last.content.strip():
         return "no question"
     if any(m.parts for m in request.messages):
         return "images"
-    if any(m.documents or m.attached for m in request.messages):
-        return "documents"
+    if any(m.documents or m.attached for m in request.messages) or request.knowledge:
+        return "documents"  # the answer rests on what they say, which may change
     if "tools" in request.params or "tool_choice" in request.params or request.has_tool_turns():
         return "tools"
     if request.temperature is not None and request.temperature > settings.semantic_max_temperature:

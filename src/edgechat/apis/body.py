@@ -21,6 +21,7 @@ from typing import Any
 from edgechat.apis.fields import FIELD_NAMES
 from edgechat.core import json_body
 from edgechat.core.errors import BadRequest, body_too_large
+from edgechat.core.ids import is_random_id
 from edgechat.core.models import Model, allowed_models, lookup
 from edgechat.core.requests import ChatRequest, DocumentFile, Limits
 from edgechat.media.documents import check_file_part, document_url_size
@@ -31,9 +32,11 @@ __all__ = [
     "body_cap",
     "check_fit",
     "count_text",
+    "document_body_cap",
     "json_object",
     "parse_document",
     "read_content",
+    "read_knowledge",
     "read_max_tokens",
     "read_message_items",
     "read_model",
@@ -47,10 +50,20 @@ def json_object(body: bytes, limits: Limits) -> dict[str, Any]:
     return read_object(body, limits, limits.max_body_bytes)
 
 
-def parse_document(body: bytes, limits: Limits) -> DocumentFile:
-    """A ``POST /api/documents`` body: one file part, as in a message."""
-    cap = limits.max_body_bytes + document_url_size(limits.max_document_bytes)
-    return check_file_part(read_object(body, limits, cap), "file", limits.max_document_bytes)
+def parse_document(
+    body: bytes, limits: Limits, most: int | None = None, var: str = "MAX_DOCUMENT_BYTES"
+) -> DocumentFile:
+    """A ``POST /api/documents`` body: one file part, as in a message, of at
+    most ``most`` bytes (the setting ``var``; ``max_document_bytes`` unless
+    given: a knowledge base's document has its own)."""
+    most = limits.max_document_bytes if most is None else most
+    cap = document_body_cap(limits, most)
+    return check_file_part(read_object(body, limits, cap), "file", most, var)
+
+
+def document_body_cap(limits: Limits, most: int) -> int:
+    """The largest body of one file part of ``most`` bytes."""
+    return limits.max_body_bytes + document_url_size(most)
 
 
 def body_cap(limits: Limits, allowed: Sequence[str]) -> int:
@@ -227,4 +240,14 @@ def read_max_tokens(value: Any, limits: Limits, name: str = "max_tokens") -> int
         return limits.default_output_tokens
     if type(value) is not int or not 1 <= value <= limits.max_output_tokens:
         raise BadRequest(public=f"{name} must be an integer from 1 to {limits.max_output_tokens}.")
+    return value
+
+
+def read_knowledge(value: Any, where: str = "knowledge") -> str | None:
+    """A knowledge base's id (``GET /api/knowledge`` lists them), or absent
+    (``/chat``'s ``knowledge``, the OpenAI API's ``edgechat.knowledge``)."""
+    if value is None:
+        return None
+    if type(value) is not str or not is_random_id(value):
+        raise BadRequest(public=f"{where} must be the id of a knowledge base (GET /api/knowledge).")
     return value

@@ -10,9 +10,14 @@ tells a client the closing is edgechat's.
 A comparison's answer says which (``comparison``: its id, slot and whether
 it is blind); a blind one's ``meta`` and ``done`` name no model and no cost
 (the price would tell the model), until the vote reveals them
-(``GET /api/comparisons/<id>``)."""
+(``GET /api/comparisons/<id>``).
+
+A question asked of a knowledge base closes with its ``sources``: the
+passages the prompt held, by the numbers the answer cites (``[1]``)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from edgechat.answer.framing import Outcome, Whole
 from edgechat.core import sse
@@ -28,13 +33,18 @@ class ChatFraming:
     ping = sse.PING
     moderates_output = True
 
-    __slots__ = ("_comparison", "_request_id", "_route")
+    __slots__ = ("_comparison", "_request_id", "_route", "_sources")
 
     def __init__(
-        self, request_id: str, route: Route | None = None, slot: Slot | None = None
+        self,
+        request_id: str,
+        route: Route | None = None,
+        slot: Slot | None = None,
+        sources: list[dict[str, Any]] | None = None,
     ) -> None:
         self._request_id = request_id
         self._route = route
+        self._sources = sources
         self._comparison = (
             None
             if slot is None
@@ -88,6 +98,8 @@ class ChatFraming:
             done["cached"] = True if outcome.similar is None else outcome.similar.to_json()
         if outcome.moderation is not None:
             done["moderation"] = outcome.moderation.to_json()
+        if self._sources is not None:
+            done["sources"] = self._sources
         return _close(between_events) + sse.event("done", done)
 
     def failure(self, exc: EdgechatError, between_events: bool) -> bytes:

@@ -2,7 +2,10 @@
 
     {"messages": [{"role": "user" | "assistant", "content": str}, ...],
      "model": str?, "temperature": number?, "max_tokens": int?, "reasoning": bool?,
-     "preset": str?, "conversation": str?}
+     "preset": str?, "conversation": str?, "knowledge": str?}
+
+``knowledge`` names a knowledge base (its id): the answer reads its
+passages nearest the question and cites them (``knowledge.retrieve``).
 
 A ``preset`` names one of the operator's presets (``config.presets``): its
 system prompt replaces ``SYSTEM_PROMPT``, its model and temperature apply
@@ -29,6 +32,7 @@ from edgechat.apis.body import (
     check_fit,
     count_text,
     read_content,
+    read_knowledge,
     read_max_tokens,
     read_message_items,
     read_model,
@@ -91,6 +95,7 @@ def parse_chat_request(
         slot=slot,
         # A comparison's answer never is (``similar.scope_of`` says so too).
         semantic_cache=slot is None,
+        knowledge=read_knowledge(data.get("knowledge")),
     )
     if slot is None:
         check_fit(request, allowed_models)

@@ -27,6 +27,7 @@ CHAT_FIELDS = (
     "reasoning",
     "preset",
     "conversation",
+    "knowledge",
 )
 
 
@@ -81,6 +82,8 @@ RESPONSES_FIELDS = (
     "store",
     "metadata",
     "parallel_tool_calls",
+    # edgechat's own: {"knowledge": "<base id>"} (apis.responses_body).
+    "edgechat",
     # Accepted and not acted on: extra output (logprobs, encrypted
     # reasoning) and context truncation are the hosted service's.
     "include",

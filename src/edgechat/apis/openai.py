@@ -114,14 +114,30 @@ def finish_reason(outcome: Outcome, max_tokens: int) -> str:
 class _Completion:
     """What both framings of one completion know from the start."""
 
-    __slots__ = ("created", "id", "max_tokens", "model")
+    __slots__ = ("created", "id", "max_tokens", "model", "sources")
 
-    def __init__(self, request_id: str, max_tokens: int, created: int, model: Model) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        max_tokens: int,
+        created: int,
+        model: Model,
+        sources: list[dict[str, Any]] | None = None,
+    ) -> None:
         self.id = "chatcmpl-" + request_id
         self.max_tokens = max_tokens
         self.created = created
         # The model answering (known once its first words came).
         self.model = model
+        # A question asked of a knowledge base (``edgechat.knowledge``): the
+        # passages its prompt held, given back as ``edgechat.sources``.
+        self.sources = sources
+
+
+def extension(sources: list[dict[str, Any]] | None) -> dict[str, Any]:
+    """edgechat's own field of a reply: ``{"edgechat": {"sources": [...]}}``
+    for a question asked of a knowledge base, else nothing."""
+    return {} if sources is None else {"edgechat": {"sources": sources}}
 
 
 # What sends a batch down the slow path even when every event in it begins
@@ -164,9 +180,16 @@ class ChunkFraming:
     __slots__ = ("_completion", "_include_usage", "_prefix", "_theirs", "_usual")
 
     def __init__(
-        self, request_id: str, model: Model, max_tokens: int, *, include_usage: bool, created: int
+        self,
+        request_id: str,
+        model: Model,
+        max_tokens: int,
+        *,
+        include_usage: bool,
+        created: int,
+        sources: list[dict[str, Any]] | None = None,
     ) -> None:
-        self._completion = _Completion(request_id, max_tokens, created, model)
+        self._completion = _Completion(request_id, max_tokens, created, model, sources)
         self._include_usage = include_usage
         self._prefix = b""
         # The envelope the model writes, the same on each of its chunks
@@ -258,6 +281,11 @@ class ChunkFraming:
                     "usage": _usage_or_none(outcome.usage),
                 }
             )
+        if self._completion.sources is not None:
+            # Its own chunk without choices, as the usage chunk is.
+            out += sse.data(
+                {**self._envelope(), "choices": [], **extension(self._completion.sources)}
+            )
         return out + b"data: [DONE]\n\n"
 
     def failure(self, exc: EdgechatError, between_events: bool) -> bytes:
@@ -348,8 +376,16 @@ class CompletionFraming:
 
     __slots__ = ("_completion", "_content", "_reader", "_reasoning", "_tool_calls")
 
-    def __init__(self, request_id: str, model: Model, max_tokens: int, *, created: int) -> None:
-        self._completion = _Completion(request_id, max_tokens, created, model)
+    def __init__(
+        self,
+        request_id: str,
+        model: Model,
+        max_tokens: int,
+        *,
+        created: int,
+        sources: list[dict[str, Any]] | None = None,
+    ) -> None:
+        self._completion = _Completion(request_id, max_tokens, created, model, sources)
         self._reader = UpstreamReader()
         self._content: list[str] = []
         self._reasoning: list[str] = []
@@ -413,4 +449,5 @@ class CompletionFraming:
                 }
             ],
             "usage": _usage_or_none(outcome.usage),
+            **extension(self._completion.sources),
         }

@@ -17,6 +17,7 @@ from edgechat.apis.body import (
     check_fit,
     count_text,
     read_content,
+    read_knowledge,
     read_max_tokens,
     read_message_items,
     read_model,
@@ -76,6 +77,13 @@ def parse_openai_request(
     return openai_request(data, len(body), limits, allowed_models, default_model)
 
 
+# edgechat's extension on the OpenAI API (``extra_body`` in its clients).
+_EXTENSION_RULE = (
+    'edgechat must be an object of {"compare_with": [model, ...]}, '
+    '{"knowledge": "<base id>"} and {"semantic_cache": true}.'
+)
+
+
 def openai_request(
     data: Mapping[str, Any],
     body_size: int,
@@ -88,10 +96,18 @@ def openai_request(
     if stream is not None and type(stream) is not bool:
         raise BadRequest(public="stream must be true or false.")
     extension = data.get("edgechat")
-    semantic = _semantic_cache(extension)
-    if type(extension) is dict and "semantic_cache" in extension:
-        extension = {k: v for k, v in extension.items() if k != "semantic_cache"} or None
-    compared = _compare_with(extension, allowed_models, bool(stream))
+    if extension is not None and (
+        type(extension) is not dict
+        or not extension
+        or not extension.keys() <= {"compare_with", "knowledge", "semantic_cache"}
+    ):
+        raise BadRequest(public=_EXTENSION_RULE)
+    extension = extension or {}
+    semantic = _semantic_cache(extension.get("semantic_cache"))
+    compared = _compare_with(extension.get("compare_with"), allowed_models, bool(stream))
+    knowledge = read_knowledge(extension.get("knowledge"), "edgechat.knowledge")
+    if compared and knowledge is not None:
+        raise BadRequest(public="edgechat.compare_with and edgechat.knowledge do not go together.")
     if semantic and compared:
         raise BadRequest(public="edgechat.semantic_cache does not go with compare_with.")
     n = data.get("n")
@@ -126,6 +142,7 @@ def openai_request(
         server_prompt=False,
         session=user or None,
         semantic_cache=semantic,
+        knowledge=knowledge,
     )
     check_fit(chat, allowed_models)
     if compared:
@@ -141,15 +158,14 @@ def openai_request(
 
 
 def _semantic_cache(value: Any) -> bool:
-    """edgechat's extension ``{"semantic_cache": true}``: the question may be
-    answered from a similar question's kept answer (``SEMANTIC_CACHE``); the
-    OpenAI API's questions are not unless they ask."""
-    if type(value) is not dict or "semantic_cache" not in value:
+    """edgechat's ``semantic_cache: true``: the question may be answered from
+    a similar question's kept answer (``SEMANTIC_CACHE``); the OpenAI API's
+    questions are not unless they ask."""
+    if value is None:
         return False
-    asked = value["semantic_cache"]
-    if type(asked) is not bool:
+    if type(value) is not bool:
         raise BadRequest(public="edgechat.semantic_cache must be true or false.")
-    return asked
+    return value
 
 
 def _compare_with(value: Any, allowed_models: Sequence[str], stream: bool) -> tuple[Model, ...]:
@@ -158,11 +174,7 @@ def _compare_with(value: Any, allowed_models: Sequence[str], stream: bool) -> tu
     if value is None:
         return ()
     most = MAX_COMPARED - 1
-    if type(value) is not dict or value.keys() != {"compare_with"}:
-        raise BadRequest(
-            public='edgechat must be {"compare_with": [model, ...]} or {"semantic_cache": true}.'
-        )
-    names = value["compare_with"]
+    names = value
     if type(names) is not list or not 1 <= len(names) <= most:
         raise BadRequest(
             public=f"edgechat.compare_with must list 1 to {most} models to answer beside model."

@@ -19,7 +19,7 @@ from typing import Any
 
 from edgechat.answer.framing import Outcome, Whole
 from edgechat.answer.upstream import DeltaKind, UpstreamReader
-from edgechat.apis.openai import CompletionFraming, finish_reason, refuse_truncated
+from edgechat.apis.openai import CompletionFraming, extension, finish_reason, refuse_truncated
 from edgechat.core import sse
 from edgechat.core.errors import EdgechatError
 from edgechat.core.models import Model, Usage
@@ -78,9 +78,11 @@ def response_object(
     output: list[dict[str, Any]],
     outcome: Outcome | None,
     max_tokens: int,
+    sources: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The ``response`` object: in progress (no ``outcome`` yet), completed,
-    or incomplete (the answer used its whole ``max_output_tokens``)."""
+    or incomplete (the answer used its whole ``max_output_tokens``); a
+    finished answer asked of a knowledge base carries its ``sources``."""
     status, incomplete = "in_progress", None
     if outcome is not None:
         status = "completed"
@@ -100,6 +102,7 @@ def response_object(
         "tool_choice": "auto",
         "tools": [],
         "metadata": {},
+        **(extension(sources) if outcome is not None else {}),
     }
 
 
@@ -158,6 +161,7 @@ class ResponseDocument(CompletionFraming):
             output,
             outcome,
             self._completion.max_tokens,
+            self._completion.sources,
         )
 
 
@@ -181,11 +185,21 @@ class ResponseEvents:
         "_open",
         "_reader",
         "_sequence",
+        "_sources",
         "_texts",
     )
 
-    def __init__(self, request_id: str, model: Model, max_tokens: int, *, created: int) -> None:
+    def __init__(
+        self,
+        request_id: str,
+        model: Model,
+        max_tokens: int,
+        *,
+        created: int,
+        sources: list[dict[str, Any]] | None = None,
+    ) -> None:
         self._id = request_id
+        self._sources = sources
         self._model = model
         self._max_tokens = max_tokens
         self._created = created
@@ -266,7 +280,9 @@ class ResponseEvents:
 
     def _object(self, output: list[dict[str, Any]], outcome: Outcome | None) -> dict[str, Any]:
         rid = f"resp_{self._id}"
-        return response_object(rid, self._created, self._model, output, outcome, self._max_tokens)
+        return response_object(
+            rid, self._created, self._model, output, outcome, self._max_tokens, self._sources
+        )
 
     def _item_id(self, kind: str) -> str:
         return f"{'rs' if kind == 'reasoning' else 'msg'}_{self._id}"

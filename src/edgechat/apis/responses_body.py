@@ -49,6 +49,13 @@ def parse_responses_request(
             "send the whole conversation in input."
         )
     chat: dict[str, Any] = {name: data[name] for name in _SHARED_FIELDS if name in data}
+    extension = data.get("edgechat")
+    if extension is not None:
+        # A knowledge base, as on /v1/chat/completions (compare_with is not
+        # the Responses API's: one response has one output).
+        if type(extension) is not dict or extension.keys() != {"knowledge"}:
+            raise BadRequest(public='edgechat must be {"knowledge": "<base id>"}.')
+        chat["edgechat"] = extension
     chat["messages"] = _responses_messages(data.get("input"), data.get("instructions"))
     if data.get("max_output_tokens") is not None:
         chat["max_completion_tokens"] = data["max_output_tokens"]
@@ -158,6 +165,11 @@ def _responses_tools(tools: Any) -> list[Any]:
         raise BadRequest(public=f"tools must be a list of 1 to {MAX_TOOLS} tools.")
     converted: list[Any] = []
     for index, tool in enumerate(tools):
+        if type(tool) is dict and tool.get("type") == "file_search":
+            raise BadRequest(
+                public=f"tools[{index}]: file_search is not supported; ask a knowledge base "
+                'with "edgechat": {"knowledge": "<base id>"} (GET /api/knowledge lists them).'
+            )
         if type(tool) is not dict or tool.get("type") != "function":
             raise BadRequest(
                 public=f"tools[{index}] must be a function tool; built-in tools are not supported."

@@ -58,6 +58,14 @@ SEMANTIC_CACHE_MODES = ("off", "user", "shared")
 ALERT_FORMATS = ("auto", "slack", "discord", "json")
 DEFAULT_ALERT_AT = (50, 80, 100)
 
+# A knowledge base's chunk, in tokens (bge-m3 reads up to 8,192; a chunk
+# is quoted whole in a prompt), and the nearest chunks a question asks the
+# index for (Vectorize returns up to 100 without metadata:
+# https://developers.cloudflare.com/vectorize/platform/limits/).
+MIN_CHUNK_TOKENS = 50
+MAX_CHUNK_TOKENS = 2_000
+MAX_TOP_K = 50
+
 _TRUE = frozenset(("1", "true", "yes", "on"))
 _FALSE = frozenset(("0", "false", "no", "off"))
 
@@ -112,6 +120,13 @@ class Settings:
     semantic_min_score: float = 0.92
     semantic_max_temperature: float = 1.0
     semantic_ttl_s: int = 604_800
+    # Knowledge bases (knowledge.chunks, knowledge.retrieve): a chunk's
+    # tokens and the overlap between two, and what a question takes: the
+    # nearest chunks asked of the index, and the tokens of them the prompt holds.
+    knowledge_chunk_tokens: int = 400
+    knowledge_chunk_overlap: int = 60
+    knowledge_top_k: int = 8
+    knowledge_context_tokens: int = 2_000
 
     def __post_init__(self) -> None:
         if self.api_token is not None and "api_token" not in {k.name for k in self.identity.keys}:
@@ -160,6 +175,23 @@ class Settings:
         if self.semantic_ttl_s < MIN_CACHE_TTL_S:
             raise ValueError(f"SEMANTIC_CACHE_TTL_S must be at least {MIN_CACHE_TTL_S} seconds")
         self._check_shadow()
+        self._check_knowledge()
+
+    def _check_knowledge(self) -> None:
+        if not MIN_CHUNK_TOKENS <= self.knowledge_chunk_tokens <= MAX_CHUNK_TOKENS:
+            raise ValueError(
+                f"KNOWLEDGE_CHUNK_TOKENS must be from {MIN_CHUNK_TOKENS} to {MAX_CHUNK_TOKENS}"
+            )
+        if not 0 <= self.knowledge_chunk_overlap < self.knowledge_chunk_tokens // 2:
+            raise ValueError(
+                "KNOWLEDGE_CHUNK_OVERLAP must be 0 or more and under half of KNOWLEDGE_CHUNK_TOKENS"
+            )
+        if not 1 <= self.knowledge_top_k <= MAX_TOP_K:
+            raise ValueError(f"KNOWLEDGE_TOP_K must be from 1 to {MAX_TOP_K}")
+        if self.knowledge_context_tokens < self.knowledge_chunk_tokens:
+            raise ValueError(
+                "KNOWLEDGE_CONTEXT_TOKENS must be at least KNOWLEDGE_CHUNK_TOKENS (one chunk)"
+            )
 
     def _check_shadow(self) -> None:
         for var, name in (("SHADOW_MODEL", self.shadow_model), ("SHADOW_JUDGE", self.shadow_judge)):
@@ -264,6 +296,16 @@ class Settings:
                 "must be a number from 0 to 2 (a temperature)",
             ),
             semantic_ttl_s=_int("SEMANTIC_CACHE_TTL_S", get, defaults.semantic_ttl_s),
+            knowledge_chunk_tokens=_int(
+                "KNOWLEDGE_CHUNK_TOKENS", get, defaults.knowledge_chunk_tokens
+            ),
+            knowledge_chunk_overlap=_whole(
+                "KNOWLEDGE_CHUNK_OVERLAP", get, defaults.knowledge_chunk_overlap
+            ),
+            knowledge_top_k=_int("KNOWLEDGE_TOP_K", get, defaults.knowledge_top_k),
+            knowledge_context_tokens=_int(
+                "KNOWLEDGE_CONTEXT_TOKENS", get, defaults.knowledge_context_tokens
+            ),
         )
 
     def fallbacks_after(self, model: Model) -> tuple[Model, ...]:

@@ -57,6 +57,9 @@ _HISTORY = "Conversations on the server"
 _FEEDBACK = "Comparisons and feedback"
 
 
+_KNOWLEDGE = "Knowledge bases"
+
+
 _TIME = "Deadlines"
 
 
@@ -193,6 +196,55 @@ VARIABLES: tuple[Variable, ...] = (
         "500",
         "the characters of a rating's text (POST /api/feedback)",
         _FEEDBACK,
+    ),
+    Variable("MAX_KNOWLEDGE_BASES", "20", "each user's knowledge bases", _KNOWLEDGE),
+    Variable(
+        "MAX_KNOWLEDGE_DOCUMENTS",
+        "200",
+        "each user's documents in all their knowledge bases (failed ones not counted)",
+        _KNOWLEDGE,
+    ),
+    Variable(
+        "MAX_KNOWLEDGE_CHUNKS",
+        "10000",
+        "each user's chunks in all their knowledge bases (each is one vector)",
+        _KNOWLEDGE,
+    ),
+    Variable(
+        "MAX_KNOWLEDGE_BYTES",
+        "104857600",
+        "each user's documents' bytes together, as uploaded (100 MiB)",
+        _KNOWLEDGE,
+    ),
+    Variable(
+        "MAX_KNOWLEDGE_DOCUMENT_BYTES",
+        "4194304",
+        "one document added to a knowledge base, decoded (4 MiB)",
+        _KNOWLEDGE,
+    ),
+    Variable(
+        "KNOWLEDGE_CHUNK_TOKENS",
+        "400",
+        "a chunk's estimated tokens, 50 to 2000",
+        _KNOWLEDGE,
+    ),
+    Variable(
+        "KNOWLEDGE_CHUNK_OVERLAP",
+        "60",
+        "tokens a chunk repeats of the one before, under half a chunk (0: none)",
+        _KNOWLEDGE,
+    ),
+    Variable(
+        "KNOWLEDGE_TOP_K",
+        "8",
+        "the nearest chunks a question asks the index for, 1 to 50",
+        _KNOWLEDGE,
+    ),
+    Variable(
+        "KNOWLEDGE_CONTEXT_TOKENS",
+        "2000",
+        "the most tokens of passages a question's prompt takes (at least one chunk)",
+        _KNOWLEDGE,
     ),
     Variable(
         "HISTORY_RETENTION_DAYS",

@@ -25,6 +25,9 @@ into a plain ``EdgechatError`` (500). The tree (the ``UpstreamError`` branch liv
     │   ├── FilesFull                  413 files_full             max_files_bytes
     │   ├── TooManyFiles               409 too_many_files         max_files
     │   ├── TooManyShareImages         409 too_many_share_images  max_share_images
+    │   ├── TooManyBases               409 too_many_knowledge_bases max_knowledge_bases
+    │   ├── TooManyDocuments           409 too_many_knowledge_documents max_knowledge_documents
+    │   ├── KnowledgeFull              413 knowledge_full         max_knowledge_bytes
     │   ├── SlotAnswered               409 slot_answered          a comparison's slot asked twice
     │   ├── AlreadyVoted               409 already_voted          a second vote on a comparison
     │   ├── AnswerUnfinished           409 answer_unfinished      a vote for an answer not finished
@@ -38,7 +41,8 @@ into a plain ``EdgechatError`` (500). The tree (the ``UpstreamError`` branch liv
     ├── Misconfigured                  500 misconfigured          the operator's [vars] are invalid
     ├── StoreUnavailable               503 store_unavailable      KV failed where it was needed
     │   ├── HistoryUnavailable         503 store_unavailable      D1 failed on a conversation
-    │   └── FeedbackUnavailable        503 store_unavailable      D1 failed on feedback
+    │   ├── FeedbackUnavailable        503 store_unavailable      D1 failed on feedback
+    │   └── KnowledgeUnavailable       503 store_unavailable      D1, R2 or Vectorize failed
     ├── ModerationUnavailable          503 moderation_unavailable no verdict, MODERATION_FAIL=closed
     ├── IdentityUnavailable            503 identity_unavailable   Access's keys could not be read
     └── UpstreamError                  502 upstream_error         Workers AI failed us
@@ -103,6 +107,8 @@ __all__ = [
     "HistoryFull",
     "HistoryUnavailable",
     "IdentityUnavailable",
+    "KnowledgeFull",
+    "KnowledgeUnavailable",
     "MethodNotAllowed",
     "Misconfigured",
     "ModelNotFound",
@@ -115,7 +121,9 @@ __all__ = [
     "SignInRequired",
     "SlotAnswered",
     "StoreUnavailable",
+    "TooManyBases",
     "TooManyConversations",
+    "TooManyDocuments",
     "TooManyFiles",
     "TooManyShareImages",
     "TooManyShares",
@@ -448,6 +456,35 @@ class TooManyShareImages(UserLimit, ClientError):
     )
 
 
+class TooManyBases(UserLimit, ClientError):
+    status = 409
+    code = "too_many_knowledge_bases"
+    limit_name = "max_knowledge_bases"
+    public_message = (
+        "You have as many knowledge bases as max_knowledge_bases allows: delete one first."
+    )
+
+
+class TooManyDocuments(UserLimit, ClientError):
+    status = 409
+    code = "too_many_knowledge_documents"
+    limit_name = "max_knowledge_documents"
+    public_message = (
+        "Your knowledge bases hold as many documents as max_knowledge_documents allows: "
+        "delete some first."
+    )
+
+
+class KnowledgeFull(UserLimit, ClientError):
+    status = 413
+    code = "knowledge_full"
+    limit_name = "max_knowledge_bytes"
+    public_message = (
+        "Your knowledge bases' documents would be larger than max_knowledge_bytes: "
+        "delete some first."
+    )
+
+
 class SlotAnswered(ClientError):
     """A comparison's slot takes one answer, asked once: it was asked."""
 
@@ -536,6 +573,12 @@ class FeedbackUnavailable(StoreUnavailable):
     """D1 failed on a comparison, a vote, a rating or the leaderboard."""
 
     public_message = "The feedback store is not available right now. Please try again later."
+
+
+class KnowledgeUnavailable(StoreUnavailable):
+    """D1, the bucket or the vector index failed on a knowledge base."""
+
+    public_message = "The knowledge store is not available right now. Please try again later."
 
 
 class ModerationUnavailable(EdgechatError):

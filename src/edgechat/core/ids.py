@@ -12,10 +12,20 @@ seed themselves at import and a Worker takes no randomness at import time
 from __future__ import annotations
 
 import base64
+import hashlib
 import os
 import re
 
-__all__ = ["CLIENT_ID_RULE", "ID_BYTES", "is_client_id", "is_random_id", "new_id", "random_below"]
+__all__ = [
+    "CLIENT_ID_RULE",
+    "ID_BYTES",
+    "is_client_id",
+    "is_random_id",
+    "new_id",
+    "owner_tag",
+    "random_below",
+    "user_prefix",
+]
 
 ID_BYTES = 18  # 144 bits, 24 base64url characters
 _ID = re.compile(r"[A-Za-z0-9_-]{24}")
@@ -41,3 +51,21 @@ def random_below(n: int) -> int:
 
 def is_client_id(text: str) -> bool:
     return _CLIENT_ID.fullmatch(text) is not None
+
+
+def user_prefix(user: str) -> str:
+    """A user's prefix in the ``FILES`` bucket: their id in base64url, which
+    holds no ``/`` (their images, ``history.files``; their knowledge bases'
+    documents, ``knowledge.store``)."""
+    return "u/" + base64.urlsafe_b64encode(user.encode()).decode().rstrip("=") + "/"
+
+
+def owner_tag(user: str) -> str:
+    """The ``owner`` a user's vectors carry in the Vectorize index (their
+    knowledge bases' chunks, their semantic cache's questions), by which
+    every query of theirs is filtered: a digest of their id (an id may be an
+    email), 22 base64url characters, within the 64
+    bytes Vectorize indexes of a metadata string
+    (https://developers.cloudflare.com/vectorize/platform/limits/)."""
+    digest = hashlib.sha256(b"edgechat-owner:" + user.encode()).digest()
+    return base64.urlsafe_b64encode(digest).decode()[:22]

@@ -336,6 +336,16 @@ class Schedule(Protocol):
         ...
 
     @property
+    def ai(self) -> Ai:
+        """The ``AI`` binding (a knowledge base's ingestion taken up again)."""
+        ...
+
+    @property
+    def kv(self) -> Kv | None:
+        """The ``CACHE`` namespace (the day's usage counts), when bound."""
+        ...
+
+    @property
     def outbound(self) -> Outbound: ...
 
     @property

@@ -85,6 +85,14 @@ class Limits:
     max_share_images: int = 20
     # A rating's text (POST /api/feedback), in characters.
     max_feedback_chars: int = 500
+    # Each user's knowledge bases (knowledge.store): how many bases, their
+    # documents and chunks together, the documents' bytes together, and one
+    # upload's document (decoded).
+    max_knowledge_bases: int = 20
+    max_knowledge_documents: int = 200
+    max_knowledge_chunks: int = 10_000
+    max_knowledge_bytes: int = 100 << 20
+    max_knowledge_document_bytes: int = 4 << 20
 
     def __post_init__(self) -> None:
         for name, value in self.to_json().items():
@@ -223,6 +231,10 @@ class ChatRequest:
     # Whether the semantic cache may answer it (``answer.similar``): /chat's
     # questions, and the OpenAI API's that ask for it.
     semantic_cache: bool = False
+    # The knowledge base the question is asked of (/chat's knowledge, the
+    # OpenAI API's edgechat.knowledge): its passages are attached once
+    # retrieved (knowledge.retrieve).
+    knowledge: str | None = None
 
     def unfit(self, model: Model) -> str | None:
         """Why ``model`` cannot take this request (a parameter it does not

@@ -29,11 +29,11 @@ its scan of every message would cost each list).
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass
 from typing import Any
 
+from edgechat.core import ids
 from edgechat.core.errors import FilesFull, HistoryUnavailable, TooManyFiles, TooManyShareImages
 from edgechat.core.ports import BlobError, Blobs, Database
 from edgechat.media.images import check_image_bytes
@@ -62,9 +62,8 @@ class Quota:
     bytes: int
 
 
-def user_prefix(user: str) -> str:
-    """The user's R2 prefix: their id in base64url, which holds no ``/``."""
-    return "u/" + base64.urlsafe_b64encode(user.encode()).decode().rstrip("=") + "/"
+# The user's R2 prefix (their knowledge bases' documents are under it too).
+user_prefix = ids.user_prefix
 
 
 def own_key(user: str, fid: str) -> str:

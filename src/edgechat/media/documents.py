@@ -50,6 +50,7 @@ __all__ = [
     "describe",
     "document_url_size",
     "estimate_tokens",
+    "text_of",
 ]
 
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
@@ -103,7 +104,9 @@ def estimate_tokens(text: str) -> int:
     return cjk + (len(text) - cjk + 3) // 4
 
 
-def check_file_part(part: Any, where: str, max_document_bytes: int) -> DocumentFile:
+def check_file_part(
+    part: Any, where: str, max_document_bytes: int, var: str = "MAX_DOCUMENT_BYTES"
+) -> DocumentFile:
     """A ``file`` part as the converter reads it, or ``BadRequest``."""
     file = part.get("file") if type(part) is dict else None
     if type(file) is not dict or not part.keys() <= {"type", "file"}:
@@ -126,8 +129,7 @@ def check_file_part(part: Any, where: str, max_document_bytes: int) -> DocumentF
     name = _checked_name(name, kind, where)
     if len(text) * 3 // 4 - text.count("=") > max_document_bytes:
         raise BadRequest(
-            public=f"{where} is a document larger than {max_document_bytes} bytes "
-            "(MAX_DOCUMENT_BYTES)."
+            public=f"{where} is a document larger than {max_document_bytes} bytes ({var})."
         )
     try:
         data = binascii.a2b_base64(text, strict_mode=True)
@@ -242,6 +244,13 @@ async def describe(ai: Ai, file: DocumentFile, limits: Limits) -> dict[str, Any]
     texts = await _texts(ai, [file])
     tokens = _counted(texts[file.where][1], limits)
     return {"name": file.name, "type": file.kind, "bytes": len(file.data), "tokens": tokens}
+
+
+async def text_of(ai: Ai, file: DocumentFile) -> tuple[str, int]:
+    """One document's text and tokens (a knowledge base's, ``knowledge.ingest``);
+    ``BadRequest`` when it has none or the converter fails on it, a failed
+    call its ``UpstreamError``."""
+    return (await _texts(ai, [file]))[file.where]
 
 
 def _counted(tokens: int, limits: Limits) -> int:

@@ -107,10 +107,13 @@ class WallClock:
 class WorkerSchedule:
     """``ports.Schedule`` for a scheduled run on the Workers runtime."""
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: Any, ctx: Any = None) -> None:
         self._env = env
         usage_db = getattr(env, "USAGE_DB", None)
         self.db = BindingD1(usage_db) if usage_db is not None else None
+        self.ai = BindingAi(getattr(env, "AI", None), None, ctx)
+        cache = getattr(env, "CACHE", None)
+        self.kv = BindingKv(cache) if cache is not None else None
         self.outbound = OutboundFetch()
         history_db = getattr(env, "DB", None)
         self.history = BindingD1(history_db) if history_db is not None else None

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from edgechat.answer import embedding, pipeline
 from edgechat.answer.context import Context
@@ -23,7 +24,7 @@ from edgechat.core.http import Reply, json_reply
 from edgechat.core.models import Model
 from edgechat.core.requests import Limits, OpenAIRequest
 from edgechat.media import documents
-from edgechat.web import compare
+from edgechat.web import compare, knowledge
 from edgechat.web.steps import allow_cors, query_params, question_body, route, who
 
 __all__ = ["chat", "completions", "v1_embeddings", "v1_models", "v1_responses"]
@@ -42,20 +43,24 @@ async def chat(ctx: Context) -> Reply:
     if request.slot is not None:
         return await compare.answer_slot(ctx, request, cors)
     request = await documents.attach(ctx.platform.ai, request, settings.limits, settings.models)
+    request, sources = await knowledge.with_passages(ctx, request)
     request = await route(ctx, request)
-    return await pipeline.answer(ctx, request, ChatFraming(ctx.request_id, request.route), cors)
+    framing = ChatFraming(ctx.request_id, request.route, sources=sources)
+    return await pipeline.answer(ctx, request, framing, cors)
 
 
 # What both of the OpenAI API's answer routes hand their framings: the
 # request id, the model asked for, the output token cap.
 Facts = tuple[str, Model, int]
+Sources = list[dict[str, Any]] | None
 
 
 async def _openai_question(
     ctx: Context, parse: Callable[[bytes, Limits, Sequence[str], str], OpenAIRequest]
-) -> tuple[OpenAIRequest, Facts, int, dict[str, str]]:
+) -> tuple[OpenAIRequest, Facts, Sources, int, dict[str, str]]:
     """A ``/v1`` question through the checks and ``parse``: the request,
-    its facts, the time it was asked and the CORS headers."""
+    its facts, its knowledge base's sources (None: it named none), the time
+    it was asked and the CORS headers."""
     settings = ctx.settings
     cors = allow_cors(ctx)
     user = await who(ctx, api=True)
@@ -65,32 +70,35 @@ async def _openai_question(
         # A token for each other answer, and the checks, before any model is asked.
         await compare.admit(ctx, user, 1 + len(parsed.compare_with), taken=1)
     chat = await documents.attach(ctx.platform.ai, parsed.chat, settings.limits, settings.models)
+    chat, sources = await knowledge.with_passages(ctx, chat)
     chat = await route(ctx, chat)
-    if chat is not parsed.chat:  # documents were attached, or auto routed
+    if chat is not parsed.chat:  # documents or passages were attached, or auto routed
         parsed = dataclasses.replace(parsed, chat=chat)
     facts = (ctx.request_id, chat.model, chat.max_tokens)
-    return parsed, facts, int(time.time()), cors
+    return parsed, facts, sources, int(time.time()), cors
 
 
 async def completions(ctx: Context) -> Reply:
     """``POST /v1/chat/completions``: the OpenAI API over the same pipeline."""
-    parsed, facts, created, cors = await _openai_question(ctx, parse_openai_request)
+    parsed, facts, sources, created, cors = await _openai_question(ctx, parse_openai_request)
     if parsed.compare_with:
         return await compare.v1_compare(ctx, parsed, created, cors)
     if not parsed.stream:
-        whole = openai_api.CompletionFraming(*facts, created=created)
+        whole = openai_api.CompletionFraming(*facts, created=created, sources=sources)
         return await pipeline.document(ctx, parsed.chat, whole, cors)
-    chunks = openai_api.ChunkFraming(*facts, include_usage=parsed.include_usage, created=created)
+    chunks = openai_api.ChunkFraming(
+        *facts, include_usage=parsed.include_usage, created=created, sources=sources
+    )
     return await pipeline.answer(ctx, parsed.chat, chunks, cors)
 
 
 async def v1_responses(ctx: Context) -> Reply:
     """``POST /v1/responses``: the Responses API over the same pipeline."""
-    parsed, facts, created, cors = await _openai_question(ctx, parse_responses_request)
+    parsed, facts, sources, created, cors = await _openai_question(ctx, parse_responses_request)
     if not parsed.stream:
-        whole = responses.ResponseDocument(*facts, created=created)
+        whole = responses.ResponseDocument(*facts, created=created, sources=sources)
         return await pipeline.document(ctx, parsed.chat, whole, cors)
-    events = responses.ResponseEvents(*facts, created=created)
+    events = responses.ResponseEvents(*facts, created=created, sources=sources)
     return await pipeline.answer(ctx, parsed.chat, events, cors)
 
 

@@ -54,6 +54,18 @@ from edgechat.web.history import (
     shared_image,
     shared_page,
 )
+from edgechat.web.knowledge import (
+    base_delete,
+    base_get,
+    base_patch,
+    document_delete,
+    document_get,
+    documents_get,
+    documents_post,
+    knowledge_get,
+    knowledge_post,
+    resume_stalled,
+)
 from edgechat.web.media import (
     api_documents,
     api_speech,
@@ -91,6 +103,7 @@ ROUTES: Mapping[str, Mapping[str, Handler]] = {
         "OPTIONS": preflight_for("GET, HEAD, POST, OPTIONS"),
     },
     "/api/leaderboard": {"GET": api_leaderboard},
+    "/api/knowledge": {"GET": knowledge_get, "POST": knowledge_post},
     "/v1/chat/completions": {"POST": completions, "OPTIONS": preflight},
     "/v1/responses": {"POST": v1_responses, "OPTIONS": preflight},
     "/v1/embeddings": {"POST": v1_embeddings, "OPTIONS": preflight},
@@ -112,6 +125,7 @@ PREFIXED: Mapping[str, Mapping[str, Handler]] = {
     "/api/shares/": {"DELETE": share_revoke},
     "/api/comparisons/": {"GET": comparison_get},
     "/api/files/": {"GET": file_get, "PUT": file_put},
+    "/api/knowledge/": {"GET": base_get, "PATCH": base_patch, "DELETE": base_delete},
     "/s/": {"GET": shared_page},
 }
 
@@ -120,6 +134,14 @@ PREFIXED: Mapping[str, Mapping[str, Handler]] = {
 # segment each; ``ctx.param`` is ``<a><middle><b>``.
 NESTED: Mapping[tuple[str, str], Mapping[str, Handler]] = {
     ("/s/", "/images/"): {"GET": shared_image},
+    ("/api/knowledge/", "/documents/"): {"GET": document_get, "DELETE": document_delete},
+}
+
+
+# (prefix, suffix → method → handler): ``<prefix><a><suffix>``, one segment;
+# ``ctx.param`` is ``<a>``.
+SUFFIXED: Mapping[tuple[str, str], Mapping[str, Handler]] = {
+    ("/api/knowledge/", "/documents"): {"GET": documents_get, "POST": documents_post},
 }
 
 
@@ -147,6 +169,13 @@ def _prefixed(ctx: Context) -> Mapping[str, Handler] | None:
         if rest != ctx.request.path and found and first and last and "/" not in first + last:
             ctx.param = rest
             ctx.log["route"] = f"{prefix}*{middle}*"
+            return methods
+    for (prefix, suffix), methods in SUFFIXED.items():
+        rest = ctx.request.path.removeprefix(prefix)
+        first = rest.removesuffix(suffix)
+        if rest != ctx.request.path and first != rest and first and "/" not in first:
+            ctx.param = first
+            ctx.log["route"] = f"{prefix}*{suffix}"
             return methods
     return None
 
@@ -232,7 +261,8 @@ async def scheduled(
     """A Cron Trigger's run (``[triggers] crons``): every user's history held
     to ``HISTORY_RETENTION_DAYS`` and every expired link's copy deleted
     (``history.purge``), their images too (``files.purge``); then the spend
-    alerts reached without one yet, and those due again (``alerts.send.sweep``).
+    alerts reached without one yet, and those due again (``alerts.send.sweep``);
+    then a knowledge base's ingestion that stopped (``web.knowledge.resume_stalled``).
     Writes one log line; raises when the settings, a database or the
     bucket fail (after trying the rest), so the platform records the run as
     failed."""
@@ -245,7 +275,7 @@ async def scheduled(
     failure: Exception | None = None
     try:
         current = (settings or SettingsOnce()).get(schedule)
-        for step in (_purge, _alert):
+        for step in (_purge, _alert, _ingest):
             try:
                 await step(schedule, current, now_ms, started, record)
             except (EdgechatError, DatabaseError) as exc:
@@ -291,3 +321,17 @@ async def _alert(
         return now_ms / 1000 + (time.monotonic() - started)
 
     record["alerts"] = await send.sweep(schedule.db, schedule.outbound, policy, clock)
+
+
+async def _ingest(
+    schedule: Schedule, current: Settings, now_ms: int, started: float, record: dict[str, object]
+) -> None:
+    """Knowledge bases' ingestions that stopped while nobody looked (a
+    look at the documents takes them up too: ``web.knowledge``)."""
+
+    def clock() -> float:
+        return now_ms / 1000 + (time.monotonic() - started)
+
+    done = await resume_stalled(schedule, current, now_ms, clock, str(record["request_id"]))
+    if done:
+        record["knowledge"] = done

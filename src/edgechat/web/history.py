@@ -1,7 +1,7 @@
 """Conversations on the server (``/api/conversations``, ``store``), share links
 (``/api/shares``, ``/s/<id>``, ``shares``), a user's images on the server
 (``/api/files``, ``files``) and everything a user keeps (``/api/my-data``,
-their feedback and comparisons included).
+their feedback, comparisons and knowledge bases included).
 """
 
 from __future__ import annotations
@@ -31,14 +31,15 @@ from edgechat.core.errors import (
 )
 from edgechat.core.http import API_HEADERS, Reply, json_reply
 from edgechat.core.ids import is_client_id
-from edgechat.core.ports import Blobs, Database, DatabaseError
+from edgechat.core.ports import Blobs, Database, DatabaseError, VectorsError
 from edgechat.core.requests import Limits
 from edgechat.feedback import store as feedback
 from edgechat.history import files, shares
 from edgechat.history import store as history
 from edgechat.history.conversations import check_conversation, is_image_id
+from edgechat.knowledge import store as knowledge_store
 from edgechat.media.images import IMAGE_TYPES
-from edgechat.web import guards
+from edgechat.web import guards, knowledge
 from edgechat.web.steps import allow_cors, query_params, who
 
 __all__ = [
@@ -89,7 +90,7 @@ def _now_ms(ctx: Context) -> int:
     return int(ctx.cooling.wall() * 1000)
 
 
-def _stored(exc: DatabaseError) -> HistoryUnavailable:
+def _stored(exc: DatabaseError | VectorsError) -> HistoryUnavailable:
     return HistoryUnavailable(detail=f"history: {exc}")
 
 
@@ -267,10 +268,12 @@ async def my_data(ctx: Context) -> Reply:
         body = await history.export(db, user)
         kept = await files.mine(db, user)
         judged = await feedback.export(db, user)
+        bases = await knowledge_store.export(db, user)
     except DatabaseError as exc:
         raise _stored(exc) from exc
-    # Each image's description; its bytes are at /api/files/<id>.
-    more = {"files": kept, **judged}
+    # Each image's description; its bytes are at /api/files/<id>. Each
+    # knowledge base's documents likewise, at /api/knowledge/<base>/documents/<id>.
+    more = {"files": kept, **judged, "knowledge": bases}
     body = (
         body[:-1] + b"," + json.dumps(more, ensure_ascii=False, separators=(",", ":"))[1:].encode()
     )
@@ -291,12 +294,18 @@ async def my_data_delete(ctx: Context) -> Reply:
             public="Deleting everything needs If-Match: * (it cannot be undone)."
         )
     try:
+        # The knowledge bases' vectors first: their ids are found from the rows.
+        bases = await knowledge.erase(ctx, db, user)
         if ctx.platform.files is not None:
             await files.erase(db, ctx.platform.files, user)
-        # Conversations, links, feedback and comparisons: one transaction.
-        erased = [*history.erase_statements(user, _now_ms(ctx)), *feedback.erase_statements(user)]
+        # Conversations, links, feedback, comparisons and knowledge bases: one transaction.
+        erased = [
+            *history.erase_statements(user, _now_ms(ctx)),
+            *feedback.erase_statements(user),
+            *bases,
+        ]
         await db.batch(erased)
-    except DatabaseError as exc:
+    except (DatabaseError, VectorsError) as exc:
         raise _stored(exc) from exc
     return Reply(204, {**API_HEADERS, "Cache-Control": "no-store", **ctx.reply_headers})
 

@@ -25,6 +25,7 @@ from edgechat.answer.framing import Outcome, Similar
 from edgechat.config.settings import Settings
 from edgechat.core.faults import UpstreamBusy
 from edgechat.core.http import Incoming, Reply
+from edgechat.core.ids import owner_tag
 from edgechat.core.models import Model
 from edgechat.core.ports import TIMED_OUT
 from edgechat.core.requests import ChatRequest, Message, Slot
@@ -79,7 +80,7 @@ def test_the_scope_filters_on_the_indexed_properties_only() -> None:
     assert found.question == "What is a cache?"
     assert found.filter() == {"kind": "answer", "owner": found.owner, "scope": found.context}
     assert len(found.context) == 64  # Vectorize indexes a string's first 64 bytes
-    assert found.owner.startswith("u")
+    assert found.owner == owner_tag(USER)
     assert USER not in found.owner
     assert len(found.vector_id) <= 64
 

@@ -964,7 +964,13 @@ def test_compare_with_names_the_other_models_in_order() -> None:
         ),
         (
             {"edgechat": {"MARKER": 1}},
-            'edgechat must be {"compare_with": [model, ...]} or {"semantic_cache": true}.',
+            'edgechat must be an object of {"compare_with": [model, ...]}, '
+            '{"knowledge": "<base id>"} and {"semantic_cache": true}.',
+        ),
+        (
+            {"edgechat": {}},
+            'edgechat must be an object of {"compare_with": [model, ...]}, '
+            '{"knowledge": "<base id>"} and {"semantic_cache": true}.',
         ),
         (
             {"edgechat": {"semantic_cache": "yes"}},
@@ -973,6 +979,14 @@ def test_compare_with_names_the_other_models_in_order() -> None:
         (
             {"edgechat": {"semantic_cache": True, "compare_with": ["kimi"]}},
             "edgechat.semantic_cache does not go with compare_with.",
+        ),
+        (
+            {"edgechat": {"knowledge": "MARKER"}},
+            "edgechat.knowledge must be the id of a knowledge base (GET /api/knowledge).",
+        ),
+        (
+            {"edgechat": {"compare_with": ["kimi"], "knowledge": "k" * 24}},
+            "edgechat.compare_with and edgechat.knowledge do not go together.",
         ),
         (
             {"edgechat": {"compare_with": ["MARKER"]}},

@@ -118,6 +118,15 @@ def test_no_tools_is_no_tools() -> None:
             {"input": "Hi", "tools": [{"type": "web_search"}]},
             "tools[0] must be a function tool; built-in tools are not supported.",
         ),
+        (
+            {"input": "Hi", "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},
+            "tools[0]: file_search is not supported; ask a knowledge base with "
+            '"edgechat": {"knowledge": "<base id>"} (GET /api/knowledge lists them).',
+        ),
+        (
+            {"input": "Hi", "edgechat": {"compare_with": ["kimi"]}},
+            'edgechat must be {"knowledge": "<base id>"}.',
+        ),
         ({"input": "Hi", "text": {"format": "json"}}, 'text must be {"format": {"type": ...}}.'),
         (
             {"input": "Hi", "reasoning": {"effort": "max"}},
@@ -127,8 +136,8 @@ def test_no_tools_is_no_tools() -> None:
             {"input": "Hi", "background": True},
             "The request has a field edgechat does not support; supported: model, input, "
             "instructions, stream, max_output_tokens, temperature, top_p, tools, tool_choice, "
-            "text, reasoning, user, store, metadata, parallel_tool_calls, include, truncation, "
-            "previous_response_id.",
+            "text, reasoning, user, store, metadata, parallel_tool_calls, edgechat, include, "
+            "truncation, previous_response_id.",
         ),
     ],
 )

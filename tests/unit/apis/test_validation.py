@@ -124,7 +124,7 @@ def test_unknown_fields_are_refused_without_naming_them() -> None:
     message = refused({"messages": [user()], "max_token": 5})
     assert message == (
         "The request has an unknown field; known fields: "
-        "messages, model, temperature, max_tokens, reasoning, preset, conversation."
+        "messages, model, temperature, max_tokens, reasoning, preset, conversation, knowledge."
     )
     message = refused({"messages": [{"role": "user", "content": "x", "name": "bob"}]})
     assert message == "messages[0] has an unknown field; known fields: role, content."

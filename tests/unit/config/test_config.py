@@ -150,6 +150,14 @@ def test_log_prompts_false(text: str) -> None:
         ({"CACHE_MODE": "sometimes"}, "CACHE_MODE"),
         ({"CACHE_TTL_S": "59"}, "CACHE_TTL_S"),
         ({"CACHE_TTL_S": "1h"}, "CACHE_TTL_S"),
+        ({"MAX_KNOWLEDGE_BASES": "0"}, "MAX_KNOWLEDGE_BASES"),
+        ({"MAX_KNOWLEDGE_CHUNKS": "many"}, "MAX_KNOWLEDGE_CHUNKS"),
+        ({"KNOWLEDGE_CHUNK_TOKENS": "20"}, "KNOWLEDGE_CHUNK_TOKENS"),
+        ({"KNOWLEDGE_CHUNK_TOKENS": "5000"}, "KNOWLEDGE_CHUNK_TOKENS"),
+        ({"KNOWLEDGE_CHUNK_OVERLAP": "200"}, "KNOWLEDGE_CHUNK_OVERLAP"),  # half of 400
+        ({"KNOWLEDGE_CHUNK_OVERLAP": "-1"}, "KNOWLEDGE_CHUNK_OVERLAP"),
+        ({"KNOWLEDGE_TOP_K": "51"}, "KNOWLEDGE_TOP_K"),
+        ({"KNOWLEDGE_CONTEXT_TOKENS": "100"}, "KNOWLEDGE_CONTEXT_TOKENS"),  # under a chunk
     ],
 )
 def test_bad_values_name_the_variable(values: dict[str, object], variable: str) -> None:

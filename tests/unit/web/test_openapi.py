@@ -14,7 +14,7 @@ from openapi_spec_validator.versions.shortcuts import get_spec_version
 from edgechat.core import errors
 from edgechat.core.models import CATALOG
 from edgechat.core.requests import Limits
-from edgechat.web.app import NESTED, PREFIXED, ROUTES
+from edgechat.web.app import NESTED, PREFIXED, ROUTES, SUFFIXED
 from tests.kit.conformance import DOCUMENT, Conformance
 
 SPEC: dict[str, Any] = json.loads(DOCUMENT.read_text())
@@ -50,6 +50,7 @@ def _routed() -> dict[str, set[str]]:
     routes = {path: set(methods) for path, methods in ROUTES.items()}
     routes |= {prefix + "*": set(methods) for prefix, methods in PREFIXED.items()}
     routes |= {f"{prefix}*{middle}*": set(methods) for (prefix, middle), methods in NESTED.items()}
+    routes |= {f"{prefix}*{suffix}": set(methods) for (prefix, suffix), methods in SUFFIXED.items()}
     return routes
 
 

@@ -1,0 +1,102 @@
+"""Knowledge bases in the page: a signed-in user opens "Knowledge", makes a
+base, adds a document and watches it become ready, chooses the base for the
+conversation, and asks a question whose answer cites a passage: ``[1]`` is a
+link that opens the passage under the answer. axe finds no violation with
+the dialog open, nor with the sources on screen."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import ARTIFACTS, WATCH_CSP, Chat, Relay, next_client_address
+from tests.browser.test_accessibility import AXE, axe_violations
+from tests.harness import ROOT, EmulatorControl, Runner, VectorsLog, start_runner
+
+TOKEN = "ann-browser-token-5e1c9a7b3d"
+MANUAL = (
+    "\n\n".join(
+        f"Section {k}. The boiler of model {k} holds between 1.{k % 9} and 2 bar when cold."
+        for k in range(12)
+    )
+    + "\n\nThe secret ingredient of grandmother's soup is smoked cardamom."
+)
+
+
+@pytest.fixture(scope="module")
+def served(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Runner, EmulatorControl, VectorsLog]]:
+    folder: Path = tmp_path_factory.mktemp("knowledge-site")
+    vars_file = folder / "knowledge.vars"
+    vars_file.write_text(f"API_KEYS=ann:{TOKEN}\n")
+    ai = EmulatorControl(folder / "script.json", folder / "calls.jsonl")
+    vectors = VectorsLog(folder / "vectors.jsonl")
+    env = {
+        "EDGECHAT_AI_DELAY_MS": "0",
+        "EDGECHAT_AI_SCRIPT": str(ai.script_path),
+        "EDGECHAT_AI_LOG": str(ai.log_path),
+        "EDGECHAT_VECTORS_LOG": str(vectors.log_path),
+    }
+    with start_runner(ROOT / "wrangler.toml", vars_file=vars_file, env=env) as runner:
+        yield runner, ai, vectors
+
+
+@pytest.fixture
+def signed_in(browser: Any, new_chat: Any, served: tuple[Runner, Any, Any]) -> Iterator[Chat]:
+    relay = Relay(served[0].base_url, next_client_address())
+    context = browser.new_context()
+    context.add_init_script(WATCH_CSP)
+    context.add_init_script(f"localStorage.setItem('edgechat.token', {TOKEN!r})")
+    chat: Chat = new_chat(url=relay.url, context=context)
+    yield chat.open()
+    relay.close()
+
+
+def test_a_document_added_to_a_base_gets_a_question_a_cited_answer(
+    signed_in: Chat, served: tuple[Runner, EmulatorControl, VectorsLog]
+) -> None:
+    _, ai, vectors = served
+    page = signed_in.page
+    page.get_by_role("button", name="Knowledge", exact=True).click()
+    dialog = page.get_by_role("dialog", name="Knowledge")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_text("No knowledge base yet.")).to_be_visible()
+    dialog.get_by_label("New base's name").fill("Manuals")
+    dialog.get_by_role("button", name="Make a base").click()
+    expect(dialog.get_by_text("Manuals", exact=True)).to_be_visible()
+    dialog.locator("input[type=file]").set_input_files(
+        files=[{"name": "manual.md", "mimeType": "text/markdown", "buffer": MANUAL.encode()}]
+    )
+    expect(dialog.get_by_text("manual.md: ready", exact=False)).to_be_visible(timeout=20_000)
+    vectors.wait_until_applied()
+    assert AXE.is_file(), "axe-core is a devDependency: run scripts/setup.sh"
+    assert axe_violations(signed_in) == []
+    dialog.get_by_role("button", name="Use in this conversation").click()
+    expect(dialog.get_by_role("button", name="In use")).to_have_attribute("aria-pressed", "true")
+    dialog.get_by_role("button", name="Close").click()
+    expect(page.locator("#knowledge-note")).to_contain_text("Manuals")
+
+    ai.script(
+        {"match": {"contains": "secret ingredient"}, "reply": {"content": "Smoked cardamom [1]."}}
+    )
+    answer = signed_in.ask("What is the secret ingredient of grandmother's soup?")
+    expect(answer).to_contain_text("Smoked cardamom")
+    cite = answer.get_by_role("link", name="[1]")
+    expect(cite).to_be_visible()
+    cite.click()
+    passage = answer.locator("details.source").first
+    expect(passage).to_have_attribute("open", "")
+    expect(passage).to_contain_text("manual.md")
+    expect(passage).to_contain_text("cardamom")
+    assert axe_violations(signed_in) == []
+    assert signed_in.csp_violations() == []
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "knowledge.png"))
+    # A new conversation asks no base until one is chosen for it.
+    page.get_by_role("button", name="New chat").click()
+    expect(page.locator("#knowledge-note")).to_be_hidden()
