@@ -144,6 +144,7 @@ def image_turn() -> Message:
             USER,
             "documents",
         ),
+        (replace(request_of(("user", "Hi")), knowledge="k" * 24), ON, USER, "documents"),
         (request_of(("user", "Hi"), ("assistant", "Hey")), ON, USER, "no question"),
     ],
 )
