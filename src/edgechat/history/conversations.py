@@ -25,7 +25,10 @@ every type, roles in turn, ``pick`` within its versions, at most
 ``MAX_NODES`` messages and ``MAX_DEPTH`` deep, the same string lengths.
 A refusal names the field (``nodes[3].role``), never echoes a value.
 A user node's ``images`` name the images kept beside it (``files``,
-``PUT /api/files/<id>``), at most ``MAX_NODE_IMAGES``.
+``PUT /api/files/<id>``), at most ``MAX_NODE_IMAGES``. An answer from a
+knowledge base keeps the passages it cites in ``stats.sources`` (``done``'s
+``sources``, numbered from 1 in order): at most ``MAX_SOURCES``, each text
+at most ``MAX_SOURCE_TEXT`` characters.
 """
 
 from __future__ import annotations
@@ -37,7 +40,15 @@ from edgechat.core.errors import BadRequest
 from edgechat.core.ids import is_client_id
 from edgechat.media.images import IMAGE_TYPES, MAX_IMAGE_SIDE
 
-__all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_NODE_IMAGES", "check_conversation", "is_image_id"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_NODES",
+    "MAX_NODE_IMAGES",
+    "MAX_SOURCES",
+    "MAX_SOURCE_TEXT",
+    "check_conversation",
+    "is_image_id",
+]
 
 # transfer.js's limits.
 MAX_NODES = 20_000
@@ -48,6 +59,11 @@ MAX_PRESET = 32
 MAX_TEXT = 1_000_000
 STATUSES = frozenset(("done", "stopped", "interrupted", "error"))
 MAX_NODE_IMAGES = 16
+# An answer's knowledge sources: as many as KNOWLEDGE_TOP_K may take (50 at
+# most), each passage whole (a chunk of the largest KNOWLEDGE_CHUNK_TOKENS,
+# 2,000 tokens of at most four characters; tests hold these together).
+MAX_SOURCES = 50
+MAX_SOURCE_TEXT = 8_000
 
 _TOP = (("id", "title", "updated", "nodes"), ("pick", "preset"))
 _NODE = (
@@ -55,10 +71,22 @@ _NODE = (
     ("reasoning", "status", "stats", "error", "moderation", "pick", "images"),
 )
 _IMAGE = ("id", "type", "width", "height")
-_STATS = ("model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar")
+_STATS = (
+    "model",
+    "ttft_ms",
+    "usage",
+    "cost_usd",
+    "fallback_from",
+    "tps",
+    "route",
+    "similar",
+    "sources",
+)
 _ROUTE = ("model", "reason")
 # An answer from the semantic cache: the similar question's score and text.
 _SIMILAR = ("score", "question")
+# A passage an answer from a knowledge base cites: done.sources' items.
+_SOURCE = ("n", "base", "document", "name", "chunk", "id", "score", "text")
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 _ERROR = ("code", "status", "message", "retryAfter", "retryable", "offline", "categories")
 
@@ -135,6 +163,30 @@ def _stats(value: Any, path: str) -> dict[str, Any]:
             "score": score,
             "question": _string(found["question"], f"{path}.similar.question", 1000),
         }
+    if value.get("sources") is not None:
+        out["sources"] = _sources(value["sources"], f"{path}.sources")
+    return out
+
+
+def _sources(value: Any, path: str) -> list[dict[str, Any]]:
+    if not isinstance(value, list) or len(value) > MAX_SOURCES:
+        raise _bad(path, f"must be a list of at most {MAX_SOURCES} sources")
+    out = []
+    for k, source in enumerate(value):
+        where = f"{path}[{k}]"
+        _fields(source, where, _SOURCE, ())
+        # [n] in the answer is the n-th passage: the numbers are their places.
+        if source["n"] != k + 1 or not _count(source["n"]):
+            raise _bad(f"{where}.n", f"must be {k + 1}, its place from 1")
+        if not _count(source["chunk"]):
+            raise _bad(f"{where}.chunk", "must be a whole number, at least 0")
+        score = source["score"]
+        if not _number(score) or not -1 <= score <= 1:
+            raise _bad(f"{where}.score", "must be a number from -1 to 1")
+        for key in ("base", "document", "name", "id"):
+            _string(source[key], f"{where}.{key}", 200)
+        _string(source["text"], f"{where}.text", MAX_SOURCE_TEXT)
+        out.append({key: source[key] for key in _SOURCE})
     return out
 
 

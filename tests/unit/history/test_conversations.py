@@ -8,8 +8,17 @@ from typing import Any
 
 import pytest
 
+from edgechat.config.settings import MAX_CHUNK_TOKENS, MAX_TOP_K
 from edgechat.core.errors import BadRequest
-from edgechat.history.conversations import MAX_DEPTH, MAX_NODES, check_conversation
+from edgechat.history.conversations import (
+    MAX_DEPTH,
+    MAX_NODES,
+    MAX_SOURCE_TEXT,
+    MAX_SOURCES,
+    check_conversation,
+)
+from edgechat.knowledge.chunks import split
+from edgechat.knowledge.retrieve import Retrieved
 
 GOOD: dict[str, Any] = {
     "id": "c1",
@@ -31,6 +40,18 @@ GOOD: dict[str, Any] = {
                 "ttft_ms": 120,
                 "usage": {"total_tokens": 9},
                 "similar": {"score": 0.96, "question": "the first?"},
+                "sources": [
+                    {
+                        "n": 1,
+                        "base": "b1",
+                        "document": "d1",
+                        "name": "manual.md",
+                        "chunk": 4,
+                        "id": "d1:4",
+                        "score": 0.83,
+                        "text": "Section 4. The boiler holds 2 bar.",
+                    }
+                ],
             },
             "moderation": {"safe": True, "categories": []},
         },
@@ -52,6 +73,24 @@ def test_a_good_conversation_is_copied_field_by_field() -> None:
         **GOOD,
         "nodes": [{k: v for k, v in n.items() if k != "pick" or v} for n in GOOD["nodes"]],
     }
+
+
+def _source(k: int) -> dict[str, Any]:
+    return {
+        "n": k + 1,
+        "base": "b1",
+        "document": "d1",
+        "name": "a.md",
+        "chunk": k,
+        "id": f"d1:{k}",
+        "score": 0.5,
+        "text": "x",
+    }
+
+
+def _first_source(data: dict[str, Any]) -> dict[str, Any]:
+    source: dict[str, Any] = data["nodes"][2]["stats"]["sources"][0]
+    return source
 
 
 def bad(change: Any) -> dict[str, Any]:
@@ -79,6 +118,24 @@ CASES = [
     (lambda d: d["nodes"][2]["stats"]["usage"].update(total_tokens=1.5), "usage.total_tokens"),
     (lambda d: d["nodes"][2]["stats"]["similar"].update(score=2), "stats.similar.score"),
     (lambda d: d["nodes"][2]["stats"]["similar"].pop("question"), "similar.question is missing"),
+    (lambda d: d["nodes"][2]["stats"].update(sources={}), "stats.sources must be a list"),
+    (
+        lambda d: d["nodes"][2]["stats"].update(
+            sources=[_source(k) for k in range(MAX_SOURCES + 1)]
+        ),
+        f"stats.sources must be a list of at most {MAX_SOURCES} sources",
+    ),
+    (lambda d: _first_source(d).update(n=2), "stats.sources[0].n must be 1, its place from 1"),
+    (lambda d: _first_source(d).update(n=True), "stats.sources[0].n must be 1"),
+    (lambda d: _first_source(d).pop("name"), "stats.sources[0].name is missing"),
+    (lambda d: _first_source(d).update(url="x"), "stats.sources[0].url is not a known field"),
+    (lambda d: _first_source(d).update(chunk=-1), "stats.sources[0].chunk must be a whole"),
+    (lambda d: _first_source(d).update(score=1.5), "stats.sources[0].score must be a number"),
+    (lambda d: _first_source(d).update(name="x" * 201), "sources[0].name is longer than 200"),
+    (
+        lambda d: _first_source(d).update(text="x" * (MAX_SOURCE_TEXT + 1)),
+        f"stats.sources[0].text is longer than {MAX_SOURCE_TEXT} characters",
+    ),
     (lambda d: d["nodes"][2]["moderation"].update(safe="no"), "moderation.safe"),
     (lambda d: d["nodes"][4]["error"].update(retryable="yes"), "nodes[4].error.retryable"),
     (lambda d: d["nodes"][3].update(content=7), "nodes[3].content must be a string"),
@@ -123,3 +180,22 @@ def test_size_and_depth_are_bounded_without_recursion() -> None:
     }
     with pytest.raises(BadRequest, match=f"more than {MAX_NODES}"):
         check_conversation(wide)
+
+
+def test_the_most_sources_a_question_can_get_are_kept_whole() -> None:
+    """What ``done.sources`` can hold fits ``stats.sources``: as many passages
+    as KNOWLEDGE_TOP_K may take, each a chunk of the largest size."""
+    text = " ".join(f"word{k}" for k in range(20_000)) + "\n\n" + "长" * 9_000
+    chunks = split(text, MAX_CHUNK_TOKENS, 0)
+    assert max(len(chunk.text) for chunk in chunks) <= MAX_SOURCE_TEXT
+    longest = max(chunks, key=lambda chunk: len(chunk.text))
+    assert len(longest.text) > MAX_SOURCE_TEXT * 0.9
+    assert MAX_TOP_K <= MAX_SOURCES
+    passages = [
+        {"document": "d1", "n": k, "name": "a.md", "score": 0.5, "text": longest.text}
+        for k in range(MAX_TOP_K)
+    ]
+    sources = Retrieved({"id": "b1"}, passages).sources()
+    data = copy.deepcopy(GOOD)
+    data["nodes"][2]["stats"]["sources"] = sources
+    assert check_conversation(data, "c1")["nodes"][2]["stats"]["sources"] == sources
