@@ -161,9 +161,10 @@ function finish(message, data, seconds) {
       ? { similar: { score: data.cached.score, question: data.cached.question } }
       : {}),
     tps: completion && seconds > 0.05 ? completion / seconds : undefined,
+    // A knowledge base's passages, kept with the answer (sources.js).
+    sources: data.sources?.length ? data.sources : undefined,
   };
   if (data.moderation) message.moderation = data.moderation;
-  if (data.sources) state.cited.set(message, data.sources);
 }
 
 function askToken(rejected) {

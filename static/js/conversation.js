@@ -16,6 +16,8 @@ const speech = onDemand("./speech.js");
 const isReading = (m) => Boolean(speech.loaded?.isReading(m));
 // 👍/👎 with a reason (feedback.js) comes with the first click on one.
 const feedback = onDemand("./feedback.js");
+// A knowledge base's passages (sources.js) come with the first answer that cites them.
+const sources = onDemand("./sources.js");
 
 const views = new Map();
 
@@ -224,7 +226,6 @@ function updateView(view, full) {
   if (full || !streaming) {
     renderFooter(view);
     renderActions(view);
-    if (!streaming) state.cite?.(view); // its knowledge sources (knowledge.js)
   }
 }
 
@@ -374,6 +375,7 @@ function renderFooter(view) {
   if (m.stats) parts.push(statsLine(m.stats));
   if (m.stats?.similar) parts.push(similarNote(m.stats.similar, view.isLast && !state.active));
   view.footer.replaceChildren(...parts);
+  if (m.stats?.sources) sources.call("cite")(view);
 }
 
 export function errorText(error = {}) {

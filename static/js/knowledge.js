@@ -1,9 +1,8 @@
 // "Knowledge": a signed-in user's knowledge bases (/api/knowledge). Make a
 // base, add documents to it and watch each one's ingestion, and choose the
-// base a conversation asks: its answers then cite passages ([1]), shown as
-// links to the passages listed under the answer. Loaded on the first click of
-// the sidebar's "Knowledge" (sync.js). The sources live with the page (not in
-// the stored conversation): an answer read again later shows its [1] as text.
+// base a conversation asks: its answers then cite passages ([1]), kept in
+// the answer's stats.sources and shown by sources.js. Loaded on the first
+// click of the sidebar's "Knowledge" (sync.js).
 
 import { button, el, ui } from "./dom.js";
 import { state, store } from "./state.js";
@@ -25,8 +24,6 @@ const WORDS = {
     shared: "shared",
     asking: (name) => `Answers read the knowledge base “${name}”.`,
     stop: "Stop using it",
-    sources: "Sources",
-    passage: (n) => `passage ${n + 1}`,
     failed: "The server cannot be reached. Try again in a moment.",
     states: {
       pending: "waiting",
@@ -51,8 +48,6 @@ const WORDS = {
     shared: "共享",
     asking: (name) => `回答会参考知识库“${name}”。`,
     stop: "停止使用",
-    sources: "来源",
-    passage: (n) => `第 ${n + 1} 段`,
     failed: "无法连接服务器，请稍后再试。",
     states: {
       pending: "等待中",
@@ -107,69 +102,6 @@ function renderNote() {
     dialog?.();
   });
   note.replaceChildren(el("span", null, `${words().asking(base.name)} `), stop);
-}
-
-// --- the citations under an answer ----------------------------------------------
-
-const CITE = /\[(\d{1,2})\]/g;
-
-/** Each `[n]` of `root`'s text (not in code or a link) that names a source, as a link to its passage. */
-export function linkCitations(root, sources, prefix) {
-  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT, {
-    acceptNode: (node) =>
-      node.parentElement?.closest("pre, code, a") ? NodeFilter.FILTER_REJECT : NodeFilter.FILTER_ACCEPT,
-  });
-  const texts = [];
-  while (walker.nextNode()) if (/\[\d{1,2}\]/.test(walker.currentNode.data)) texts.push(walker.currentNode);
-  for (const node of texts) {
-    const parts = [];
-    let last = 0;
-    for (const match of node.data.matchAll(CITE)) {
-      const n = Number(match[1]);
-      if (n < 1 || n > sources.length) continue;
-      parts.push(node.data.slice(last, match.index));
-      const link = el("a", "cite", match[0]);
-      link.href = `#${prefix}${n}`;
-      parts.push(link);
-      last = match.index + match[0].length;
-    }
-    if (!parts.length) continue;
-    parts.push(node.data.slice(last));
-    node.replaceWith(...parts);
-  }
-}
-
-let cited = 0;
-
-/** Shows an answer's sources under it, and its [n] as links to them. */
-function cite(view) {
-  const sources = state.cited.get(view.message);
-  if (!sources || !view.footer) return;
-  view.citePrefix ||= `source-${++cited}-`;
-  const prefix = view.citePrefix;
-  linkCitations(view.answer, sources, prefix);
-  const list = el("div", "sources");
-  list.append(el("h3", null, words().sources));
-  for (const source of sources) {
-    const item = el("details", "source");
-    item.id = `${prefix}${source.n}`;
-    const summary = el("summary", null, `[${source.n}] ${source.name} · ${words().passage(source.chunk)}`);
-    item.append(summary, el("p", "source-text", source.text));
-    list.append(item);
-  }
-  view.footer.querySelector(".sources")?.remove();
-  view.footer.append(list);
-}
-
-function openSource(e) {
-  const link = e.target.closest?.("a.cite");
-  if (!link) return;
-  const target = document.getElementById(link.getAttribute("href").slice(1));
-  if (!target) return;
-  e.preventDefault();
-  target.open = true;
-  target.scrollIntoView({ block: "nearest" });
-  target.querySelector("summary").focus();
 }
 
 // --- the dialog -------------------------------------------------------------------
@@ -325,13 +257,11 @@ function make(sync) {
   };
 }
 
-/** Opens the dialog; from then on answers show their sources. */
+/** Opens the dialog; from then on a conversation may ask a base. */
 export function openKnowledge(sync) {
   if (!dialog) {
     dialog = make(sync);
     state.knowledgeFor = (conversation) => choiceOf(conversation)?.id;
-    state.cite = cite;
-    ui.messages.addEventListener("click", openSource);
     // Another conversation on screen: the note says which base it asks.
     new MutationObserver(renderNote).observe(ui.messages, { childList: true });
   }

@@ -32,5 +32,4 @@ export const state = {
   ratings: null, // 👍/👎 by `<conversation>/<node>`, read at the first use
   found: [],
   chosen: -1,
-  cited: new WeakMap(), // an answer's knowledge sources (knowledge.js)
 };

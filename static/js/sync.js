@@ -27,7 +27,7 @@ import { fnv, fromFlat, nodes } from "./tree.js";
 const SYNC_KEY = "edgechat.sync.v1";
 const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
 const QUIET_MS = 800; // after a change, before it is sent
-const STATS = ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route"];
+const STATS = ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar", "sources"];
 const USAGE = ["prompt_tokens", "completion_tokens", "total_tokens"];
 const ERROR = ["code", "status", "message", "retryAfter", "retryable", "offline", "categories"];
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);

@@ -16,6 +16,10 @@ const MAX_DEPTH = 2000;
 export const MAX_JSON_DEPTH = 32; // unless GET /api/limits says max_json_depth
 
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
+// An answer's knowledge sources (stats.sources): conversations.py's MAX_SOURCES and MAX_SOURCE_TEXT.
+const MAX_SOURCES = 50;
+const MAX_SOURCE_TEXT = 8000;
+const SOURCE = ["n", "base", "document", "name", "chunk", "id", "score", "text"];
 
 /** A message as exported; images are left out (megabytes each). */
 function exportNode(node) {
@@ -123,7 +127,12 @@ function checkPick(value, count, path) {
 }
 
 function checkStats(value, path) {
-  fields(value, path, [], ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar"]);
+  fields(
+    value,
+    path,
+    [],
+    ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar", "sources"],
+  );
   const out = {};
   const model = optionalString(value.model, `${path}.model`);
   if (model !== undefined) out.model = model;
@@ -148,6 +157,8 @@ function checkStats(value, path) {
       throw new ImportError("field", `${path}.similar.score`);
     out.similar = { score, question: string(question, `${path}.similar.question`, 1000) };
   }
+  if (value.sources !== undefined && value.sources !== null)
+    out.sources = checkSources(value.sources, `${path}.sources`);
   if (value.usage !== undefined && value.usage !== null) {
     const names = ["prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"];
     fields(value.usage, `${path}.usage`, [], names);
@@ -160,6 +171,22 @@ function checkStats(value, path) {
     }
   }
   return out;
+}
+
+/** A kept answer's knowledge sources: done.sources, numbered from 1 in order. */
+function checkSources(value, path) {
+  if (!Array.isArray(value) || value.length > MAX_SOURCES) throw new ImportError("field", path);
+  return value.map((source, k) => {
+    const at = `${path}[${k}]`;
+    fields(source, at, SOURCE, []);
+    if (source.n !== k + 1) throw new ImportError("field", `${at}.n`);
+    if (!Number.isInteger(source.chunk) || source.chunk < 0) throw new ImportError("field", `${at}.chunk`);
+    if (typeof source.score !== "number" || !(source.score >= -1 && source.score <= 1))
+      throw new ImportError("field", `${at}.score`);
+    for (const key of ["base", "document", "name", "id"]) string(source[key], `${at}.${key}`, 200);
+    string(source.text, `${at}.text`, MAX_SOURCE_TEXT);
+    return Object.fromEntries(SOURCE.map((key) => [key, source[key]]));
+  });
 }
 
 function checkError(value, path) {

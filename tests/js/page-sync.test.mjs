@@ -48,6 +48,13 @@ describe("the flat form", () => {
     assert.deepEqual(thread(back)[2].images, flat.nodes[3].images);
     assert.equal(back.next[0].next.length, 2);
   });
+
+  test("an answer's semantic-cache note and knowledge sources travel with it", () => {
+    const c = conversation();
+    const source = { n: 1, base: "b", document: "d", name: "tea.md", chunk: 0, id: "d:0", score: 0.9, text: "Tea." };
+    thread(c)[1].stats = { model: "glm", similar: { score: 0.97, question: "Tea?" }, sources: [source] };
+    assert.deepEqual(toFlat(c).nodes[2].stats, thread(c)[1].stats);
+  });
 });
 
 describe("merging two devices' edits", () => {

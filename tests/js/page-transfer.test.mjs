@@ -31,6 +31,19 @@ function conversation() {
       tps: 12.5,
       // From the semantic cache: the similar question's score and text (done.cached).
       similar: { score: 0.96, question: "Apples?" },
+      // A knowledge base's passages the answer cites as [1] (done.sources).
+      sources: [
+        {
+          n: 1,
+          base: "b1",
+          document: "d1",
+          name: "fruit.md",
+          chunk: 3,
+          id: "d1:3",
+          score: 0.83,
+          text: "Apples are pomes.",
+        },
+      ],
     },
   });
   addVersion(a, { role: "user", content: "And pears?" });
@@ -191,6 +204,33 @@ describe("import refuses, whole", () => {
         "$.conversations[0].next[0].next[1].stats.similar.score",
       ],
       [
+        (d) => (d.conversations[0].next[0].next[1].stats.sources[0].n = 2),
+        "$.conversations[0].next[0].next[1].stats.sources[0].n",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].stats.sources[0].text = "x".repeat(8001)),
+        "$.conversations[0].next[0].next[1].stats.sources[0].text",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].stats.sources[0].url = "https://example.com"),
+        "$.conversations[0].next[0].next[1].stats.sources[0].url",
+      ],
+      [
+        (d) => delete d.conversations[0].next[0].next[1].stats.sources[0].name,
+        "$.conversations[0].next[0].next[1].stats.sources[0].name",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].stats.sources[0].score = 2),
+        "$.conversations[0].next[0].next[1].stats.sources[0].score",
+      ],
+      [
+        (d) => {
+          const { sources } = d.conversations[0].next[0].next[1].stats;
+          for (let k = 1; k <= 50; k++) sources.push({ ...sources[0], n: k + 1 });
+        },
+        "$.conversations[0].next[0].next[1].stats.sources",
+      ],
+      [
         (d) => (d.conversations[0].next[0].next[1].stats.ttft_ms = "fast"),
         "$.conversations[0].next[0].next[1].stats.ttft_ms",
       ],
@@ -248,11 +288,11 @@ describe("import refuses, whole", () => {
   });
 
   test("the depth from the server's limits, when it names one", () => {
-    const text = toJson([conversation()]); // its deepest: a message's stats.usage, level 5
-    assert.equal(parseImport(text, MAX_IMPORT_BYTES, 5).length, 1);
+    const text = toJson([conversation()]); // its deepest: a source of a message's stats.sources, level 6
+    assert.equal(parseImport(text, MAX_IMPORT_BYTES, 6).length, 1);
     assert.throws(
-      () => parseImport(text, MAX_IMPORT_BYTES, 4),
-      (error) => error.code === "depth" && error.limit === 4 && /\.stats\.(usage|similar)$/.test(error.path),
+      () => parseImport(text, MAX_IMPORT_BYTES, 5),
+      (error) => error.code === "depth" && error.limit === 5 && /\.stats\.sources\[0\]$/.test(error.path),
     );
   });
 

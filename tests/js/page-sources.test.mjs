@@ -1,4 +1,4 @@
-// An answer's citations (static/js/knowledge.js): each [n] that names one of
+// An answer's citations (static/js/sources.js): each [n] that names one of
 // its sources becomes a link to that passage; code, links and numbers past
 // the sources stay as they are.
 import assert from "node:assert/strict";
@@ -9,7 +9,7 @@ const window = new Window();
 for (const name of ["localStorage", "document", "NodeFilter"]) {
   Object.defineProperty(globalThis, name, { value: window[name], configurable: true });
 }
-const { linkCitations } = await import("../../static/js/knowledge.js");
+const { linkCitations } = await import("../../static/js/sources.js");
 after(() => window.happyDOM.close());
 
 const SOURCES = [{ n: 1 }, { n: 2 }];
