@@ -13,12 +13,16 @@ answers is plain HTML made here, every character of the conversation
 escaped, with no script at all (``Content-Security-Policy: default-src
 'none'``), ``noindex`` (header and meta), no referrer (the link leaves no
 trace in the sites it links to) and ``no-store`` (a revoke is immediate).
+An answer from a knowledge base lists the passages it cites under it
+(``stats.sources``), and each ``[n]`` of its text links to its passage: a
+plain link to an anchor, which needs no script.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from typing import Any
 
 from edgechat.core import ids
@@ -141,6 +145,8 @@ _STYLE = (
     "color:#1b1b1f;background:#fff}h1{font-size:1.4rem}h2{font-size:.9rem;margin:1.5rem 0 .25rem;"
     "color:#555}pre{white-space:pre-wrap;word-wrap:break-word;font:inherit;margin:0}"
     "footer{margin-top:2rem;color:#666;font-size:.85rem}"
+    "h3{font-size:.85rem;margin:.75rem 0 .25rem}ol{padding-left:1.25rem;font-size:.9rem}"
+    "li:target{outline:2px solid #6b8afd;outline-offset:2px}"
     "img{display:block;max-width:100%;height:auto;margin:.25rem 0}"
     "@media (prefers-color-scheme:dark){body{background:#17171a;color:#e6e6ea}h2{color:#aaa}}"
 )
@@ -186,6 +192,30 @@ def _images(sid: str, message: dict[str, Any], shown: set[str]) -> str:
     )
 
 
+# The citations the page links (static/js/sources.js): [1] to [99].
+_CITE = re.compile(r"\[(\d{1,2})\]")
+
+
+def _answer(message: dict[str, Any], k: int) -> str:
+    """An answer's text, escaped; with knowledge sources, each ``[n]`` that
+    names one links to its passage, listed after the text."""
+    text = html.escape(message["content"])
+    sources = (message.get("stats") or {}).get("sources") or []
+    if not sources:
+        return f"<pre>{text}</pre>"
+
+    def link(match: re.Match[str]) -> str:
+        n = int(match[1])
+        return f'<a href="#m{k}-s{n}">{match[0]}</a>' if 1 <= n <= len(sources) else match[0]
+
+    items = "".join(
+        f'<li id="m{k}-s{source["n"]}"><strong>{html.escape(source["name"])}</strong>, '
+        f"passage {int(source['chunk']) + 1}<pre>{html.escape(source['text'])}</pre></li>"
+        for source in sources
+    )
+    return f"<pre>{_CITE.sub(link, text)}</pre><h3>Sources</h3><ol>{items}</ol>"
+
+
 def _document(title: str, body: str) -> bytes:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
@@ -221,10 +251,12 @@ def page(row: dict[str, Any] | None, now_ms: int) -> tuple[int, bytes]:
     title = conversation.get("title") or "A conversation"
     parts = [f"<h1>{html.escape(title)}</h1>"]
     shown = set(json.loads(row.get("shown") or "[]")) if row.get("images") else set()
-    for message in _thread(conversation):
-        who = "User" if message["role"] == "user" else "Assistant"
-        images = _images(row["id"], message, shown)
-        parts.append(f"<h2>{who}</h2>{images}<pre>{html.escape(message['content'])}</pre>")
+    for k, message in enumerate(_thread(conversation)):
+        if message["role"] == "user":
+            images = _images(row["id"], message, shown)
+            parts.append(f"<h2>User</h2>{images}<pre>{html.escape(message['content'])}</pre>")
+        else:
+            parts.append(f"<h2>Assistant</h2>{_answer(message, k)}")
     until = utc_iso(row["expires"] / 1000)
     parts.append(f"<footer>A read-only copy, shared with edgechat until {until}.</footer>")
     return 200, _document(title, "".join(parts))
