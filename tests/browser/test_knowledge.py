@@ -1,15 +1,20 @@
 """Knowledge bases in the page: a signed-in user opens "Knowledge", makes a
 base, adds a document and watches it become ready, chooses the base for the
 conversation, and asks a question whose answer cites a passage: ``[1]`` is a
-link that opens the passage under the answer. axe finds no violation with
-the dialog open, nor with the sources on screen."""
+link that opens the passage under the answer. The sources are kept with the
+answer: after a reload ``[1]`` still opens its passage, the server's copy
+holds them, another device of the user shows them, and a share link's page
+links ``[1]`` to its passage. axe finds
+no violation with the dialog open, nor with the sources on screen."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from playwright.sync_api import expect
 
@@ -58,7 +63,10 @@ def signed_in(browser: Any, new_chat: Any, served: tuple[Runner, Any, Any]) -> I
 
 
 def test_a_document_added_to_a_base_gets_a_question_a_cited_answer(
-    signed_in: Chat, served: tuple[Runner, EmulatorControl, VectorsLog]
+    signed_in: Chat,
+    served: tuple[Runner, EmulatorControl, VectorsLog],
+    browser: Any,
+    new_chat: Any,
 ) -> None:
     _, ai, vectors = served
     page = signed_in.page
@@ -97,6 +105,62 @@ def test_a_document_added_to_a_base_gets_a_question_a_cited_answer(
     assert signed_in.csp_violations() == []
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "knowledge.png"))
+
+    # The sources are kept with the answer: after a reload (knowledge.js not
+    # loaded), [1] still opens its passage.
+    page.reload()
+    page.locator("#input").wait_for()
+    again = signed_in.last_answer()
+    reopened = again.get_by_role("link", name="[1]")
+    expect(reopened).to_be_visible(timeout=15_000)
+    passage = again.locator("details.source").first
+    expect(passage).not_to_have_attribute("open", "")
+    reopened.click()
+    expect(passage).to_have_attribute("open", "")
+    expect(passage).to_contain_text("cardamom")
+    assert signed_in.log.page_errors == []
+
+    # The server's copy holds them (sync), and a share link's page links [1].
+    site = served[0].base_url
+    bearer = {"authorization": f"Bearer {TOKEN}"}
+    kept = _kept_sources(site, bearer)
+    assert [(s["n"], s["name"]) for s in kept["sources"]][:1] == [(1, "manual.md")]
+    link = httpx.post(site + "/api/shares", json={"conversation": kept["id"]}, headers=bearer)
+    shared = page.context.new_page()
+    shared.goto(site + link.json()["url"])
+    shared.get_by_role("link", name="[1]").click()
+    expect(shared.locator("li:target")).to_contain_text("cardamom")
+    shared.close()
+
+    # Another device of the same user gets them with the conversation.
+    phone = _signed_in_tab(browser, new_chat, site)
+    conversations = phone.page.get_by_role("navigation", name="Conversations")
+    conversations.get_by_role("button", name="secret ingredient").first.click(timeout=15_000)
+    there = phone.last_answer()
+    there.get_by_role("link", name="[1]").click()
+    expect(there.locator("details.source").first).to_have_attribute("open", "")
+    expect(there.locator("details.source").first).to_contain_text("cardamom")
+
     # A new conversation asks no base until one is chosen for it.
     page.get_by_role("button", name="New chat").click()
     expect(page.locator("#knowledge-note")).to_be_hidden()
+
+
+def _signed_in_tab(browser: Any, new_chat: Any, site: str) -> Chat:
+    context = browser.new_context()
+    context.add_init_script(f"localStorage.setItem('edgechat.token', {TOKEN!r})")
+    chat: Chat = new_chat(url=site, context=context)
+    return chat.open()
+
+
+def _kept_sources(site: str, headers: dict[str, str], timeout: float = 20.0) -> dict[str, Any]:
+    """The id of the server's conversation whose answer keeps sources, and them."""
+    deadline = time.monotonic() + timeout
+    while True:
+        listed = httpx.get(site + "/api/conversations", params={"bodies": 1}, headers=headers)
+        for item in listed.json()["conversations"]:
+            for node in item["conversation"]["nodes"]:
+                if node.get("stats", {}).get("sources"):
+                    return {"id": item["id"], "sources": node["stats"]["sources"]}
+        assert time.monotonic() < deadline, "the answer's sources never reached the server"
+        time.sleep(0.05)
