@@ -162,7 +162,7 @@ function finish(message, data, seconds) {
       : {}),
     tps: completion && seconds > 0.05 ? completion / seconds : undefined,
     // A knowledge base's passages, kept with the answer (sources.js).
-    sources: data.sources?.length ? data.sources : undefined,
+    ...(data.sources?.length ? { sources: data.sources } : {}),
   };
   if (data.moderation) message.moderation = data.moderation;
 }

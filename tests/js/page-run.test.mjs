@@ -153,6 +153,14 @@ describe("streamAnswer: what a /chat stream leaves in the message", () => {
     assert.equal(pieces.length, 2, "once per piece of text, not for the empty role chunk");
   });
 
+  test("a knowledge base's sources are kept in the answer's stats; none kept when none was near", async () => {
+    const sources = [{ n: 1, base: "b", document: "d", name: "tea.md", chunk: 0, id: "d:0", score: 0.9, text: "Tea." }];
+    const cited = await read(() => sse(`${meta()}${chunk({ content: "Tea [1]." })}${done({ sources })}`));
+    assert.deepEqual(cited.stats.sources, sources);
+    const none = await read(() => sse(`${meta()}${chunk({ content: "No idea." })}${done({ sources: [] })}`));
+    assert.equal("sources" in none.stats, false);
+  });
+
   test("the pace is counted from the first text, not from the request; none for an instant answer", async () => {
     await withClock(async (clock) => {
       for (const [seconds, tps] of [
