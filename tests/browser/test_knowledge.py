@@ -3,8 +3,9 @@ base, adds a document and watches it become ready, chooses the base for the
 conversation, and asks a question whose answer cites a passage: ``[1]`` is a
 link that opens the passage under the answer. The sources are kept with the
 answer: after a reload ``[1]`` still opens its passage, the server's copy
-holds them, another device of the user shows them, and a share link's page
-links ``[1]`` to its passage. axe finds
+holds them, another device of the user shows them, so does an export
+imported into another browser, and a share link's page links ``[1]`` to its
+passage. axe finds
 no violation with the dialog open, nor with the sources on screen."""
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ from playwright.sync_api import expect
 
 from tests.browser.conftest import ARTIFACTS, WATCH_CSP, Chat, Relay, next_client_address
 from tests.browser.test_accessibility import AXE, axe_violations
+from tests.browser.test_transfer import choose_file, download, sidebar
 from tests.harness import ROOT, EmulatorControl, Runner, VectorsLog, start_runner
 
 TOKEN = "ann-browser-token-5e1c9a7b3d"
+QUESTION = "What is the secret ingredient of grandmother's soup?"
 MANUAL = (
     "\n\n".join(
         f"Section {k}. The boiler of model {k} holds between 1.{k % 9} and 2 bar when cold."
@@ -92,7 +95,7 @@ def test_a_document_added_to_a_base_gets_a_question_a_cited_answer(
     ai.script(
         {"match": {"contains": "secret ingredient"}, "reply": {"content": "Smoked cardamom [1]."}}
     )
-    answer = signed_in.ask("What is the secret ingredient of grandmother's soup?")
+    answer = signed_in.ask(QUESTION)
     expect(answer).to_contain_text("Smoked cardamom")
     cite = answer.get_by_role("link", name="[1]")
     expect(cite).to_be_visible()
@@ -126,6 +129,7 @@ def test_a_document_added_to_a_base_gets_a_question_a_cited_answer(
     kept = _kept_sources(site, bearer)
     assert [(s["n"], s["name"]) for s in kept["sources"]][:1] == [(1, "manual.md")]
     link = httpx.post(site + "/api/shares", json={"conversation": kept["id"]}, headers=bearer)
+    assert link.status_code == 201, link.text
     shared = page.context.new_page()
     shared.goto(site + link.json()["url"])
     shared.get_by_role("link", name="[1]").click()
@@ -135,11 +139,22 @@ def test_a_document_added_to_a_base_gets_a_question_a_cited_answer(
     # Another device of the same user gets them with the conversation.
     phone = _signed_in_tab(browser, new_chat, site)
     conversations = phone.page.get_by_role("navigation", name="Conversations")
-    conversations.get_by_role("button", name="secret ingredient").first.click(timeout=15_000)
+    conversations.get_by_role("button", name=QUESTION, exact=True).click(timeout=15_000)
     there = phone.last_answer()
     there.get_by_role("link", name="[1]").click()
     expect(there.locator("details.source").first).to_have_attribute("open", "")
     expect(there.locator("details.source").first).to_contain_text("cardamom")
+
+    # An export imported into a browser with no identity shows them too.
+    _, exported = download(signed_in, "Export as JSON")
+    stranger: Chat = new_chat(url=site, context=browser.new_context()).open()
+    choose_file(stranger, "knowledge.json", exported.encode())
+    expect(sidebar(stranger).get_by_role("status")).to_have_text("Imported 1 conversation.")
+    sidebar(stranger).get_by_role("button", name=QUESTION, exact=True).click()
+    imported = stranger.last_answer()
+    imported.get_by_role("link", name="[1]").click()
+    expect(imported.locator("details.source").first).to_have_attribute("open", "")
+    expect(imported.locator("details.source").first).to_contain_text("cardamom")
 
     # A new conversation asks no base until one is chosen for it.
     page.get_by_role("button", name="New chat").click()
