@@ -123,7 +123,17 @@ function checkPick(value, count, path) {
 }
 
 function checkStats(value, path) {
-  fields(value, path, [], ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar"]);
+  fields(value, path, [], [
+    "model",
+    "ttft_ms",
+    "usage",
+    "cost_usd",
+    "fallback_from",
+    "tps",
+    "route",
+    "similar",
+    "comparison",
+  ]);
   const out = {};
   const model = optionalString(value.model, `${path}.model`);
   if (model !== undefined) out.model = model;
@@ -147,6 +157,16 @@ function checkStats(value, path) {
     if (typeof score !== "number" || !(score >= -1 && score <= 1))
       throw new ImportError("field", `${path}.similar.score`);
     out.similar = { score, question: string(question, `${path}.similar.question`, 1000) };
+  }
+  // A comparison's answer: the server's id, the slot, blind (compare.js offers its vote after a reload).
+  if (value.comparison !== undefined && value.comparison !== null) {
+    const where = `${path}.comparison`;
+    fields(value.comparison, where, ["id", "slot", "blind"], []);
+    const { id, slot, blind } = value.comparison;
+    if (typeof id !== "string" || !/^[A-Za-z0-9_-]{24}$/.test(id)) throw new ImportError("field", `${where}.id`);
+    if (!Number.isInteger(slot) || slot < 0 || slot > 2) throw new ImportError("field", `${where}.slot`);
+    if (typeof blind !== "boolean") throw new ImportError("field", `${where}.blind`);
+    out.comparison = { id, slot, blind };
   }
   if (value.usage !== undefined && value.usage !== null) {
     const names = ["prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"];

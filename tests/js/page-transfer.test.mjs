@@ -39,6 +39,8 @@ function conversation() {
     content: "",
     status: "error",
     error: { code: "model_busy", retryable: true },
+    // A comparison's answer, failed: it keeps its comparison (compare.js).
+    stats: { comparison: { id: "Jq0c_-aaaaaaaaaaaaaaaaaa", slot: 1, blind: true } },
   });
   return c;
 }
@@ -191,6 +193,18 @@ describe("import refuses, whole", () => {
         "$.conversations[0].next[0].next[1].stats.similar.score",
       ],
       [
+        (d) => (d.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.id = "short"),
+        "$.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.id",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.slot = 3),
+        "$.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.slot",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.blind = 1),
+        "$.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.blind",
+      ],
+      [
         (d) => (d.conversations[0].next[0].next[1].stats.ttft_ms = "fast"),
         "$.conversations[0].next[0].next[1].stats.ttft_ms",
       ],
@@ -252,7 +266,7 @@ describe("import refuses, whole", () => {
     assert.equal(parseImport(text, MAX_IMPORT_BYTES, 5).length, 1);
     assert.throws(
       () => parseImport(text, MAX_IMPORT_BYTES, 4),
-      (error) => error.code === "depth" && error.limit === 4 && /\.stats\.(usage|similar)$/.test(error.path),
+      (error) => error.code === "depth" && error.limit === 4 && /\.stats\.(usage|similar|comparison)$/.test(error.path),
     );
   });
 

@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgechat.core.errors import BadRequest
-from edgechat.core.ids import is_client_id
+from edgechat.core.ids import is_client_id, is_random_id
+from edgechat.core.requests import MAX_COMPARED
 from edgechat.media.images import IMAGE_TYPES, MAX_IMAGE_SIDE
 
 __all__ = ["MAX_DEPTH", "MAX_NODES", "MAX_NODE_IMAGES", "check_conversation", "is_image_id"]
@@ -55,10 +56,23 @@ _NODE = (
     ("reasoning", "status", "stats", "error", "moderation", "pick", "images"),
 )
 _IMAGE = ("id", "type", "width", "height")
-_STATS = ("model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar")
+_STATS = (
+    "model",
+    "ttft_ms",
+    "usage",
+    "cost_usd",
+    "fallback_from",
+    "tps",
+    "route",
+    "similar",
+    "comparison",
+)
 _ROUTE = ("model", "reason")
 # An answer from the semantic cache: the similar question's score and text.
 _SIMILAR = ("score", "question")
+# A comparison's answer: the comparison (the server's id), its slot, and
+# whether it is blind, so a reload or another device can offer its vote.
+_COMPARISON = ("id", "slot", "blind")
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 _ERROR = ("code", "status", "message", "retryAfter", "retryable", "offline", "categories")
 
@@ -135,7 +149,22 @@ def _stats(value: Any, path: str) -> dict[str, Any]:
             "score": score,
             "question": _string(found["question"], f"{path}.similar.question", 1000),
         }
+    compared = value.get("comparison")
+    if compared is not None:
+        out["comparison"] = _comparison(compared, f"{path}.comparison")
     return out
+
+
+def _comparison(value: Any, path: str) -> dict[str, Any]:
+    _fields(value, path, _COMPARISON, ())
+    cid, slot, blind = value["id"], value["slot"], value["blind"]
+    if not isinstance(cid, str) or not is_random_id(cid):
+        raise _bad(f"{path}.id", "must be a comparison's id (24 base64url characters)")
+    if not _count(slot) or slot >= MAX_COMPARED:
+        raise _bad(f"{path}.slot", f"must be a whole number from 0 to {MAX_COMPARED - 1}")
+    if not isinstance(blind, bool):
+        raise _bad(f"{path}.blind", "must be true or false")
+    return {"id": cid, "slot": slot, "blind": blind}
 
 
 def _categories(value: Any, path: str) -> list[str]:
