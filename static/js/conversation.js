@@ -16,6 +16,8 @@ const speech = onDemand("./speech.js");
 const isReading = (m) => Boolean(speech.loaded?.isReading(m));
 // 👍/👎 with a reason (feedback.js) comes with the first click on one.
 const feedback = onDemand("./feedback.js");
+// A comparison's answers met again (a reload, another device): compare.js offers their vote.
+const compareMode = onDemand("./compare.js");
 
 const views = new Map();
 
@@ -29,6 +31,7 @@ export function renderConversation() {
   const { compare } = state;
   const comparing = compare?.conversation === conversation && compare.messages.includes(messages.at(-1));
   if (comparing) messages.pop();
+  else if (messages.at(-1)?.stats?.comparison) compareMode.call("resume")(conversation);
   const articles = messages.map((m, k) => {
     const view = messageView(conversation, m, k === messages.length - 1);
     views.set(m, view);
