@@ -123,17 +123,12 @@ function checkPick(value, count, path) {
 }
 
 function checkStats(value, path) {
-  fields(value, path, [], [
-    "model",
-    "ttft_ms",
-    "usage",
-    "cost_usd",
-    "fallback_from",
-    "tps",
-    "route",
-    "similar",
-    "comparison",
-  ]);
+  fields(
+    value,
+    path,
+    [],
+    ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar", "comparison"],
+  );
   const out = {};
   const model = optionalString(value.model, `${path}.model`);
   if (model !== undefined) out.model = model;
