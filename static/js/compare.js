@@ -27,9 +27,10 @@ import {
   showStreaming,
 } from "./conversation.js";
 import { button, el, stylesheet, ui } from "./dom.js";
+import { nodeKey } from "./node-key.js";
 import { renderSidebar } from "./sidebar.js";
 import { state, store, TOKEN_KEY } from "./state.js";
-import { addVersion, nodeKey, nodes, parentOf, reveal, thread, tip } from "./tree.js";
+import { addVersion, nodes, parentOf, reveal, thread, tip } from "./tree.js";
 
 const SAVED_KEY = "edgechat.compare";
 const NARROW = matchMedia("(max-width: 640px)");
@@ -530,7 +531,7 @@ async function vote(choice) {
 
 // The conversation, or one of its messages, as the store holds it now: a
 // signed-in user's sync may have taken in the server's copy meanwhile (the
-// same message then has the same role and text, tree.js nodeKey).
+// same message then has the same role and text, node-key.js nodeKey).
 function kept(node, conversation) {
   if (!conversation) return store.conversations.find((x) => x.id === node.id) || node;
   let same = null;

@@ -19,10 +19,11 @@
 // - A failure (offline, 5xx) keeps everything here, says so, and retries.
 
 import { button, el, ui } from "./dom.js";
+import { fnv } from "./node-key.js";
 import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
 import { dropFilesOf, imagesFrom, keptImage } from "./store.js";
-import { fnv, fromFlat, nodes } from "./tree.js";
+import { fromFlat, nodes } from "./tree.js";
 
 const SYNC_KEY = "edgechat.sync.v1";
 const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
