@@ -19,7 +19,6 @@ import { modelLabel, placeQuestion, setBusy } from "./composer.js";
 import {
   answerView,
   errorText,
-  keepView,
   renderAllActions,
   renderConversation,
   renderFooters,
@@ -377,7 +376,7 @@ function render() {
   const c = state.compare;
   const narrow = NARROW.matches;
   if (c.root && c.narrow === narrow && c.lang === state.lang) {
-    for (const view of c.views) keepView(view);
+    for (const view of c.views) answerView(view.conversation, view.message, view);
     refresh();
     return c.root;
   }

@@ -119,15 +119,11 @@ function regenerate() {
   answer(conversation, { fresh: true });
 }
 
-/** One answer of a comparison, its view kept like the thread's (compare.js places it). */
-export function answerView(conversation, message) {
-  const view = messageView(conversation, message, false, true);
+/** One answer of a comparison (compare.js places it), kept like the thread's: drawn once, or `view` again. */
+export function answerView(conversation, message, view = messageView(conversation, message, false, true)) {
   views.set(message, view);
   return view;
 }
-
-/** A view drawn before, on screen again (compare.js keeps its columns). */
-export const keepView = (view) => views.set(view.message, view);
 
 function messageView(conversation, message, isLast, compare = false) {
   const { t } = state;

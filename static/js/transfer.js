@@ -76,6 +76,33 @@ export function fileName(title, ext, now = new Date()) {
   return `edgechat-${slug ? `${slug}-` : ""}${now.toISOString().slice(0, 10)}.${ext}`;
 }
 
+// The words of an import, by the page's language (import-export.js shows them):
+// one for each ImportError code.
+export const IMPORT_TEXT = {
+  en: {
+    imported: (n) => (n === 1 ? "Imported 1 conversation." : `Imported ${n} conversations.`),
+    refused: {
+      size: "Not imported: the file is larger than 5 MB.",
+      json: "Not imported: the file is not valid JSON.",
+      format: "Not imported: this is not an edgechat export.",
+      depth: (path, n) => `Not imported: the data nests more than ${n} levels deep at ${path}.`,
+      field: (path) => `Not imported: unexpected or invalid data at ${path}.`,
+      storage: "Not imported: this browser's storage is full.",
+    },
+  },
+  zh: {
+    imported: (n) => `已导入 ${n} 个对话。`,
+    refused: {
+      size: "未导入：文件超过 5 MB。",
+      json: "未导入：文件不是有效的 JSON。",
+      format: "未导入：这不是 edgechat 导出的文件。",
+      depth: (path, n) => `未导入：${path} 处的数据嵌套超过 ${n} 层。`,
+      field: (path) => `未导入：${path} 处的数据不符合格式。`,
+      storage: "未导入：浏览器存储空间已满。",
+    },
+  },
+};
+
 export class ImportError extends Error {
   constructor(code, path = "", limit = undefined) {
     // The path holds the file's keys: kept short.

@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import {
   fileName,
+  IMPORT_TEXT,
   ImportError,
   MAX_IMPORT_BYTES,
   MAX_JSON_DEPTH,
@@ -110,6 +111,17 @@ describe("export", () => {
 });
 
 describe("import refuses, whole", () => {
+  test("each refusal has its words in each language, with the path and limit filled in", () => {
+    for (const lang of ["en", "zh"]) {
+      const { refused, imported } = IMPORT_TEXT[lang];
+      assert.deepEqual(Object.keys(refused).sort(), ["depth", "field", "format", "json", "size", "storage"]);
+      const deep = refused.depth("$.x[0]", 32);
+      assert.ok(deep.includes("$.x[0]") && deep.includes("32"), deep);
+      assert.ok(refused.field("$.a").includes("$.a"));
+      assert.match(imported(3), /3/);
+    }
+  });
+
   test("a file over the size cap", () => {
     const valid = toJson([conversation()]);
     assert.throws(
