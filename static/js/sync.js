@@ -28,7 +28,10 @@ import { fromFlat, nodes } from "./tree.js";
 const SYNC_KEY = "edgechat.sync.v1";
 const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
 const QUIET_MS = 800; // after a change, before it is sent
-const STATS = ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route"];
+// The server's rules for an answer's stats (history/conversations.py _STATS): a
+// comparison's answer takes its comparison to the user's other devices, which
+// offer its vote (compare.js resume).
+const STATS = ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar", "comparison"];
 const USAGE = ["prompt_tokens", "completion_tokens", "total_tokens"];
 const ERROR = ["code", "status", "message", "retryAfter", "retryable", "offline", "categories"];
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);
