@@ -187,6 +187,12 @@ def test_a_comparison_left_unvoted_is_offered_its_vote_after_a_reload(
     )
     label = {"kimi-k2.6": "Kimi K2.6", "glm-4.7-flash": "GLM 4.7 Flash"}[chosen]
     expect(first.locator(".answer")).not_to_contain_text(chosen)
+    # Away to a new chat and back: the comparison is drawn again, its vote still offered.
+    chat.button("New chat").click()
+    expect(panel).to_have_count(0)
+    sidebar = page.get_by_role("navigation", name="Conversations")
+    sidebar.get_by_role("button", name="Who are you?", exact=True).click()
+    expect(second.get_by_role("button", name="This one is better (answer 2)")).to_be_visible()
 
     with page.expect_response("**/api/feedback") as voted:
         second.get_by_role("button", name="This one is better (answer 2)").click()
