@@ -295,19 +295,26 @@ function onScreen(comparison, conversation, messages, slots) {
   return { id: comparison.id, blind: comparison.blind, conversation, messages, slots, tab: 0, voted, status, render };
 }
 
-// GET /api/comparisons/<id> once a page's life for each comparison met
-// after a reload (a vote given here updates it); null when it is not to be
-// had (another user's, gone, offline): then its answers are shown as any.
+// GET /api/comparisons/<id> of each comparison met after a reload, its
+// answer kept for the page's life (a vote given here updates it); null when
+// the server does not give it (another user's, or gone): then its answers are
+// shown as any. Offline, it is asked again the next time it is shown.
 const known = new Map();
 
 function lookUp(id) {
   if (!known.has(id))
     known.set(
       id,
-      fetch(`/api/comparisons/${encodeURIComponent(id)}`, { headers: headers() })
-        .then((res) => (res.ok ? res.json() : null))
-        .catch(() => null)
-        .then((comparison) => (Array.isArray(comparison?.slots) ? comparison : null)),
+      fetch(`/api/comparisons/${encodeURIComponent(id)}`, { headers: headers() }).then(
+        async (res) => {
+          const comparison = res.ok ? await res.json().catch(() => null) : null;
+          return Array.isArray(comparison?.slots) ? comparison : null;
+        },
+        () => {
+          known.delete(id);
+          return null;
+        },
+      ),
     );
   return known.get(id);
 }
