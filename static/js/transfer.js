@@ -263,8 +263,13 @@ function tooDeep(data, max) {
  * what the page's export leaves out (an image's bytes are not in either).
  */
 function fromServer(data) {
-  // The votes and ratings kept with them are the server's record: the chats come back, they do not.
-  fields(data, "$", ["format", "version", "user", "conversations"], ["shares", "files", "feedback", "comparisons"]);
+  // The votes, ratings and knowledge bases kept with them are the server's record: the chats come back, they do not.
+  fields(
+    data,
+    "$",
+    ["format", "version", "user", "conversations"],
+    ["shares", "files", "feedback", "comparisons", "knowledge"],
+  );
   if (!Array.isArray(data.conversations)) throw new ImportError("field", "$.conversations");
   const conversations = data.conversations.map((c, k) => {
     const path = `$.conversations[${k}]`;

@@ -311,6 +311,10 @@ describe("the server's export (GET /api/my-data)", () => {
       conversations: [{ id: "c1", title: "Tea", updated: 5, pick: 0, nodes, etag: '"3"' }],
       shares: [],
       files: [{ id: "img1", type: "image/jpeg", width: 8, height: 8, bytes: 100, created: 1 }],
+      // The server's own record, exported beside the chats: read past, not imported.
+      feedback: [],
+      comparisons: [],
+      knowledge: [],
     });
   const image = { id: "img1", type: "image/jpeg", width: 8, height: 8 };
 
