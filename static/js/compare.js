@@ -19,7 +19,6 @@ import { modelLabel, placeQuestion, setBusy } from "./composer.js";
 import {
   answerView,
   errorText,
-  keepView,
   renderAllActions,
   renderConversation,
   renderFooters,
@@ -27,9 +26,10 @@ import {
   showStreaming,
 } from "./conversation.js";
 import { button, el, stylesheet, ui } from "./dom.js";
+import { nodeKey } from "./node-key.js";
 import { renderSidebar } from "./sidebar.js";
 import { state, store, TOKEN_KEY } from "./state.js";
-import { addVersion, nodeKey, nodes, reveal, thread, tip } from "./tree.js";
+import { addVersion, nodes, parentOf, reveal, thread, tip } from "./tree.js";
 
 const SAVED_KEY = "edgechat.compare";
 const NARROW = matchMedia("(max-width: 640px)");
@@ -232,27 +232,18 @@ async function ask(question) {
   const conversation = placeQuestion(question);
   const asking = tip(conversation);
   const slots = comparison.slots;
-  const messages = slots.map(() => {
-    const message = { role: "assistant", content: "", reasoning: "", status: "streaming" };
+  // Each answer keeps its comparison (stats.comparison): after a reload, or on
+  // another device, resume() finds it and offers the vote the server still takes.
+  const marks = slots.map(({ slot }) => ({ id: comparison.id, slot, blind: comparison.blind === true }));
+  const messages = marks.map((comparison) => {
+    const message = { role: "assistant", content: "", reasoning: "", status: "streaming", stats: { comparison } };
     addVersion(asking, message);
     return message;
   });
   asking.pick = asking.next.indexOf(messages[0]);
   const path = thread(conversation);
   const history = path.slice(0, path.indexOf(asking) + 1);
-  state.compare = {
-    id: comparison.id,
-    blind: comparison.blind,
-    conversation,
-    question: asking,
-    messages,
-    slots,
-    tab: 0,
-    voted: null,
-    status: el("p", "sr-only"),
-    render,
-  };
-  state.compare.status.setAttribute("role", "status");
+  state.compare = onScreen(comparison, conversation, messages, slots);
   state.active = { controller, conversation, message: messages[0] };
   store.touch(conversation);
   renderSidebar();
@@ -280,6 +271,8 @@ async function ask(question) {
         frame ||= requestAnimationFrame(draw);
       });
       changed.delete(message);
+      // A finished answer's stats are done's, which a blind comparison's name no model and no cost.
+      message.stats = { ...message.stats, comparison: marks[k] };
       showEnded(message);
     }),
   );
@@ -292,6 +285,69 @@ async function ask(question) {
     refresh();
     announce(finished().length >= 2 ? T.allIn : T.noVote);
   }
+}
+
+/** The comparison state.compare holds while its answers are on screen. */
+function onScreen(comparison, conversation, messages, slots) {
+  const status = el("p", "sr-only");
+  status.setAttribute("role", "status");
+  const voted = comparison.vote ?? null;
+  return { id: comparison.id, blind: comparison.blind, conversation, messages, slots, tab: 0, voted, status, render };
+}
+
+// GET /api/comparisons/<id> of each comparison met after a reload, its
+// answer kept for the page's life (a vote given here updates it); null when
+// the server does not give it (another user's, or gone): then its answers are
+// shown as any. Offline, it is asked again the next time it is shown.
+const known = new Map();
+
+function lookUp(id) {
+  if (!known.has(id))
+    known.set(
+      id,
+      fetch(`/api/comparisons/${encodeURIComponent(id)}`, { headers: headers() }).then(
+        async (res) => {
+          const comparison = res.ok ? await res.json().catch(() => null) : null;
+          return Array.isArray(comparison?.slots) ? comparison : null;
+        },
+        () => {
+          known.delete(id);
+          return null;
+        },
+      ),
+    );
+  return known.get(id);
+}
+
+/**
+ * A conversation shown whose last answer is a comparison's (conversation.js
+ * calls it, after a reload or a sync from another device): an unvoted
+ * comparison is drawn again with its vote; a voted one stays as the vote
+ * left it, its models named (a blind one's, which the stored answers may
+ * not hold yet when the vote was given elsewhere).
+ */
+export async function resume(conversation) {
+  const last = tip(conversation);
+  const mark = last.stats?.comparison;
+  if (!mark) return;
+  const comparison = await lookUp(mark.id);
+  const c = state.compare;
+  if (!comparison || state.active || store.current !== conversation || tip(conversation) !== last) return;
+  if (c?.id === mark.id && c.conversation === conversation && c.messages.includes(last)) return;
+  const question = parentOf(conversation, last);
+  const messages = (question?.next || [])
+    .filter((m) => m.stats?.comparison?.id === mark.id)
+    .sort((a, b) => a.stats.comparison.slot - b.stats.comparison.slot);
+  const slots = messages.map(
+    ({ stats }) => comparison.slots.find((s) => s.slot === stats.comparison.slot) || { slot: stats.comparison.slot },
+  );
+  if (comparison.vote !== null) {
+    if (named(slots, messages)) store.touch(conversation);
+    renderFooters();
+    return;
+  }
+  state.compare = onScreen(comparison, conversation, messages, slots);
+  renderConversation();
 }
 
 const finished = () => state.compare.messages.filter((m) => m.status === "done");
@@ -327,7 +383,7 @@ function render() {
   const c = state.compare;
   const narrow = NARROW.matches;
   if (c.root && c.narrow === narrow && c.lang === state.lang) {
-    for (const view of c.views) keepView(view);
+    for (const view of c.views) answerView(view.conversation, view.message, view);
     refresh();
     return c.root;
   }
@@ -464,6 +520,7 @@ async function vote(choice) {
     return;
   }
   const { comparison } = await res.json();
+  known.set(c.id, Promise.resolve(comparison));
   c.voted = choice;
   const conversation = kept(c.conversation);
   name(comparison, conversation);
@@ -480,7 +537,7 @@ async function vote(choice) {
 
 // The conversation, or one of its messages, as the store holds it now: a
 // signed-in user's sync may have taken in the server's copy meanwhile (the
-// same message then has the same role and text, tree.js nodeKey).
+// same message then has the same role and text, node-key.js nodeKey).
 function kept(node, conversation) {
   if (!conversation) return store.conversations.find((x) => x.id === node.id) || node;
   let same = null;
@@ -496,11 +553,22 @@ function name(comparison, conversation) {
   const c = state.compare;
   if (!Array.isArray(comparison?.slots)) return;
   c.slots = c.slots.map((slot) => comparison.slots.find((s) => s.slot === slot.slot) || slot);
-  c.slots.forEach((slot, k) => {
-    for (const m of new Set([c.messages[k], kept(c.messages[k], conversation)])) {
-      if (!slot.model || !m.stats) continue;
-      m.stats.model = slot.model;
-      if (typeof slot.cost_usd === "number") m.stats.cost_usd = slot.cost_usd;
-    }
+  named(c.slots, c.messages);
+  named(
+    c.slots,
+    c.messages.map((m) => kept(m, conversation)),
+  );
+}
+
+// Each answer's stats name its slot's model and cost; true when one changed.
+function named(slots, messages) {
+  let changed = false;
+  slots.forEach((slot, k) => {
+    const stats = messages[k]?.stats;
+    if (!slot.model || !stats || stats.model === slot.model) return;
+    stats.model = slot.model;
+    if (typeof slot.cost_usd === "number") stats.cost_usd = slot.cost_usd;
+    changed = true;
   });
+  return changed;
 }

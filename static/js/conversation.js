@@ -8,16 +8,18 @@ import { categoryNames } from "./i18n.js";
 import { MarkdownStream } from "./markdown.js";
 import { onDemand } from "./on-demand.js";
 import { renderPresets } from "./presets.js";
-import { RATINGS_KEY, state, store } from "./state.js";
-import { addVersion, dropVersion, nodeKey, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
+import { state, store } from "./state.js";
+import { addVersion, dropVersion, parentOf, stepVersion, thread, tip, versionOf } from "./tree.js";
 
 // Read aloud (speech.js) comes with the first click on it; until then nothing is being read.
 const speech = onDemand("./speech.js");
 const isReading = (m) => Boolean(speech.loaded?.isReading(m));
-// 👍/👎 with a reason (feedback.js) comes with the first click on one.
+// 👍/👎 with a reason (feedback.js) come with the first finished answer drawn.
 const feedback = onDemand("./feedback.js");
 // A knowledge base's passages (sources.js) come with the first answer that cites them.
 const sources = onDemand("./sources.js");
+// A comparison's answers met again (a reload, another device): compare.js offers their vote.
+const compareMode = onDemand("./compare.js");
 
 const views = new Map();
 
@@ -31,6 +33,7 @@ export function renderConversation() {
   const { compare } = state;
   const comparing = compare?.conversation === conversation && compare.messages.includes(messages.at(-1));
   if (comparing) messages.pop();
+  else if (messages.at(-1)?.stats?.comparison) compareMode.call("resume")(conversation);
   const articles = messages.map((m, k) => {
     const view = messageView(conversation, m, k === messages.length - 1);
     views.set(m, view);
@@ -118,37 +121,11 @@ function regenerate() {
   answer(conversation, { fresh: true });
 }
 
-/** One answer of a comparison, its view kept like the thread's (compare.js places it). */
-export function answerView(conversation, message) {
-  const view = messageView(conversation, message, false, true);
+/** One answer of a comparison (compare.js places it), kept like the thread's: drawn once, or `view` again. */
+export function answerView(conversation, message, view = messageView(conversation, message, false, true)) {
   views.set(message, view);
   return view;
 }
-
-/** A view drawn before, on screen again (compare.js keeps its columns). */
-export const keepView = (view) => views.set(view.message, view);
-
-/** The user's ratings, by `<conversation>/<node>` (feedback.js writes them). */
-export function ratings() {
-  if (!state.ratings) {
-    try {
-      state.ratings = JSON.parse(localStorage.getItem(RATINGS_KEY) || "{}") || {};
-    } catch {
-      state.ratings = {};
-    }
-  }
-  return state.ratings;
-}
-
-/** Forgets this browser's ratings and where their sync stands ("Delete everything" in My data). */
-export function forgetRatings() {
-  state.ratings = {};
-  for (const key of Object.keys(localStorage)) {
-    if (key === RATINGS_KEY || key.startsWith("edgechat.ratings.")) localStorage.removeItem(key);
-  }
-}
-
-export const ratingKey = (conversation, message) => `${conversation.id}/${nodeKey(message)}`;
 
 function messageView(conversation, message, isLast, compare = false) {
   const { t } = state;
@@ -260,24 +237,18 @@ function renderActions(view) {
     read.setAttribute("aria-pressed", String(isReading(m)));
     parts.push(read);
   }
-  if (m.role === "assistant" && m.status === "done" && !view.compare && conversation.id)
-    parts.push(...rateButtons(view));
+  if (m.role === "assistant" && m.status === "done" && !view.compare && conversation.id) parts.push(...rated(view));
   view.actions.replaceChildren(...parts);
 }
 
-function rateButtons(view) {
-  const { t } = state;
-  const mine = ratings()[ratingKey(view.conversation, view.message)];
-  const parts = [
-    ["up", "👍", t.goodAnswer],
-    ["down", "👎", t.badAnswer],
-  ].map(([rating, face, label]) => {
-    const rate = button("btn-small btn-ghost action rate", face, () => feedback.call("rate")(view, rating), label);
-    rate.setAttribute("aria-pressed", String(mine?.rating === rating));
-    return rate;
-  });
-  if (mine?.tags?.length) parts.push(el("span", "rated", mine.tags.map((tag) => t.reasons[tag] || tag).join(", ")));
-  return parts;
+// 👍/👎 are feedback.js's: they come with the first answer that takes them.
+function rated(view) {
+  if (feedback.loaded) return feedback.loaded.rateButtons(view);
+  feedback.ready().then(
+    () => views.get(view.message) === view && renderActions(view),
+    () => {}, // asked again with the next answer drawn
+  );
+  return [];
 }
 
 export const rerenderActions = (view) => renderActions(view);

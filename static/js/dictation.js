@@ -6,12 +6,30 @@ import { renderTray, resizeInput } from "./composer.js";
 import { ui } from "./dom.js";
 import { state, TOKEN_KEY } from "./state.js";
 
+// Dictation's own words (the button's first label, "dictate", is i18n.js's: the page shows it before this loads).
+const TEXT = {
+  en: {
+    stopDictation: "Stop dictation",
+    transcribing: "Transcribing…",
+    noMicrophone: "No microphone is available to this page.",
+    notTranscribed: (why) => `Not transcribed: ${why}`,
+  },
+  zh: {
+    stopDictation: "停止语音输入",
+    transcribing: "正在转写…",
+    noMicrophone: "此页面无法使用麦克风。",
+    notTranscribed: (why) => `未能转写：${why}`,
+  },
+};
+
+const text = () => TEXT[state.lang] || TEXT.en;
+
 let recording = null; // {recorder, stream, timer}
 let transcribing = false;
 
 export function renderMic() {
-  const { t } = state;
-  const label = transcribing ? t.transcribing : recording ? t.stopDictation : t.dictate;
+  const T = text();
+  const label = transcribing ? T.transcribing : recording ? T.stopDictation : state.t.dictate;
   ui.mic.setAttribute("aria-label", label);
   ui.mic.title = label;
   ui.mic.setAttribute("aria-pressed", String(Boolean(recording)));
@@ -32,7 +50,7 @@ export async function toggleDictation() {
   try {
     stream = await navigator.mediaDevices.getUserMedia({ audio: true });
   } catch {
-    said(state.t.noMicrophone);
+    said(text().noMicrophone);
     return;
   }
   const recorder = new MediaRecorder(stream);
@@ -69,7 +87,7 @@ async function transcribe(audio) {
       resizeInput();
     }
   } catch (error) {
-    said(state.t.notTranscribed(error.message === "Failed to fetch" ? state.t.offline : error.message));
+    said(text().notTranscribed(error.message === "Failed to fetch" ? state.t.offline : error.message));
   } finally {
     transcribing = false;
     renderMic();

@@ -5,20 +5,32 @@
 // one device shows on the others. An anonymous page's ratings count on the
 // server but only this browser shows them, and it offers no free text: the
 // server keeps none it could not give back (README, "GLM or Kimi?").
-// Fetched at the first click on 👍 or 👎 (on-demand.js).
+// Fetched when the first finished answer is drawn, which then gets its
+// buttons (on-demand.js): the empty page does without it.
 
-import { ratingKey, ratings, renderConversation, rerenderActions } from "./conversation.js";
+import { renderConversation, rerenderActions } from "./conversation.js";
 import { button, el, stylesheet, ui } from "./dom.js";
-import { RATINGS_KEY, state, TOKEN_KEY } from "./state.js";
-import { nodeKey } from "./tree.js";
+import { nodeKey } from "./node-key.js";
+import { state, TOKEN_KEY } from "./state.js";
 
 // The reasons the server takes, in its order.
 const TAGS = ["inaccurate", "incomplete", "unhelpful", "too_long", "unsafe", "slow"];
+const RATINGS_KEY = "edgechat.ratings.v1";
 const SEQ_KEY = "edgechat.ratings.seq";
 const MAX_TEXT = 500; // the server's MAX_FEEDBACK_CHARS default, until /api/limits says
 
 const TEXT = {
   en: {
+    good: "Good answer",
+    bad: "Bad answer",
+    reasons: {
+      inaccurate: "Inaccurate",
+      incomplete: "Incomplete",
+      unhelpful: "Unhelpful",
+      too_long: "Too long",
+      unsafe: "Unsafe",
+      slow: "Slow",
+    },
     why: "What was wrong? (optional)",
     more: "Tell us more (optional)",
     send: "Send",
@@ -27,6 +39,16 @@ const TEXT = {
     failed: "The rating was not sent. Try again.",
   },
   zh: {
+    good: "好回答",
+    bad: "差回答",
+    reasons: {
+      inaccurate: "不准确",
+      incomplete: "不完整",
+      unhelpful: "没有帮助",
+      too_long: "太长",
+      unsafe: "不安全",
+      slow: "太慢",
+    },
     why: "哪里不好？（可选）",
     more: "补充说明（可选）",
     send: "发送",
@@ -39,6 +61,46 @@ const TEXT = {
 const text = () => TEXT[state.lang] || TEXT.en;
 
 stylesheet("../compare.css");
+
+let kept = null;
+
+/** The user's ratings, by `<conversation>/<node>`, read at the first use. */
+function ratings() {
+  if (!kept) {
+    try {
+      kept = JSON.parse(localStorage.getItem(RATINGS_KEY) || "{}") || {};
+    } catch {
+      kept = {};
+    }
+  }
+  return kept;
+}
+
+/** Forgets this browser's ratings and where their sync stands ("Delete everything" in My data). */
+export function forgetRatings() {
+  kept = {};
+  for (const key of Object.keys(localStorage)) {
+    if (key === RATINGS_KEY || key.startsWith("edgechat.ratings.")) localStorage.removeItem(key);
+  }
+}
+
+const ratingKey = (conversation, message) => `${conversation.id}/${nodeKey(message)}`;
+
+/** A finished answer's 👍 and 👎 (conversation.js places them), pressed as rated, and the reasons given. */
+export function rateButtons(view) {
+  const T = text();
+  const mine = ratings()[ratingKey(view.conversation, view.message)];
+  const parts = [
+    ["up", "👍", T.good],
+    ["down", "👎", T.bad],
+  ].map(([rating, face, label]) => {
+    const pressed = button("btn-small btn-ghost action rate", face, () => rate(view, rating), label);
+    pressed.setAttribute("aria-pressed", String(mine?.rating === rating));
+    return pressed;
+  });
+  if (mine?.tags?.length) parts.push(el("span", "rated", mine.tags.map((tag) => T.reasons[tag] || tag).join(", ")));
+  return parts;
+}
 
 function headers() {
   const out = { "Content-Type": "application/json", Accept: "application/json" };
@@ -80,7 +142,7 @@ function say(message) {
 }
 
 /** 👍 or 👎 on an answer; 👎 then asks why (optional). */
-export async function rate(view, rating) {
+async function rate(view, rating) {
   const mine = ratings()[ratingKey(view.conversation, view.message)];
   if (mine?.rating !== rating) {
     const sent = await post(view, rating);
@@ -97,10 +159,9 @@ export async function rate(view, rating) {
 
 function openReasons(view) {
   const T = text();
-  const { t } = state;
   const mine = ratings()[ratingKey(view.conversation, view.message)] || {};
   const form = el("form", "reason-form");
-  form.setAttribute("aria-label", t.badAnswer);
+  form.setAttribute("aria-label", T.bad);
   const tags = el("fieldset", "reason-tags");
   tags.append(el("legend", null, T.why));
   const boxes = TAGS.map((tag) => {
@@ -109,7 +170,7 @@ function openReasons(view) {
     box.type = "checkbox";
     box.value = tag;
     box.checked = Boolean(mine.tags?.includes(tag));
-    label.append(box, el("span", null, t.reasons[tag]));
+    label.append(box, el("span", null, T.reasons[tag]));
     tags.append(label);
     return box;
   });

@@ -4,7 +4,7 @@ import { renderConversation } from "./conversation.js";
 import { el, ui } from "./dom.js";
 import { renderSidebar } from "./sidebar.js";
 import { state, store } from "./state.js";
-import { fileName, ImportError, MAX_IMPORT_BYTES, parseImport, toJson, toMarkdown } from "./transfer.js";
+import { fileName, IMPORT_TEXT, ImportError, MAX_IMPORT_BYTES, parseImport, toJson, toMarkdown } from "./transfer.js";
 
 export function download(name, type, text) {
   const url = URL.createObjectURL(new Blob([text], { type }));
@@ -46,6 +46,7 @@ export async function importFile() {
   const file = ui.importFile.files[0];
   ui.importFile.value = "";
   if (!file) return;
+  const T = IMPORT_TEXT[state.lang] || IMPORT_TEXT.en;
   try {
     if (file.size > MAX_IMPORT_BYTES) throw new ImportError("size");
     const list = parseImport(await file.text(), MAX_IMPORT_BYTES, state.limits?.max_json_depth);
@@ -53,10 +54,9 @@ export async function importFile() {
     store.select(store.sorted()[0].id);
     renderSidebar();
     renderConversation();
-    notify(state.t.imported(list.length));
+    notify(T.imported(list.length));
   } catch (error) {
-    const { t } = state;
-    const why = t.importRefused[error instanceof ImportError ? error.code : "json"] || t.importRefused.json;
+    const why = T.refused[error instanceof ImportError ? error.code : "json"] || T.refused.json;
     notify(typeof why === "function" ? why(error.path, error.limit) : why, true);
   }
 }

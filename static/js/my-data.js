@@ -6,8 +6,8 @@
 // delete their copies as they sync. Loaded on the first click of the
 // sidebar's "My data" (sync.js).
 
-import { forgetRatings } from "./conversation.js";
 import { button, el } from "./dom.js";
+import { forgetRatings } from "./feedback.js";
 import { download } from "./import-export.js";
 import { state } from "./state.js";
 import { fileName } from "./transfer.js";

@@ -8,6 +8,18 @@ import { closeSidebar, renderSidebar } from "./sidebar.js";
 import { state, store } from "./state.js";
 import { reveal } from "./tree.js";
 
+// What the dialog says of its results (the rest of its words are i18n.js's, in index.html).
+const TEXT = {
+  en: {
+    noResults: "No conversation matches.",
+    results: (n) => (n === 1 ? "1 result" : `${n} results`),
+  },
+  zh: {
+    noResults: "没有匹配的对话。",
+    results: (n) => `${n} 条结果`,
+  },
+};
+
 export function openSearch() {
   if (ui.tokenDialog.open) return;
   closeSidebar();
@@ -18,6 +30,7 @@ export function openSearch() {
 
 export function runSearch() {
   const { t } = state;
+  const T = TEXT[state.lang] || TEXT.en;
   const query = ui.searchInput.value;
   const found = search(store.conversations, query);
   state.found = found;
@@ -41,7 +54,7 @@ export function runSearch() {
     }),
   );
   ui.searchInput.setAttribute("aria-expanded", String(found.length > 0));
-  ui.searchStatus.textContent = query.trim() ? (found.length ? t.results(found.length) : t.noResults) : "";
+  ui.searchStatus.textContent = query.trim() ? (found.length ? T.results(found.length) : T.noResults) : "";
   markChosen();
 }
 

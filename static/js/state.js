@@ -6,7 +6,6 @@ import { Store } from "./store.js";
 export const MODEL_KEY = "edgechat.model";
 export const TOKEN_KEY = "edgechat.token";
 export const THINK_KEY = "edgechat.think";
-export const RATINGS_KEY = "edgechat.ratings.v1";
 
 export const store = new Store();
 
@@ -29,7 +28,6 @@ export const state = {
   problem: null, // why one was not attached: [key of t, arg]
   compareMode: null, // compare.js's {models, blind, send} while compare mode is on
   compare: null, // the comparison on screen (compare.js)
-  ratings: null, // 👍/👎 by `<conversation>/<node>`, read at the first use
   found: [],
   chosen: -1,
 };

@@ -19,15 +19,30 @@
 // - A failure (offline, 5xx) keeps everything here, says so, and retries.
 
 import { button, el, ui } from "./dom.js";
+import { fnv } from "./node-key.js";
 import { onDemand } from "./on-demand.js";
 import { state, store, TOKEN_KEY } from "./state.js";
 import { dropFilesOf, imagesFrom, keptImage } from "./store.js";
-import { fnv, fromFlat, nodes } from "./tree.js";
+import { fromFlat, nodes } from "./tree.js";
 
 const SYNC_KEY = "edgechat.sync.v1";
 const RETRY_MS = [2000, 5000, 15000, 30000, 60000];
 const QUIET_MS = 800; // after a change, before it is sent
-const STATS = ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar", "sources"];
+// The server's rules for an answer's stats (history/conversations.py _STATS): a
+// comparison's answer takes its comparison to the user's other devices, which
+// offer its vote (compare.js resume).
+const STATS = [
+  "model",
+  "ttft_ms",
+  "usage",
+  "cost_usd",
+  "fallback_from",
+  "tps",
+  "route",
+  "similar",
+  "sources",
+  "comparison",
+];
 const USAGE = ["prompt_tokens", "completion_tokens", "total_tokens"];
 const ERROR = ["code", "status", "message", "retryAfter", "retryable", "offline", "categories"];
 const STATUSES = new Set(["done", "stopped", "interrupted", "error"]);

@@ -80,6 +80,33 @@ export function fileName(title, ext, now = new Date()) {
   return `edgechat-${slug ? `${slug}-` : ""}${now.toISOString().slice(0, 10)}.${ext}`;
 }
 
+// The words of an import, by the page's language (import-export.js shows them):
+// one for each ImportError code.
+export const IMPORT_TEXT = {
+  en: {
+    imported: (n) => (n === 1 ? "Imported 1 conversation." : `Imported ${n} conversations.`),
+    refused: {
+      size: "Not imported: the file is larger than 5 MB.",
+      json: "Not imported: the file is not valid JSON.",
+      format: "Not imported: this is not an edgechat export.",
+      depth: (path, n) => `Not imported: the data nests more than ${n} levels deep at ${path}.`,
+      field: (path) => `Not imported: unexpected or invalid data at ${path}.`,
+      storage: "Not imported: this browser's storage is full.",
+    },
+  },
+  zh: {
+    imported: (n) => `已导入 ${n} 个对话。`,
+    refused: {
+      size: "未导入：文件超过 5 MB。",
+      json: "未导入：文件不是有效的 JSON。",
+      format: "未导入：这不是 edgechat 导出的文件。",
+      depth: (path, n) => `未导入：${path} 处的数据嵌套超过 ${n} 层。`,
+      field: (path) => `未导入：${path} 处的数据不符合格式。`,
+      storage: "未导入：浏览器存储空间已满。",
+    },
+  },
+};
+
 export class ImportError extends Error {
   constructor(code, path = "", limit = undefined) {
     // The path holds the file's keys: kept short.
@@ -131,7 +158,7 @@ function checkStats(value, path) {
     value,
     path,
     [],
-    ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar", "sources"],
+    ["model", "ttft_ms", "usage", "cost_usd", "fallback_from", "tps", "route", "similar", "sources", "comparison"],
   );
   const out = {};
   const model = optionalString(value.model, `${path}.model`);
@@ -159,6 +186,16 @@ function checkStats(value, path) {
   }
   if (value.sources !== undefined && value.sources !== null)
     out.sources = checkSources(value.sources, `${path}.sources`);
+  // A comparison's answer: the server's id, the slot, blind (compare.js offers its vote after a reload).
+  if (value.comparison !== undefined && value.comparison !== null) {
+    const where = `${path}.comparison`;
+    fields(value.comparison, where, ["id", "slot", "blind"], []);
+    const { id, slot, blind } = value.comparison;
+    if (typeof id !== "string" || !/^[A-Za-z0-9_-]{24}$/.test(id)) throw new ImportError("field", `${where}.id`);
+    if (!Number.isInteger(slot) || slot < 0 || slot > 2) throw new ImportError("field", `${where}.slot`);
+    if (typeof blind !== "boolean") throw new ImportError("field", `${where}.blind`);
+    out.comparison = { id, slot, blind };
+  }
   if (value.usage !== undefined && value.usage !== null) {
     const names = ["prompt_tokens", "completion_tokens", "total_tokens", "cached_tokens"];
     fields(value.usage, `${path}.usage`, [], names);
@@ -248,8 +285,13 @@ function tooDeep(data, max) {
  * what the page's export leaves out (an image's bytes are not in either).
  */
 function fromServer(data) {
-  // The votes and ratings kept with them are the server's record: the chats come back, they do not.
-  fields(data, "$", ["format", "version", "user", "conversations"], ["shares", "files", "feedback", "comparisons"]);
+  // The votes, ratings and knowledge bases kept with them are the server's record: the chats come back, they do not.
+  fields(
+    data,
+    "$",
+    ["format", "version", "user", "conversations"],
+    ["shares", "files", "feedback", "comparisons", "knowledge"],
+  );
   if (!Array.isArray(data.conversations)) throw new ImportError("field", "$.conversations");
   const conversations = data.conversations.map((c, k) => {
     const path = `$.conversations[${k}]`;

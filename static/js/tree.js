@@ -2,23 +2,6 @@
 // versions. Every node (the root is the conversation) has `next`, the versions
 // of the following message, and `pick`, the one shown. Roles alternate.
 
-/** FNV-1a of a string, with its length: a short sum that says whether a text changed. */
-export function fnv(text) {
-  let h = 0x811c9dc5;
-  for (let k = 0; k < text.length; k++) {
-    h ^= text.charCodeAt(k);
-    h = Math.imul(h, 0x01000193);
-  }
-  return (h >>> 0).toString(36) + text.length.toString(36);
-}
-
-/**
- * A message's id for the server's feedback (`node`): from its role and text,
- * so every device that holds the conversation names it alike (sync.js takes
- * two messages with the same role and text for the same one).
- */
-export const nodeKey = (node) => `n${fnv(`${node.role}\n${node.content || ""}`)}`;
-
 function shown(node) {
   const next = node.next;
   if (!Array.isArray(next) || !next.length) return null;

@@ -135,6 +135,110 @@ def test_blind_mode_names_the_models_only_after_the_vote(chat: Chat, ai: Emulato
     expect(chat.last_answer().locator(".stats")).to_contain_text(names[0])
 
 
+STORED_STATS = """() => {
+  const out = [];
+  const walk = (node) => {
+    for (const next of node.next || []) {
+      if (next.stats) out.push(next.stats);
+      walk(next);
+    }
+  };
+  for (const c of JSON.parse(localStorage.getItem("edgechat.conversations.v2") || "[]")) walk(c);
+  return out;
+}"""
+
+
+def test_a_comparison_left_unvoted_is_offered_its_vote_after_a_reload(
+    chat: Chat, ai: EmulatorControl
+) -> None:
+    page = chat.page
+    bar = compare_mode(chat)
+    bar.get_by_role("checkbox", name="Blind").check()
+    with page.expect_response("**/api/comparisons") as created:
+        chat.send("Who are you?")
+    cid = created.value.json()["id"]
+    wait_answers(chat)
+    # The stored answers know their comparison, and a blind one's name no
+    # model and no cost before the vote.
+    stored = page.evaluate(STORED_STATS)
+    assert sorted(s["comparison"]["slot"] for s in stored) == [0, 1]
+    for stats in stored:
+        assert stats["comparison"] == {
+            "id": cid,
+            "slot": stats["comparison"]["slot"],
+            "blind": True,
+        }
+        assert stats.get("model") is None
+        assert stats.get("cost_usd") is None
+
+    with page.expect_response(f"**/api/comparisons/{cid}") as asked:
+        page.reload()
+    assert asked.value.status == 200
+    panel = comparison(chat)
+    # Still blind: the columns by number, the stats lines without names.
+    first, second = column(chat, "Answer 1"), column(chat, "Answer 2")
+    expect(second).to_be_visible()
+    for name in ("GLM", "Kimi"):
+        expect(panel.locator(".stats", has_text=name)).to_have_count(0)
+    # The model's own words say which (the emulator's answer names it):
+    # blind keeps edgechat's words from naming it, not the model's.
+    chosen = (
+        "kimi-k2.6" if "kimi-k2.6" in second.locator(".answer").inner_text() else "glm-4.7-flash"
+    )
+    label = {"kimi-k2.6": "Kimi K2.6", "glm-4.7-flash": "GLM 4.7 Flash"}[chosen]
+    expect(first.locator(".answer")).not_to_contain_text(chosen)
+    # Away to a new chat and back: the comparison is drawn again, its vote still offered.
+    chat.button("New chat").click()
+    expect(panel).to_have_count(0)
+    sidebar = page.get_by_role("navigation", name="Conversations")
+    sidebar.get_by_role("button", name="Who are you?", exact=True).click()
+    expect(second.get_by_role("button", name="This one is better (answer 2)")).to_be_visible()
+
+    with page.expect_response("**/api/feedback") as voted:
+        second.get_by_role("button", name="This one is better (answer 2)").click()
+    assert voted.value.status == 201
+    assert voted.value.request.post_data_json == {"comparison": cid, "choice": 1}
+    named = column(chat, f"Answer 2: {label}")
+    expect(named.get_by_text("Chosen")).to_be_visible()
+    expect(named.locator(".stats")).to_contain_text(label)
+    expect(panel.get_by_role("status")).to_contain_text("The answers were")
+    expect(page.get_by_role("button", name="Tie")).to_have_count(0)
+
+    # The chosen answer is the conversation's now, its model named; the vote
+    # is not offered again.
+    page.reload()
+    answer = chat.last_answer()
+    expect(answer.locator(".answer")).to_contain_text(chosen)
+    expect(answer.locator(".stats")).to_contain_text(label)
+    expect(answer.get_by_role("group", name="Version 2 of 2")).to_be_visible()
+    expect(page.get_by_role("button", name="This one is better (answer 1)")).to_have_count(0)
+    assert all(s.get("model") for s in page.evaluate(STORED_STATS))
+
+
+def test_a_comparison_the_server_does_not_give_back_is_shown_as_versions(
+    chat: Chat, ai: EmulatorControl
+) -> None:
+    page = chat.page
+    compare_mode(chat)
+    chat.send("Whose is this?")
+    wait_answers(chat)
+    # Another user's comparison (an imported conversation), or one deleted: 404.
+    body = {"error": {"code": "not_found", "message": "Not found."}}
+    page.route(
+        "**/api/comparisons/*",
+        lambda route: route.fulfill(
+            status=404, content_type="application/json", body=json.dumps(body)
+        ),
+    )
+    with page.expect_response("**/api/comparisons/*") as asked:
+        page.reload()
+    assert asked.value.status == 404
+    answer = chat.last_answer()
+    expect(answer.get_by_role("group", name="Version 1 of 2")).to_be_visible()
+    expect(comparison(chat)).to_have_count(0)
+    expect(page.get_by_role("button", name="Tie")).to_have_count(0)
+
+
 def test_a_phone_shows_the_answers_as_tabs(new_chat: Any, ai: EmulatorControl) -> None:
     chat: Chat = new_chat(viewport={"width": 360, "height": 740}).open()
     page = chat.page

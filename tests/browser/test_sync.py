@@ -22,6 +22,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import WATCH_CSP, Chat, Relay, next_client_address
+from tests.browser.test_compare import compare_mode
 from tests.browser.test_images import WIDE, attach, previews
 from tests.harness import ROOT, Runner, start_runner
 
@@ -575,3 +576,52 @@ def test_a_signed_in_users_rating_and_its_reason_follow_them_to_another_device(
     expect(answer.get_by_role("textbox", name="Tell us more (optional)")).to_have_value(
         "It took a while."
     )
+
+
+def test_a_comparison_left_unvoted_on_one_device_is_voted_on_another(
+    signed_in: Any, site: str
+) -> None:
+    laptop: Chat = signed_in()
+    synced(laptop)
+    compare_mode(laptop).get_by_role("checkbox", name="Blind").check()
+    laptop.send("Compare me everywhere")
+    expect(laptop.button("Send")).to_be_visible(timeout=15_000)
+
+    def compared(conversations: list[dict[str, Any]]) -> bool:
+        marks = [
+            n["stats"]["comparison"]
+            for c in conversations
+            for n in c["conversation"]["nodes"]
+            if (n.get("stats") or {}).get("comparison")
+        ]
+        return len(marks) == 2 and all(m.get("blind") is True for m in marks)
+
+    wait_for_server(site, compared, "the comparison's answers, each with its comparison")
+    # What sync sent names no model of a blind comparison before its vote.
+    for c in server_conversations(site):
+        for node in c["conversation"]["nodes"]:
+            if (node.get("stats") or {}).get("comparison"):
+                assert node["stats"].get("model") is None
+                assert node["stats"].get("cost_usd") is None
+
+    phone: Chat = signed_in()
+    synced(phone)
+    panel = phone.page.get_by_role("region", name="Comparison")
+    expect(panel.get_by_role("group", name="Answer 2", exact=True)).to_be_visible(timeout=15_000)
+    with phone.page.expect_response("**/api/feedback") as voted:
+        panel.get_by_role("button", name="Tie").click()
+    assert voted.value.status == 201
+    expect(panel.get_by_role("status")).to_contain_text("The answers were")
+    expect(panel.get_by_role("heading", level=3, name="Answer 1: ", exact=False)).to_have_count(1)
+
+    # The names are kept now, and follow the conversation back to the server.
+    def named(conversations: list[dict[str, Any]]) -> bool:
+        stats = [
+            n["stats"]
+            for c in conversations
+            for n in c["conversation"]["nodes"]
+            if (n.get("stats") or {}).get("comparison")
+        ]
+        return len(stats) == 2 and all(s.get("model") for s in stats)
+
+    wait_for_server(site, named, "the comparison's models, named after the vote")

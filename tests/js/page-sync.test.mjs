@@ -16,7 +16,14 @@ after(() => window.happyDOM.close());
 function conversation() {
   const c = { id: "c1", title: "Tea", updated: 5, next: [], pick: 0 };
   const q = addVersion(c, { role: "user", content: "Green or black?" });
-  addVersion(q, { role: "assistant", content: "Green.", status: "done", stats: { model: "glm", extra: 1 } });
+  const comparison = { id: "Jq0c_-aaaaaaaaaaaaaaaaaa", slot: 0, blind: false };
+  const similar = { score: 0.96, question: "Green tea or black?" };
+  addVersion(q, {
+    role: "assistant",
+    content: "Green.",
+    status: "done",
+    stats: { model: "glm", extra: 1, comparison, similar },
+  });
   const a = addVersion(q, { role: "assistant", content: "Black.", status: "streaming" });
   const image = { id: "img1", type: "image/jpeg", width: 640, height: 480, url: "data:image/jpeg;base64,/9j/" };
   addVersion(a, { role: "user", content: "Why?", images: [image] });
@@ -40,7 +47,12 @@ describe("the flat form", () => {
     assert.equal(flat.nodes[0].pick, 1);
     // Only what the server's rules know travels: no stats it does not know,
     // no "streaming"; an image by its id and size, never its bytes.
-    assert.deepEqual(flat.nodes[1].stats, { model: "glm" });
+    // A comparison's answer takes its comparison along, a cached one its similar question.
+    assert.deepEqual(flat.nodes[1].stats, {
+      model: "glm",
+      comparison: { id: "Jq0c_-aaaaaaaaaaaaaaaaaa", slot: 0, blind: false },
+      similar: { score: 0.96, question: "Green tea or black?" },
+    });
     assert.equal(flat.nodes[2].status, "interrupted");
     assert.deepEqual(flat.nodes[3].images, [{ id: "img1", type: "image/jpeg", width: 640, height: 480 }]);
     const back = fromFlat(flat);

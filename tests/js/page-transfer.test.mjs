@@ -4,6 +4,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import {
   fileName,
+  IMPORT_TEXT,
   ImportError,
   MAX_IMPORT_BYTES,
   MAX_JSON_DEPTH,
@@ -52,6 +53,8 @@ function conversation() {
     content: "",
     status: "error",
     error: { code: "model_busy", retryable: true },
+    // A comparison's answer, failed: it keeps its comparison (compare.js).
+    stats: { comparison: { id: "Jq0c_-aaaaaaaaaaaaaaaaaa", slot: 1, blind: true } },
   });
   return c;
 }
@@ -121,6 +124,17 @@ describe("export", () => {
 });
 
 describe("import refuses, whole", () => {
+  test("each refusal has its words in each language, with the path and limit filled in", () => {
+    for (const lang of ["en", "zh"]) {
+      const { refused, imported } = IMPORT_TEXT[lang];
+      assert.deepEqual(Object.keys(refused).sort(), ["depth", "field", "format", "json", "size", "storage"]);
+      const deep = refused.depth("$.x[0]", 32);
+      assert.ok(deep.includes("$.x[0]") && deep.includes("32"), deep);
+      assert.ok(refused.field("$.a").includes("$.a"));
+      assert.match(imported(3), /3/);
+    }
+  });
+
   test("a file over the size cap", () => {
     const valid = toJson([conversation()]);
     assert.throws(
@@ -231,6 +245,18 @@ describe("import refuses, whole", () => {
         "$.conversations[0].next[0].next[1].stats.sources",
       ],
       [
+        (d) => (d.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.id = "short"),
+        "$.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.id",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.slot = 3),
+        "$.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.slot",
+      ],
+      [
+        (d) => (d.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.blind = 1),
+        "$.conversations[0].next[0].next[1].next[0].next[0].stats.comparison.blind",
+      ],
+      [
         (d) => (d.conversations[0].next[0].next[1].stats.ttft_ms = "fast"),
         "$.conversations[0].next[0].next[1].stats.ttft_ms",
       ],
@@ -325,6 +351,10 @@ describe("the server's export (GET /api/my-data)", () => {
       conversations: [{ id: "c1", title: "Tea", updated: 5, pick: 0, nodes, etag: '"3"' }],
       shares: [],
       files: [{ id: "img1", type: "image/jpeg", width: 8, height: 8, bytes: 100, created: 1 }],
+      // The server's own record, exported beside the chats: read past, not imported.
+      feedback: [],
+      comparisons: [],
+      knowledge: [],
     });
   const image = { id: "img1", type: "image/jpeg", width: 8, height: 8 };
 

@@ -3,12 +3,11 @@
 // reachable, and the thread follows the versions shown.
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
+import { fnv, nodeKey } from "../../static/js/node-key.js";
 import {
   addVersion,
   dropVersion,
-  fnv,
   fromList,
-  nodeKey,
   nodes,
   parentOf,
   reveal,

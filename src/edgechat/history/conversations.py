@@ -37,7 +37,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from edgechat.core.errors import BadRequest
-from edgechat.core.ids import is_client_id
+from edgechat.core.ids import is_client_id, is_random_id
+from edgechat.core.requests import MAX_COMPARED
 from edgechat.media.images import IMAGE_TYPES, MAX_IMAGE_SIDE
 
 __all__ = [
@@ -81,12 +82,16 @@ _STATS = (
     "route",
     "similar",
     "sources",
+    "comparison",
 )
 _ROUTE = ("model", "reason")
 # An answer from the semantic cache: the similar question's score and text.
 _SIMILAR = ("score", "question")
 # A passage an answer from a knowledge base cites: done.sources' items.
 _SOURCE = ("n", "base", "document", "name", "chunk", "id", "score", "text")
+# A comparison's answer: the comparison (the server's id), its slot, and
+# whether it is blind, so a reload or another device can offer its vote.
+_COMPARISON = ("id", "slot", "blind")
 _USAGE = ("prompt_tokens", "completion_tokens", "total_tokens")
 _ERROR = ("code", "status", "message", "retryAfter", "retryable", "offline", "categories")
 
@@ -163,6 +168,9 @@ def _stats(value: Any, path: str) -> dict[str, Any]:
             "score": score,
             "question": _string(found["question"], f"{path}.similar.question", 1000),
         }
+    compared = value.get("comparison")
+    if compared is not None:
+        out["comparison"] = _comparison(compared, f"{path}.comparison")
     if value.get("sources") is not None:
         out["sources"] = _sources(value["sources"], f"{path}.sources")
     return out
@@ -188,6 +196,18 @@ def _sources(value: Any, path: str) -> list[dict[str, Any]]:
         _string(source["text"], f"{where}.text", MAX_SOURCE_TEXT)
         out.append({key: source[key] for key in _SOURCE})
     return out
+
+
+def _comparison(value: Any, path: str) -> dict[str, Any]:
+    _fields(value, path, _COMPARISON, ())
+    cid, slot, blind = value["id"], value["slot"], value["blind"]
+    if not isinstance(cid, str) or not is_random_id(cid):
+        raise _bad(f"{path}.id", "must be a comparison's id (24 base64url characters)")
+    if not _count(slot) or slot >= MAX_COMPARED:
+        raise _bad(f"{path}.slot", f"must be a whole number from 0 to {MAX_COMPARED - 1}")
+    if not isinstance(blind, bool):
+        raise _bad(f"{path}.blind", "must be true or false")
+    return {"id": cid, "slot": slot, "blind": blind}
 
 
 def _categories(value: Any, path: str) -> list[str]:

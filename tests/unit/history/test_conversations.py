@@ -62,6 +62,8 @@ GOOD: dict[str, Any] = {
             "content": "",
             "status": "error",
             "error": {"code": "model_busy", "status": 503, "retryable": True},
+            # A comparison's answer that failed keeps its comparison too.
+            "stats": {"comparison": {"id": "Jq0c" + "a" * 20, "slot": 2, "blind": True}},
         },
     ],
 }
@@ -136,6 +138,12 @@ CASES = [
         lambda d: _first_source(d).update(text="x" * (MAX_SOURCE_TEXT + 1)),
         f"stats.sources[0].text is longer than {MAX_SOURCE_TEXT} characters",
     ),
+    (lambda d: d["nodes"][4]["stats"]["comparison"].update(id="x/y"), "stats.comparison.id"),
+    (lambda d: d["nodes"][4]["stats"]["comparison"].update(slot=3), "slot must be a whole"),
+    (lambda d: d["nodes"][4]["stats"]["comparison"].update(slot=True), "comparison.slot"),
+    (lambda d: d["nodes"][4]["stats"]["comparison"].update(blind="yes"), "comparison.blind"),
+    (lambda d: d["nodes"][4]["stats"]["comparison"].pop("slot"), "comparison.slot is missing"),
+    (lambda d: d["nodes"][4]["stats"]["comparison"].update(model="glm"), "comparison.model is not"),
     (lambda d: d["nodes"][2]["moderation"].update(safe="no"), "moderation.safe"),
     (lambda d: d["nodes"][4]["error"].update(retryable="yes"), "nodes[4].error.retryable"),
     (lambda d: d["nodes"][3].update(content=7), "nodes[3].content must be a string"),
