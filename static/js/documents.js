@@ -23,7 +23,8 @@ export const DOCUMENT_EXTENSIONS = Object.keys(TYPES).map((x) => `.${x}`);
 
 export const documentType = (file) => TYPES[file.name.split(".").pop().toLowerCase()];
 
-async function dataUrl(file, type) {
+/** `file` as a data: URL of `type`. */
+export async function dataUrl(file, type) {
   const bytes = new Uint8Array(await file.arrayBuffer());
   let binary = "";
   for (let at = 0; at < bytes.length; at += 0x8000) {

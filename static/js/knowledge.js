@@ -4,8 +4,10 @@
 // the answer's stats.sources and shown by sources.js. Loaded on the first
 // click of the sidebar's "Knowledge" (sync.js).
 
+import { DOCUMENT_EXTENSIONS, dataUrl, documentType } from "./documents.js";
 import { button, el, ui } from "./dom.js";
 import { state, store } from "./state.js";
+import { filePart } from "./store.js";
 
 const WORDS = {
   en: {
@@ -60,18 +62,6 @@ const WORDS = {
 };
 
 const words = () => WORDS[state.lang] || WORDS.en;
-const TYPES = ".pdf,.docx,.xlsx,.csv,.html,.htm,.txt,.md,.markdown";
-const KINDS = {
-  pdf: "application/pdf",
-  docx: "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-  xlsx: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-  csv: "text/csv",
-  html: "text/html",
-  htm: "text/html",
-  txt: "text/plain",
-  md: "text/markdown",
-  markdown: "text/markdown",
-};
 
 // The base each conversation asks (by conversation id; "" for the next new one).
 const chosen = new Map();
@@ -105,15 +95,6 @@ function renderNote() {
 }
 
 // --- the dialog -------------------------------------------------------------------
-
-function encode(file) {
-  return new Promise((resolve, reject) => {
-    const reader = new FileReader();
-    reader.onload = () => resolve(reader.result);
-    reader.onerror = () => reject(reader.error);
-    reader.readAsDataURL(file);
-  });
-}
 
 function make(sync) {
   const box = el("dialog", "my-data-dialog knowledge-dialog");
@@ -159,11 +140,9 @@ function make(sync) {
   };
 
   const upload = async (base, file) => {
-    const ext = file.name.split(".").pop().toLowerCase();
-    const url = await encode(new File([file], file.name, { type: KINDS[ext] || file.type }));
+    const url = await dataUrl(file, documentType(file) || file.type);
     say("");
-    const part = { type: "file", file: { filename: file.name, file_data: url } };
-    if (await call("POST", `/api/knowledge/${base.id}/documents`, part)) refresh();
+    if (await call("POST", `/api/knowledge/${base.id}/documents`, filePart(file.name, url))) refresh();
   };
 
   const documentRow = (base, doc) => {
@@ -202,7 +181,7 @@ function make(sync) {
     if (base.mine) {
       const file = el("input");
       file.type = "file";
-      file.accept = TYPES;
+      file.accept = DOCUMENT_EXTENSIONS.join(",");
       file.hidden = true;
       file.addEventListener("change", () => {
         if (file.files[0]) upload(base, file.files[0]);
