@@ -4,6 +4,7 @@
 // the answer's stats.sources and shown by sources.js. Loaded on the first
 // click of the sidebar's "Knowledge" (sync.js).
 
+import { statusDialog } from "./dialog.js";
 import { DOCUMENT_EXTENSIONS, dataUrl, documentType } from "./documents.js";
 import { button, el, ui } from "./dom.js";
 import { state, store } from "./state.js";
@@ -97,17 +98,8 @@ function renderNote() {
 // --- the dialog -------------------------------------------------------------------
 
 function make(sync) {
-  const box = el("dialog", "my-data-dialog knowledge-dialog");
-  box.setAttribute("aria-labelledby", "knowledge-title");
-  const title = el("h2");
-  title.id = "knowledge-title";
+  const { box, title, status, say } = statusDialog("knowledge", "my-data-dialog knowledge-dialog");
   const about = el("p");
-  const status = el("p", "links-status");
-  status.setAttribute("role", "status");
-  const say = (text, problem = false) => {
-    status.textContent = text;
-    status.classList.toggle("problem-text", problem);
-  };
   const list = el("ul", "link-list knowledge-list");
   const form = el("form", "dialog-actions");
   const label = el("label", "field");

@@ -3,6 +3,7 @@
 // (DELETE /api/shares/<id>). Loaded on the first click of the sidebar's
 // "My links" (sync.js): nobody pays for it on the first load.
 
+import { statusDialog } from "./dialog.js";
 import { button, el } from "./dom.js";
 import { state } from "./state.js";
 
@@ -43,12 +44,7 @@ const day = (ms) => new Date(ms).toLocaleDateString(state.lang === "zh" ? "zh-CN
 let dialog = null;
 
 function make() {
-  const box = el("dialog", "links-dialog");
-  box.setAttribute("aria-labelledby", "links-title");
-  const title = el("h2");
-  title.id = "links-title";
-  const status = el("p", "links-status");
-  status.setAttribute("role", "status");
+  const { box, title, status } = statusDialog("links", "links-dialog");
   const list = el("ul", "links-list");
   const actions = el("div", "dialog-actions");
   const close = button("btn btn-ghost", "", () => box.close());

@@ -6,6 +6,7 @@
 // delete their copies as they sync. Loaded on the first click of the
 // sidebar's "My data" (sync.js).
 
+import { statusDialog } from "./dialog.js";
 import { button, el } from "./dom.js";
 import { forgetRatings } from "./feedback.js";
 import { download } from "./import-export.js";
@@ -54,17 +55,8 @@ const words = () => WORDS[state.lang] || WORDS.en;
 let dialog = null;
 
 function make(sync) {
-  const box = el("dialog", "my-data-dialog");
-  box.setAttribute("aria-labelledby", "my-data-title");
-  const title = el("h2");
-  title.id = "my-data-title";
+  const { box, title, status, say } = statusDialog("my-data", "my-data-dialog");
   const about = el("p");
-  const status = el("p", "links-status");
-  status.setAttribute("role", "status");
-  const say = (text, problem = false) => {
-    status.textContent = text;
-    status.classList.toggle("problem-text", problem);
-  };
   const confirm = el("p", "problem-text");
   const actions = el("div", "dialog-actions");
   const sure = el("div", "dialog-actions");

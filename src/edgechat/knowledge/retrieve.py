@@ -30,9 +30,7 @@ from edgechat.knowledge.ingest import Embed
 
 __all__ = ["Retrieved", "attach", "retrieve"]
 
-# Vectorize returns at most 100 matches without metadata
-# (https://developers.cloudflare.com/vectorize/platform/limits/); the
-# setting is held to 50.
+# A passage's text cannot end its own <source> block.
 _CLOSE = re.compile(r"</(source)", re.IGNORECASE)
 _CHUNKS = (
     "SELECT c.document, c.n, c.tokens, c.text, d.name FROM knowledge_chunks c "
@@ -94,6 +92,9 @@ async def retrieve(
     owner = base["user"]
     values = (await embed([question]))[0]
     flt = {"kind": "chunk", "owner": owner_tag(owner), "base": bid}
+    # Without metadata Vectorize returns up to 100 matches
+    # (https://developers.cloudflare.com/vectorize/platform/limits/);
+    # KNOWLEDGE_TOP_K is held to 50.
     matches = await vectors.query(values, top_k=top_k, filter=flt, metadata=False)
     scored = {m["id"]: float(m["score"]) for m in matches}
     keys = [key for key in map(_split_id, scored) if key is not None]
