@@ -14,14 +14,13 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.harness import ROOT, config_without_rate_limiter, start_runner
+from tests.harness import ROOT, chat_first_bytes, config_without_rate_limiter, start_runner
 
 TOKEN = "bench-token-4f0a9c2e7d1b6583"
 VARS = f"API_KEYS=bench:{TOKEN}\nMODELS=auto,glm,kimi,llama\nCACHE_MODE=off\n"
@@ -30,16 +29,7 @@ VARS = f"API_KEYS=bench:{TOKEN}\nMODELS=auto,glm,kimi,llama\nCACHE_MODE=off\n"
 def first_bytes(client: httpx.Client, model: str, n: int) -> tuple[float, float]:
     """Milliseconds to the ``meta`` event and to the first model event."""
     body = {"messages": [{"role": "user", "content": f"What time is it? {n}"}], "model": model}
-    start = time.perf_counter()
-    meta = token = 0.0
-    with client.stream("POST", "/chat", json=body) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if not meta and line == "event: meta":
-                meta = time.perf_counter()
-            elif meta and not token and line.startswith("data:") and '"choices"' in line:
-                token = time.perf_counter()
-    return (meta - start) * 1e3, (token - start) * 1e3
+    return chat_first_bytes(client, body)
 
 
 def run(label: str, extra: str, rounds: int) -> None:

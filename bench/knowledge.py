@@ -28,7 +28,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from tests.harness import ROOT, config_without_rate_limiter, start_runner
+from tests.harness import ROOT, chat_first_bytes, config_without_rate_limiter, start_runner
 
 TOKEN = "bench-token-4f0a9c2e7d1b6583"
 VARS = f"API_KEYS=bench:{TOKEN}\nCACHE_MODE=off\n"
@@ -69,16 +69,7 @@ def first_bytes(client: httpx.Client, bid: str | None, n: int) -> tuple[float, f
     }
     if bid is not None:
         body["knowledge"] = bid
-    start = time.perf_counter()
-    meta = token = 0.0
-    with client.stream("POST", "/chat", json=body) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if not meta and line == "event: meta":
-                meta = time.perf_counter()
-            elif meta and not token and line.startswith("data:") and '"choices"' in line:
-                token = time.perf_counter()
-    return (meta - start) * 1e3, (token - start) * 1e3
+    return chat_first_bytes(client, body)
 
 
 def main() -> None:

@@ -321,3 +321,18 @@ class VectorsLog:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"Vectorize mutations not applied: {pending}")
             time.sleep(0.02)
+
+
+def chat_first_bytes(client: Any, body: dict[str, Any]) -> tuple[float, float]:
+    """Milliseconds from sending ``body`` to ``/chat`` to its ``meta`` event
+    and to the first model event (the benches' first-byte figures)."""
+    start = time.perf_counter()
+    meta = token = 0.0
+    with client.stream("POST", "/chat", json=body) as response:
+        assert response.status_code == 200, response.read()
+        for line in response.iter_lines():
+            if not meta and line == "event: meta":
+                meta = time.perf_counter()
+            elif meta and not token and line.startswith("data:") and '"choices"' in line:
+                token = time.perf_counter()
+    return (meta - start) * 1e3, (token - start) * 1e3
